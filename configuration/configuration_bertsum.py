@@ -1,0 +1,79 @@
+"""Configuration of the BERTSum-style extractive summarizer (Liu & Lapata 2019, "Text Summarization with
+Pretrained Encoders"), over any BERT/RoBERTa encoder."""
+
+from transformers import AutoConfig, PretrainedConfig
+
+
+class BertSumConfig(PretrainedConfig):
+    r"""
+    Args:
+        encoder_config (`dict`, *optional*):
+            The configuration of the underlying BERT/RoBERTa encoder (`encoder.to_dict()`); defaults to a BERT
+            config. Its `type_vocab_size` must be at least 2 for interval segment embeddings.
+        encoder_name_or_path (`str`, *optional*):
+            Where the encoder weights came from (a Hub id or path), recorded for model cards.
+        inter_sentence_layers (`int`, *optional*, defaults to 2):
+            Transformer layers over the sentence vectors before the scorer (PreSumm's `ext_layers`).
+        inter_sentence_heads (`int`, *optional*, defaults to 8):
+            Attention heads of those layers.
+        inter_sentence_ff_size (`int`, *optional*, defaults to 1536):
+            Feed-forward size of those layers.
+        dropout (`float`, *optional*, defaults to 0.1):
+            Dropout in the inter-sentence layers.
+        max_sentence_tokens (`int`, *optional*, defaults to 200):
+            Tokens kept per sentence (PreSumm's `max_src_ntokens_per_sent`).
+        min_sentence_tokens (`int`, *optional*, defaults to 5):
+            A sentence cut by the length limit is kept only if at least this many of its tokens fit.
+        num_sentences (`int`, *optional*, defaults to 3):
+            Default summary length of the pipeline.
+        trigram_blocking (`bool`, *optional*, defaults to `True`):
+            Default of the pipeline: skip a sentence that shares a trigram with one already chosen.
+    """
+
+    model_type = "bertsum"
+
+    def __init__(
+        self,
+        encoder_config: dict | None = None,
+        encoder_name_or_path: str | None = None,
+        inter_sentence_layers: int = 2,
+        inter_sentence_heads: int = 8,
+        inter_sentence_ff_size: int = 1536,
+        dropout: float = 0.1,
+        max_sentence_tokens: int = 200,
+        min_sentence_tokens: int = 5,
+        num_sentences: int = 3,
+        trigram_blocking: bool = True,
+        **kwargs,
+    ):
+        if isinstance(encoder_config, PretrainedConfig):
+            encoder_config = encoder_config.to_dict()
+        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
+        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
+        encoder_config.pop("_name_or_path", None)
+        self.encoder_config = encoder_config
+        self.encoder_name_or_path = encoder_name_or_path
+        self.inter_sentence_layers = inter_sentence_layers
+        self.inter_sentence_heads = inter_sentence_heads
+        self.inter_sentence_ff_size = inter_sentence_ff_size
+        self.dropout = dropout
+        self.max_sentence_tokens = max_sentence_tokens
+        self.min_sentence_tokens = min_sentence_tokens
+        self.num_sentences = num_sentences
+        self.trigram_blocking = trigram_blocking
+        super().__init__(**kwargs)
+
+    def get_encoder_config(self) -> PretrainedConfig:
+        settings = dict(self.encoder_config)
+        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.get_encoder_config().hidden_size
+
+    @property
+    def max_position_embeddings(self) -> int:
+        encoder = self.get_encoder_config()
+        # RoBERTa reserves padding_idx + 1 positions before the first token.
+        offset = encoder.pad_token_id + 1 if encoder.model_type in ("roberta", "xlm-roberta", "camembert") else 0
+        return encoder.max_position_embeddings - offset

@@ -1,0 +1,155 @@
+"""BERTSum-style extractive summarizer (Liu & Lapata 2019): a `[CLS]` token before every sentence, interval segment
+embeddings, a few transformer layers over the sentence vectors, and a sigmoid scorer trained with BCE against oracle
+labels. Works over any BERT/RoBERTa encoder; the default is the bundled all-MiniLM-L6-v2."""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from ..configuration.configuration_bertsum import BertSumConfig
+
+
+@dataclass
+class ExtractiveSummarizerOutput(ModelOutput):
+    """
+    Args:
+        loss (`torch.FloatTensor` of shape `(1,)`, *optional*): BCE against the oracle labels, mean over real sentences.
+        logits (`torch.FloatTensor` of shape `(batch_size, num_sentences)`): one score per sentence (before sigmoid);
+            padded sentence slots hold the dtype's minimum.
+        sentence_states (`torch.FloatTensor` of shape `(batch_size, num_sentences, hidden_size)`): sentence vectors
+            fed to the scorer.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    sentence_states: torch.FloatTensor | None = None
+
+
+def sinusoidal_positions(length: int, dim: int, device=None) -> torch.Tensor:
+    """The fixed sine/cosine position table of Vaswani et al., used for sentence positions as in PreSumm."""
+    position = torch.arange(length, device=device, dtype=torch.float).unsqueeze(1)
+    frequency = torch.exp(torch.arange(0, dim, 2, device=device, dtype=torch.float) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim, device=device)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: dim // 2])
+    return table
+
+
+class InterSentenceEncoder(nn.Module):
+    """Pre-norm transformer layers over sentence vectors (PreSumm's `ExtTransformerEncoder`)."""
+
+    def __init__(self, config: BertSumConfig):
+        super().__init__()
+        hidden = config.hidden_size
+        self.layers = nn.ModuleList(
+            nn.TransformerEncoderLayer(
+                hidden,
+                config.inter_sentence_heads,
+                config.inter_sentence_ff_size,
+                dropout=config.dropout,
+                activation="gelu",
+                batch_first=True,
+                norm_first=True,
+            )
+            for _ in range(config.inter_sentence_layers)
+        )
+        self.norm = nn.LayerNorm(hidden, eps=1e-6)
+
+    def forward(self, sentence_vectors: torch.Tensor, sentence_mask: torch.Tensor) -> torch.Tensor:
+        hidden = sentence_vectors.size(-1)
+        states = sentence_vectors * sentence_mask.unsqueeze(-1)
+        states = states + sinusoidal_positions(states.size(1), hidden, states.device).to(states.dtype)
+        for layer in self.layers:
+            states = layer(states, src_key_padding_mask=~sentence_mask)
+        return self.norm(states) * sentence_mask.unsqueeze(-1)
+
+
+class BertSumPreTrainedModel(PreTrainedModel):
+    config_class = BertSumConfig
+    base_model_prefix = "bertsum"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    # `forward` takes **kwargs only to ignore them; the loss is already a mean.
+    accepts_loss_kwargs = False
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        std = getattr(self.config.get_encoder_config(), "initializer_range", 0.02)
+        if isinstance(module, nn.Linear):
+            module.weight.normal_(mean=0.0, std=std)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, nn.Embedding):
+            module.weight.normal_(mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+
+
+class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
+    def __init__(self, config: BertSumConfig):
+        super().__init__(config)
+        self.encoder = AutoModel.from_config(
+            config.get_encoder_config(), add_pooling_layer=False, attn_implementation=config._attn_implementation
+        )
+        self.inter_sentence = InterSentenceEncoder(config) if config.inter_sentence_layers > 0 else None
+        self.scorer = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @classmethod
+    def from_encoder(
+        cls, encoder_path: str, config: BertSumConfig | None = None, **config_kwargs
+    ) -> "BertSumForExtractiveSummarization":
+        """A summarizer whose encoder starts from a pretrained BERT/RoBERTa checkpoint; the other layers are new.
+
+        `encoder_path` is a folder or Hub id (`sumformers.encoders.resolve_encoder` maps the default's names to the
+        bundled copy). With `config`, its settings are used as they are (to rebuild a saved model before loading its
+        adapter); otherwise a config is made from the encoder's and `config_kwargs`.
+        """
+        encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
+        if encoder.config.type_vocab_size < 2:
+            # RoBERTa has one segment type: interval segments need two, both start from the trained one.
+            table = encoder.embeddings.token_type_embeddings
+            grown = nn.Embedding(2, table.embedding_dim)
+            grown.weight.data.copy_(table.weight.data[:1].expand(2, -1))
+            encoder.embeddings.token_type_embeddings = grown
+            encoder.config.type_vocab_size = 2
+        if config is None:
+            config_kwargs.setdefault("encoder_name_or_path", encoder_path)
+            config = BertSumConfig(encoder_config=encoder.config.to_dict(), **config_kwargs)
+        model = cls(config)
+        model.encoder.load_state_dict(encoder.state_dict())
+        return model
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        cls_positions: torch.LongTensor,
+        sentence_mask: torch.BoolTensor,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        labels: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> ExtractiveSummarizerOutput:
+        token_states = self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+        sentence_mask = sentence_mask.bool()
+        index = cls_positions.unsqueeze(-1).expand(-1, -1, token_states.size(-1))
+        sentence_states = torch.gather(token_states, 1, index)
+        if self.inter_sentence is not None:
+            sentence_states = self.inter_sentence(sentence_states, sentence_mask)
+        logits = self.scorer(sentence_states).squeeze(-1)
+        logits = logits.masked_fill(~sentence_mask, torch.finfo(logits.dtype).min)
+        loss = None
+        if labels is not None:
+            real = sentence_mask & (labels >= 0)
+            loss = nn.functional.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        return ExtractiveSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
+
+
+__all__ = ["BertSumForExtractiveSummarization", "BertSumPreTrainedModel", "ExtractiveSummarizerOutput"]

@@ -1,0 +1,82 @@
+"""The `extractive-summarization` pipeline: text (or a list of sentences) in, the top-scored sentences out, with
+their indices and scores in document order."""
+
+import torch
+from transformers import Pipeline
+
+from ..features import document_sentences, encode_sentences
+from ..text import select_sentences
+
+
+class ExtractiveSummarizationPipeline(Pipeline):
+    """Scores every sentence with a sentence-level extractive model and keeps the best `num_sentences`.
+
+    Inputs: a string (split into sentences with pysbd), or the sentences themselves as `{"sentences": [...]}`;
+    a list of those is a batch (so a list of sentence lists is a batch of pre-split documents).
+    Options: `num_sentences` (default: the model config's, 3), `trigram_blocking` (skip a sentence sharing a trigram
+    with one already chosen; default: the model config's), `max_length` (tokens; default the encoder's limit).
+    Output per document: `summary` (chosen sentences in document order, one per line), `sentences` (their indices),
+    `scores` (their probabilities).
+    """
+
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_tokenizer = True
+
+    def _sanitize_parameters(self, num_sentences=None, trigram_blocking=None, max_length=None, **kwargs):
+        preprocess = {} if max_length is None else {"max_length": max_length}
+        postprocess = {}
+        if num_sentences is not None:
+            if int(num_sentences) < 1:
+                raise ValueError(f"num_sentences must be at least 1, got {num_sentences}")
+            postprocess["num_sentences"] = int(num_sentences)
+        if trigram_blocking is not None:
+            postprocess["trigram_blocking"] = bool(trigram_blocking)
+        return preprocess, {}, postprocess
+
+    def preprocess(self, document, max_length=None):
+        sentences = document_sentences(document)
+        limit = min(max_length or self.model.config.max_position_embeddings, self.model.config.max_position_embeddings)
+        encoded = encode_sentences(
+            self.tokenizer,
+            sentences,
+            max_length=limit,
+            max_sentence_tokens=self.model.config.max_sentence_tokens,
+            min_sentence_tokens=self.model.config.min_sentence_tokens,
+        )
+        if not encoded["cls_positions"]:
+            # Nothing to score: one dummy sentence keeps the batch shapes valid; postprocess returns an empty summary.
+            encoded = encode_sentences(self.tokenizer, ["."], max_length=limit)
+            encoded["num_sentences"] = 0
+        return {
+            "input_ids": torch.tensor([encoded["input_ids"]]),
+            "token_type_ids": torch.tensor([encoded["token_type_ids"]]),
+            "attention_mask": torch.tensor([encoded["attention_mask"]]),
+            "cls_positions": torch.tensor([encoded["cls_positions"]]),
+            "sentence_mask": torch.ones(1, len(encoded["cls_positions"]), dtype=torch.bool),
+            # A tuple (not a list) so that a batch of them can be told apart from one document.
+            "sentences": tuple(sentences[: encoded["num_sentences"]]),
+        }
+
+    def _forward(self, model_inputs):
+        sentences = model_inputs.pop("sentences")
+        batch_sentences = [sentences] if isinstance(sentences, tuple) else list(sentences)
+        logits = self.model(**model_inputs).logits
+        return {"probabilities": torch.sigmoid(logits.float()), "sentences": batch_sentences}
+
+    def postprocess(self, model_outputs, num_sentences=None, trigram_blocking=None):
+        sentences = model_outputs["sentences"]
+        if isinstance(sentences, list) and len(sentences) == 1 and isinstance(sentences[0], tuple):
+            sentences = sentences[0]
+        probabilities = model_outputs["probabilities"][0, : len(sentences)].tolist()
+        num_sentences = num_sentences or self.model.config.num_sentences
+        if trigram_blocking is None:
+            trigram_blocking = self.model.config.trigram_blocking
+        ranked = sorted(range(len(sentences)), key=lambda i: -probabilities[i])
+        chosen = sorted(select_sentences(ranked, list(sentences), num_sentences, trigram_blocking=trigram_blocking))
+        return {
+            "summary": "\n".join(sentences[i] for i in chosen),
+            "sentences": chosen,
+            "scores": [probabilities[i] for i in chosen],
+        }

@@ -1,0 +1,61 @@
+"""Model cards: huggingface_hub `ModelCard`s with metadata (datasets, metrics, base model, model-index), filled from
+a per-architecture template in `model_cards/` and the card info a training run records."""
+
+from importlib import resources
+from pathlib import Path
+
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from .encoders import portable_encoder_name
+
+METRIC_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeLsum": "ROUGE-L (sum)"}
+
+
+def card_template(model_type: str) -> Path:
+    return Path(str(resources.files("sumformers.model_cards") / f"{model_type}.md"))
+
+
+def build_model_card(config, card_info: dict) -> ModelCard:
+    """`card_info` (all optional): `model_name`, `repo_id`, `datasets` (Hub ids), `dataset_name`, `split`,
+    `results` ({metric: value x 100}), `training` (markdown), `evaluation` (markdown)."""
+    encoder = portable_encoder_name(getattr(config, "encoder_name_or_path", None))
+    results = card_info.get("results", {})
+    eval_results = [
+        EvalResult(
+            task_type="summarization",
+            dataset_type=(card_info.get("datasets") or ["unknown"])[0],
+            dataset_name=card_info.get("dataset_name", "unknown"),
+            dataset_split=card_info.get("split"),
+            metric_type="rouge",
+            metric_name=METRIC_NAMES.get(metric, metric),
+            metric_value=round(float(value), 2),
+        )
+        for metric, value in results.items()
+        if metric in METRIC_NAMES
+    ]
+    model_name = card_info.get("model_name", f"sumformers-{config.model_type}")
+    card_data = ModelCardData(
+        language="en",
+        license="apache-2.0",
+        library_name="transformers",
+        pipeline_tag="summarization",
+        tags=["sumformers", "summarization", "extractive-summarization", config.model_type],
+        datasets=card_info.get("datasets"),
+        metrics=["rouge"],
+        base_model=encoder,
+        model_name=model_name if eval_results else None,
+        eval_results=eval_results or None,
+    )
+    return ModelCard.from_template(
+        card_data,
+        template_path=str(card_template(config.model_type)),
+        model_name=model_name,
+        repo_id=card_info.get("repo_id", f"your-name/{model_name}"),
+        encoder=encoder,
+        max_tokens=getattr(config, "max_position_embeddings", "?"),
+        inter_sentence_layers=getattr(config, "inter_sentence_layers", 0),
+        num_sentences=getattr(config, "num_sentences", 3),
+        trigram_blocking=getattr(config, "trigram_blocking", True),
+        training=card_info.get("training"),
+        evaluation=card_info.get("evaluation"),
+    )

@@ -1,0 +1,176 @@
+"""The `sumformers` command: summarize, evaluate, export."""
+
+import argparse
+import json
+import sys
+import warnings
+from pathlib import Path
+
+ERROR_EXIT = 2
+
+
+def _one_line_warnings(message, category, filename, lineno, line=None):
+    return f"warning: {message}\n"
+
+
+def _fail(message: str) -> None:
+    print(f"sumformers: error: {message}", file=sys.stderr)
+    sys.exit(ERROR_EXIT)
+
+
+def read_text_file(path: Path) -> str:
+    """Read text as UTF-8; undecodable bytes are replaced (with a warning) rather than failing the document."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        warnings.warn(f"{path}: bytes that are not UTF-8 were replaced with U+FFFD")
+        return data.decode("utf-8", errors="replace")
+
+
+def read_documents(source: Path) -> list[dict]:
+    """Documents from a text file, a JSONL file (`document` or `documents` per line) or a folder of those.
+
+    Returns records {"id", "document"} or {"id", "error"} for entries that cannot be used, so one bad line does not
+    cost the others.
+    """
+    if source.is_dir():
+        files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (".txt", ".jsonl", ".md"))
+        if not files:
+            raise ValueError(f"{source} holds no .txt or .jsonl files")
+        return [record for path in files for record in read_documents(path)]
+    if not source.is_file():
+        raise ValueError(f"{source}: no such file or folder")
+    if source.suffix != ".jsonl":
+        return [{"id": source.stem, "document": read_text_file(source)}]
+    records = []
+    for number, line in enumerate(read_text_file(source).splitlines(), start=1):
+        if not line.strip():
+            continue
+        record_id = f"{source.stem}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            records.append({"id": record_id, "error": f"{source}:{number}: not valid JSON ({error.msg})"})
+            continue
+        if not isinstance(row, dict):
+            records.append({"id": record_id, "error": f"{source}:{number}: expected a JSON object"})
+            continue
+        record_id = str(row.get("id", record_id))
+        document = row.get("document", row.get("documents"))
+        if isinstance(document, list) and all(isinstance(part, str) for part in document):
+            document = "\n\n".join(document)
+        if not isinstance(document, str):
+            records.append({"id": record_id, "error": f"{source}:{number}: no `document` string (or `documents` list)"})
+            continue
+        records.append({"id": record_id, "document": document})
+    return records
+
+
+def summarize_command(args) -> int:
+    from tqdm.auto import tqdm
+
+    from .hub import load_pipeline
+
+    try:
+        records = read_documents(Path(args.input))
+    except ValueError as error:
+        _fail(str(error))
+    summarizer = load_pipeline(args.model)
+    options = {}
+    if args.num_sentences is not None:
+        options["num_sentences"] = args.num_sentences
+    if args.trigram_blocking is not None:
+        options["trigram_blocking"] = args.trigram_blocking
+    valid = [record for record in records if "document" in record]
+    outputs = summarizer(
+        (record["document"] for record in valid), batch_size=args.batch_size, **options
+    ) if valid else []
+    results = iter(tqdm(outputs, total=len(valid), disable=len(valid) <= 1, desc="summarizing", file=sys.stderr))
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    failed = 0
+    try:
+        for record in records:
+            if "error" in record:
+                failed += 1
+                print(f"sumformers: error: {record['error']}", file=sys.stderr)
+                row = {"id": record["id"], "error": record["error"]}
+            else:
+                row = {"id": record["id"], **next(results)}
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return ERROR_EXIT if failed else 0
+
+
+def evaluate_command(args) -> int:
+    from .evaluation import evaluate_file
+
+    if (args.predictions is None) == (args.baseline is None):
+        _fail("give exactly one of --predictions or --baseline")
+    try:
+        scores = evaluate_file(args.data, predictions_path=args.predictions, baseline=args.baseline)
+    except (ValueError, FileNotFoundError) as error:
+        _fail(str(error))
+    if args.json:
+        print(json.dumps(scores))
+    else:
+        print(f"{'metric':<10} {'F1 x 100':>9}")
+        for metric in ("rouge1", "rouge2", "rougeLsum"):
+            print(f"{metric:<10} {scores[metric]:>9.2f}")
+        print(f"({scores['num_examples']} examples)")
+    return 0
+
+
+def export_command(args) -> int:
+    from .hub import export_model, push_to_hub
+
+    model, output = (None, args.paths[0]) if len(args.paths) == 1 else args.paths
+    try:
+        folder = export_model(model, output)
+    except (FileExistsError, FileNotFoundError, OSError, ValueError) as error:
+        _fail(str(error))
+    print(f"exported to {folder}")
+    if args.push_to_hub:
+        print(f"pushed: {push_to_hub(str(folder), args.push_to_hub)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sumformers", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    summarize = commands.add_parser("summarize", help="summarize a text file, a JSONL file or a folder")
+    summarize.add_argument("input", help="text file, JSONL with `document` per line, or a folder of those")
+    summarize.add_argument("--model", default=None, help="shipped checkpoint name, folder or Hub id (default: bundled)")
+    summarize.add_argument("--output", default=None, help="JSONL output file (default: standard output)")
+    summarize.add_argument("--num-sentences", type=int, default=None)
+    summarize.add_argument("--trigram-blocking", action=argparse.BooleanOptionalAction, default=None)
+    summarize.add_argument("--batch-size", type=int, default=4)
+    summarize.set_defaults(run=summarize_command)
+
+    evaluate = commands.add_parser("evaluate", help="ROUGE of predictions or a baseline against references")
+    evaluate.add_argument("--data", required=True, help="JSONL with `id`, `document` and `summary`")
+    evaluate.add_argument("--predictions", default=None, help="JSONL with `id` and `summary`")
+    evaluate.add_argument("--baseline", default=None, help="lead-3 (lead-K) or oracle")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.set_defaults(run=evaluate_command)
+
+    export = commands.add_parser("export", help="write a self-contained Hub repo: export [MODEL] OUTPUT_DIR")
+    export.add_argument("paths", nargs="+", metavar="[MODEL] OUTPUT_DIR")
+    export.add_argument("--push-to-hub", default=None, metavar="REPO_ID", help="upload the export (needs network)")
+    export.set_defaults(run=export_command)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "export" and len(args.paths) > 2:
+        _fail("export takes [MODEL] OUTPUT_DIR")
+    warnings.formatwarning = _one_line_warnings
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

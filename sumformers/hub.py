@@ -1,0 +1,200 @@
+"""Loading, saving and exporting models.
+
+Two on-disk forms:
+- a *checkpoint* (what ships in `checkpoints/` and what training writes): `config.json` plus a PEFT adapter
+  (`adapter_config.json`, `adapter_model.safetensors`: LoRA and the task layers, fp16) over a pretrained encoder that
+  is installed separately (default: the bundled MiniLM). Small enough to ship in the package.
+- an *exported repo* (what `sumformers export` writes and what goes to the Hub): self-contained, with the LoRA merged
+  into `model.safetensors`, the tokenizer, a model card, and the remote code as flat files so that
+  `AutoModel.from_pretrained(repo, trust_remote_code=True)` works with only transformers and torch installed.
+"""
+
+import importlib
+import inspect
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
+from transformers import pipeline as transformers_pipeline
+
+from .cards import build_model_card
+from .encoders import portable_encoder_name, resolve_encoder
+from .registry import architecture_for
+
+DEFAULT_MODEL = "bertsum-minilm-cnndm"
+CARD_INFO_FILE = "sumformers_card.json"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+
+
+def shipped_checkpoints() -> dict[str, Path]:
+    """The trained checkpoints bundled with the package, by name."""
+    root = Path(str(resources.files("sumformers.checkpoints")))
+    return {path.name: path for path in sorted(root.iterdir()) if (path / "config.json").is_file()}
+
+
+def resolve_model(name_or_path: str | None) -> str:
+    """A shipped checkpoint's name (or None for the default) -> its folder; anything else is a path or Hub id."""
+    shipped = shipped_checkpoints()
+    name = name_or_path or DEFAULT_MODEL
+    if name in shipped:
+        return str(shipped[name])
+    if name_or_path is None:
+        raise FileNotFoundError(f"the default model {DEFAULT_MODEL!r} is missing from {list(shipped)}")
+    return str(name_or_path)
+
+
+def is_adapter_checkpoint(path: str) -> bool:
+    return (Path(path) / "adapter_config.json").is_file()
+
+
+def load_model(name_or_path: str | None = None, **kwargs) -> PreTrainedModel:
+    """Load a sumformers model for inference: a shipped checkpoint's name, a checkpoint folder, an exported repo or a
+    Hub id. Adapter checkpoints are rebuilt over their encoder and merged, so the result is a plain model."""
+    path = resolve_model(name_or_path)
+    if not is_adapter_checkpoint(path):
+        config = AutoConfig.from_pretrained(path, **kwargs)
+        return architecture_for(config).model_class.from_pretrained(path, use_safetensors=True, **kwargs).eval()
+    from peft import PeftModel
+
+    config = AutoConfig.from_pretrained(path)
+    base = architecture_for(config).model_class.from_encoder(resolve_encoder(config.encoder_name_or_path), config=config)
+    return PeftModel.from_pretrained(base, path).merge_and_unload().eval()
+
+
+def load_tokenizer(name_or_path: str | None = None):
+    """The tokenizer saved with a model, or for an adapter checkpoint without one, its encoder's."""
+    path = resolve_model(name_or_path)
+    if (Path(path) / "tokenizer_config.json").is_file() or not is_adapter_checkpoint(path):
+        return AutoTokenizer.from_pretrained(path)
+    config = AutoConfig.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(resolve_encoder(config.encoder_name_or_path))
+
+
+def load_pipeline(name_or_path: str | None = None, task: str | None = None, **pipeline_kwargs):
+    """`transformers.pipeline` for a sumformers model (shipped name, checkpoint, export or Hub id)."""
+    model = load_model(name_or_path)
+    task = task or architecture_for(model.config).task
+    return transformers_pipeline(task, model=model, tokenizer=load_tokenizer(name_or_path), **pipeline_kwargs)
+
+
+def save_adapter_checkpoint(peft_model, output_dir: str, card_info: dict | None = None) -> Path:
+    """Save a PEFT-wrapped sumformers model as a small checkpoint: config, adapter in fp16, card info."""
+    # The checkpoint rebuilds the base from the pretrained encoder alone: every other layer must be in the adapter.
+    saved_modules = set(peft_model.peft_config["default"].modules_to_save or [])
+    unsaved = {
+        name.split(".")[0]
+        for name, _ in peft_model.get_base_model().named_parameters()
+        if not name.startswith("encoder.") and name.split(".")[0] not in saved_modules
+    }
+    if unsaved:
+        raise ValueError(f"modules_to_save must include {sorted(unsaved)}: they are not part of the pretrained encoder")
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    peft_model.save_pretrained(output, safe_serialization=True)
+    base_config = peft_model.get_base_model().config
+    base_config.encoder_name_or_path = portable_encoder_name(base_config.encoder_name_or_path)
+    base_config.save_pretrained(output)
+    # PEFT records the absolute base-model path; a portable name keeps the checkpoint movable.
+    adapter_config_path = output / "adapter_config.json"
+    adapter_config = json.loads(adapter_config_path.read_text())
+    adapter_config["base_model_name_or_path"] = base_config.encoder_name_or_path
+    adapter_config_path.write_text(json.dumps(adapter_config, indent=2, sort_keys=True) + "\n")
+    weights = load_file(output / ADAPTER_WEIGHTS)
+    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}, output / ADAPTER_WEIGHTS)
+    if card_info is not None:
+        (output / CARD_INFO_FILE).write_text(json.dumps(card_info, indent=2) + "\n")
+    (output / "README.md").write_text(str(build_model_card(base_config, card_info or {})))
+    return output
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Export: remote code as flat files
+
+_RELATIVE_IMPORT = re.compile(r"^(\s*)from (\.+)([\w.]*) import ", re.MULTILINE)
+
+
+def _module_of(import_dots: str, import_path: str, from_module: str) -> str:
+    package = from_module.rsplit(".", 1)[0]
+    return importlib.util.resolve_name(import_dots + import_path, package)
+
+
+def collect_remote_code(*objects) -> dict[str, str]:
+    """Source files of `objects` and everything they import relatively, as {flat file name: rewritten source}.
+
+    In the package, `modeling/modeling_x.py` imports `..configuration.configuration_x`; in a Hub repo every file sits
+    side by side, so each relative import becomes a sibling import `from .configuration_x import ...`.
+    """
+    files: dict[str, str] = {}
+    pending = [obj.__module__ for obj in objects]
+    seen = set()
+    while pending:
+        module_name = pending.pop()
+        if module_name in seen:
+            continue
+        seen.add(module_name)
+        source_path = Path(inspect.getsourcefile(importlib.import_module(module_name)))
+        source = source_path.read_text(encoding="utf-8")
+
+        def to_sibling(match, module_name=module_name):
+            target = _module_of(match.group(2), match.group(3), module_name)
+            pending.append(target)
+            return f"{match.group(1)}from .{target.rsplit('.', 1)[-1]} import "
+
+        rewritten = _RELATIVE_IMPORT.sub(to_sibling, source)
+        if source_path.name in files:
+            raise RuntimeError(f"two remote-code files would share the name {source_path.name}")
+        files[source_path.name] = rewritten
+    return files
+
+
+def export_model(name_or_path: str | None, output_dir: str, card_info: dict | None = None) -> Path:
+    """Write a self-contained Hub repo: config with `auto_map` and `custom_pipelines`, merged safetensors weights,
+    tokenizer, model card and flat remote code."""
+    source = resolve_model(name_or_path)
+    model = load_model(source)
+    tokenizer = load_tokenizer(source)
+    architecture = architecture_for(model.config)
+    if card_info is None and (Path(source) / CARD_INFO_FILE).is_file():
+        card_info = json.loads((Path(source) / CARD_INFO_FILE).read_text())
+    output = Path(output_dir)
+    if output.exists() and any(output.iterdir()):
+        raise FileExistsError(f"{output} exists and is not empty")
+    output.mkdir(parents=True, exist_ok=True)
+
+    code = collect_remote_code(architecture.config_class, architecture.model_class, architecture.pipeline_class)
+    for file_name, text in code.items():
+        (output / file_name).write_text(text, encoding="utf-8")
+    config = model.config
+    config.auto_map = {
+        "AutoConfig": f"{Path(inspect.getsourcefile(architecture.config_class)).stem}.{architecture.config_class.__name__}",
+        architecture.auto_class.__name__: (
+            f"{Path(inspect.getsourcefile(architecture.model_class)).stem}.{architecture.model_class.__name__}"
+        ),
+    }
+    config.custom_pipelines = {
+        architecture.task: {
+            "impl": f"{Path(inspect.getsourcefile(architecture.pipeline_class)).stem}.{architecture.pipeline_class.__name__}",
+            "pt": [architecture.auto_class.__name__],
+            "type": "text",
+        }
+    }
+    config.architectures = [architecture.model_class.__name__]
+    model.save_pretrained(output, safe_serialization=True)
+    tokenizer.save_pretrained(output)
+    if card_info is not None:
+        (output / CARD_INFO_FILE).write_text(json.dumps(card_info, indent=2) + "\n")
+    (output / "README.md").write_text(str(build_model_card(config, card_info or {})))
+    return output
+
+
+def push_to_hub(folder: str, repo_id: str, private: bool = False, token: str | None = None) -> str:
+    """Upload an exported repo folder (needs network and a token)."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    return api.upload_folder(folder_path=folder, repo_id=repo_id, commit_message="Upload sumformers model").commit_url

@@ -1,0 +1,49 @@
+"""Every architecture of the package in one table: its config, model, pipeline task and the Auto class it is
+registered under. Registration, loading and export all read this table."""
+
+from dataclasses import dataclass
+
+from transformers import AutoConfig, AutoModel
+from transformers.pipelines import PIPELINE_REGISTRY
+
+from .configuration.configuration_bertsum import BertSumConfig
+from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
+from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
+
+
+@dataclass(frozen=True)
+class Architecture:
+    config_class: type
+    model_class: type
+    task: str
+    pipeline_class: type
+    auto_class: type = AutoModel
+
+
+ARCHITECTURES = {
+    BertSumConfig.model_type: Architecture(
+        BertSumConfig, BertSumForExtractiveSummarization, "extractive-summarization", ExtractiveSummarizationPipeline
+    ),
+}
+
+
+def register_all() -> None:
+    """Register configs and models with the Auto classes and tasks with `transformers.pipeline`."""
+    tasks = {}
+    for model_type, architecture in ARCHITECTURES.items():
+        AutoConfig.register(model_type, architecture.config_class, exist_ok=True)
+        architecture.auto_class.register(architecture.config_class, architecture.model_class, exist_ok=True)
+        tasks.setdefault(architecture.task, (architecture.pipeline_class, []))[1].append(architecture.auto_class)
+    for task, (pipeline_class, auto_classes) in tasks.items():
+        PIPELINE_REGISTRY.register_pipeline(
+            task, pipeline_class=pipeline_class, pt_model=tuple(dict.fromkeys(auto_classes)), type="text"
+        )
+
+
+def architecture_for(config) -> Architecture:
+    try:
+        return ARCHITECTURES[config.model_type]
+    except KeyError:
+        raise ValueError(
+            f"{config.model_type!r} is not a sumformers architecture (known: {', '.join(ARCHITECTURES)})"
+        ) from None

@@ -1,0 +1,159 @@
+"""What every training script shares: argument dataclasses, data loading (local JSONL or a Hub dataset), LoRA,
+resuming, saving the final model and evaluating it with ROUGE through its own pipeline."""
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import HfArgumentParser, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
+
+logger = logging.getLogger("sumformers.training")
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(
+        default="minilm",
+        metadata={"help": "Encoder to start from (BERT/RoBERTa folder or Hub id; 'minilm' = the bundled MiniLM)."},
+    )
+    use_lora: bool = field(default=True, metadata={"help": "Train LoRA adapters on the encoder instead of all of it."})
+    lora_r: int = field(default=8)
+    lora_alpha: int = field(default=16)
+    lora_dropout: float = field(default=0.1)
+    lora_target_modules: str = field(default="query,value", metadata={"help": "Comma-separated module names."})
+
+
+@dataclass
+class DataArguments:
+    train_file: str | None = field(default=None, metadata={"help": "Local JSONL with document and summary fields."})
+    validation_file: str | None = field(default=None, metadata={"help": "Local JSONL for evaluation."})
+    dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset instead of local files."})
+    dataset_config_name: str | None = field(default=None)
+    train_split: str = field(default="train", metadata={"help": "datasets split expression, e.g. train+validation[300:]"})
+    eval_split: str = field(default="validation", metadata={"help": "datasets split expression, e.g. validation[:300]"})
+    text_column: str = field(default="document", metadata={"help": "A string, or a list of strings (multi-document)."})
+    summary_column: str = field(default="summary")
+    max_train_samples: int | None = field(default=None)
+    max_eval_samples: int | None = field(default=None)
+
+
+# Defaults that suit these scripts (CPU-friendly, no online loggers); any of them can be overridden on the command line.
+TRAINING_DEFAULTS = dict(
+    report_to="none",
+    remove_unused_columns=False,
+    per_device_train_batch_size=8,
+    learning_rate=2e-4,
+    num_train_epochs=2,
+    warmup_ratio=0.05,
+    logging_steps=10,
+    save_strategy="steps",
+    save_steps=50,
+    save_total_limit=2,
+    dataloader_num_workers=0,
+)
+
+
+def parse_arguments(*extra_dataclasses):
+    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments, *extra_dataclasses))
+    parser.set_defaults(**TRAINING_DEFAULTS)
+    return parser.parse_args_into_dataclasses()
+
+
+def load_splits(data_args: DataArguments):
+    """(train, eval) `datasets.Dataset`s from local JSON lines files or a Hub dataset; either may be None."""
+    from datasets import load_dataset
+
+    if data_args.dataset_name:
+        source = dict(path=data_args.dataset_name, name=data_args.dataset_config_name)
+    else:
+        data_files = {
+            name: path
+            for name, path in (("train", data_args.train_file), ("validation", data_args.validation_file))
+            if path
+        }
+        if not data_files:
+            raise ValueError("give --train_file/--validation_file (local JSONL) or --dataset_name (Hub dataset)")
+        for path in data_files.values():
+            if not Path(path).is_file():
+                raise FileNotFoundError(f"data file not found: {path}")
+        source = dict(path="json", data_files=data_files)
+
+    def split(expression, limit):
+        if not expression:
+            return None
+        dataset = load_dataset(**source, split=expression)
+        return dataset.select(range(min(limit, len(dataset)))) if limit else dataset
+
+    train = split(data_args.train_split, data_args.max_train_samples) if (data_args.dataset_name or data_args.train_file) else None
+    evaluation = split(data_args.eval_split, data_args.max_eval_samples) if (
+        data_args.dataset_name or data_args.validation_file
+    ) else None
+    return train, evaluation
+
+
+def document_text(value) -> str:
+    """A document field as text: multi-document lists are joined one document per paragraph."""
+    return "\n\n".join(value) if isinstance(value, (list, tuple)) else (value or "")
+
+
+def apply_lora(model, model_args: ModelArguments, modules_to_save: list[str]):
+    """Wrap `model` with LoRA on the encoder; the task layers in `modules_to_save` train fully."""
+    if not model_args.use_lora:
+        return model
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(
+        r=model_args.lora_r,
+        lora_alpha=model_args.lora_alpha,
+        lora_dropout=model_args.lora_dropout,
+        target_modules=[name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()],
+        modules_to_save=modules_to_save,
+    )
+    peft_model = get_peft_model(model, config)
+    trainable, total = peft_model.get_nb_trainable_parameters()
+    logger.info("LoRA: %d trainable of %d parameters", trainable, total)
+    return peft_model
+
+
+def last_checkpoint(training_args: TrainingArguments) -> str | None:
+    """The checkpoint to resume from: `--resume_from_checkpoint`, else the newest one in `--output_dir`."""
+    if training_args.resume_from_checkpoint:
+        return training_args.resume_from_checkpoint
+    if os.path.isdir(training_args.output_dir) and not training_args.overwrite_output_dir:
+        return get_last_checkpoint(training_args.output_dir)
+    return None
+
+
+def take_push_to_hub(training_args: TrainingArguments) -> bool:
+    """Keep Trainer from pushing its own raw checkpoints: the scripts push one exported repo at the end instead."""
+    push = training_args.push_to_hub
+    training_args.push_to_hub = False
+    return push
+
+
+def save_final_model(trainer, tokenizer, training_args: TrainingArguments, card_info: dict, push: bool = False) -> Path:
+    """Save the trained model into `<output_dir>/final` (adapter checkpoint with LoRA, else a full model), write its
+    model card and, with `push` (`--push_to_hub`), export a self-contained repo and upload it."""
+    from .hub import export_model, push_to_hub, save_adapter_checkpoint
+
+    final = Path(training_args.output_dir) / "final"
+    model = trainer.model
+    if hasattr(model, "peft_config"):
+        save_adapter_checkpoint(model, final, card_info)
+    else:
+        from .cards import build_model_card
+
+        model.save_pretrained(final, safe_serialization=True)
+        tokenizer.save_pretrained(final)
+        (final / "sumformers_card.json").write_text(json.dumps(card_info, indent=2) + "\n")
+        (final / "README.md").write_text(str(build_model_card(model.config, card_info)))
+    logger.info("saved the final model to %s", final)
+    if push:
+        repo_id = training_args.hub_model_id or Path(training_args.output_dir).name
+        export_dir = Path(training_args.output_dir) / "hub_export"
+        export_model(str(final), str(export_dir), card_info=dict(card_info, repo_id=repo_id))
+        logger.info("pushed to %s", push_to_hub(str(export_dir), repo_id, token=training_args.hub_token))
+    return final

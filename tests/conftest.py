@@ -1,0 +1,67 @@
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    return Path(os.environ.get("SUMFORMERS_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    path = shared_data_dir()
+    if not path.is_dir():
+        pytest.skip(f"shared data not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_tokenizer():
+    from transformers import AutoTokenizer
+
+    from sumformers.encoders import bundled_encoder_path
+
+    return AutoTokenizer.from_pretrained(bundled_encoder_path())
+
+
+def tiny_bert_config(**overrides):
+    from transformers import BertConfig
+
+    settings = dict(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        type_vocab_size=2,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    settings.update(overrides)
+    return BertConfig(**settings)
+
+
+@pytest.fixture
+def tiny_bertsum():
+    """A tiny random BERTSum over a 2-layer BERT that shares MiniLM's vocabulary (so its tokenizer fits)."""
+    from sumformers import BertSumConfig, BertSumForExtractiveSummarization
+
+    def build(**config_overrides):
+        torch.manual_seed(0)
+        settings = dict(inter_sentence_layers=1, inter_sentence_heads=4, inter_sentence_ff_size=64, dropout=0.0)
+        settings.update(config_overrides)
+        config = BertSumConfig(
+            encoder_config=tiny_bert_config().to_dict(), encoder_name_or_path="tiny-random-bert", **settings
+        )
+        return BertSumForExtractiveSummarization(config).eval()
+
+    return build

@@ -1,0 +1,125 @@
+import warnings
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel
+
+from sumformers import BertSumConfig, BertSumForExtractiveSummarization
+from sumformers.features import collate_sentence_batch, encode_sentences
+
+SENTENCES = [
+    "The council approved the new budget on Monday.",
+    "It includes money for schools and roads.",
+    "Critics said the plan raises taxes too quickly.",
+    "The mayor will sign it next week.",
+]
+
+
+def batch_for(tokenizer, documents, labels=None):
+    features = []
+    for index, sentences in enumerate(documents):
+        feature = encode_sentences(tokenizer, sentences)
+        if labels is not None:
+            feature["labels"] = labels[index]
+        features.append(feature)
+    return collate_sentence_batch(features, tokenizer.pad_token_id)
+
+
+def test_encoding_puts_cls_before_every_sentence_with_interval_segments(minilm_tokenizer):
+    encoded = encode_sentences(minilm_tokenizer, SENTENCES)
+    ids, segments = encoded["input_ids"], encoded["token_type_ids"]
+    assert [ids[p] for p in encoded["cls_positions"]] == [minilm_tokenizer.cls_token_id] * 4
+    for number, start in enumerate(encoded["cls_positions"]):
+        end = encoded["cls_positions"][number + 1] if number + 1 < 4 else len(ids)
+        assert ids[end - 1] == minilm_tokenizer.sep_token_id
+        assert set(segments[start:end]) == {number % 2}
+        words = minilm_tokenizer.decode(ids[start + 1 : end - 1])
+        assert words == SENTENCES[number].lower()
+
+
+def test_encoding_truncates_at_the_limit_and_says_so(minilm_tokenizer):
+    long_document = [f"Sentence number {i} talks about the weather in town." for i in range(200)]
+    with pytest.warns(UserWarning, match="limit of 128 tokens"):
+        encoded = encode_sentences(minilm_tokenizer, long_document, max_length=128)
+    assert len(encoded["input_ids"]) <= 128
+    assert 0 < encoded["num_sentences"] == len(encoded["cls_positions"]) < 200
+
+
+def test_loss_is_bce_over_real_sentences(minilm_tokenizer, tiny_bertsum):
+    model = tiny_bertsum()
+    labels = [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0]]
+    batch = batch_for(minilm_tokenizer, [SENTENCES, SENTENCES[:2]], labels)
+    output = model(**batch)
+    real_logits = torch.cat([output.logits[0, :4], output.logits[1, :2]])
+    target = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0])
+    expected = torch.nn.functional.binary_cross_entropy_with_logits(real_logits, target)
+    torch.testing.assert_close(output.loss, expected)
+    assert output.logits.shape == (2, 4)
+    assert (output.logits[1, 2:] == torch.finfo(output.logits.dtype).min).all()
+
+
+def test_sentence_vectors_are_the_cls_states(minilm_tokenizer, tiny_bertsum):
+    model = tiny_bertsum(inter_sentence_layers=0)
+    batch = batch_for(minilm_tokenizer, [SENTENCES])
+    tokens = model.encoder(
+        input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+    ).last_hidden_state
+    output = model(**batch)
+    torch.testing.assert_close(output.sentence_states[0], tokens[0, batch["cls_positions"][0]])
+    expected_logits = model.scorer(tokens[0, batch["cls_positions"][0]]).squeeze(-1)
+    torch.testing.assert_close(output.logits[0], expected_logits)
+
+
+def test_padding_in_a_batch_does_not_change_scores(minilm_tokenizer, tiny_bertsum):
+    model = tiny_bertsum()
+    alone = model(**batch_for(minilm_tokenizer, [SENTENCES[:2]])).logits
+    batched = model(**batch_for(minilm_tokenizer, [SENTENCES, SENTENCES[:2]])).logits
+    torch.testing.assert_close(batched[1, :2], alone[0], atol=1e-5, rtol=1e-5)
+
+
+def test_eager_and_sdpa_encoders_agree(minilm_tokenizer, tiny_bertsum, tmp_path):
+    model = tiny_bertsum()
+    model.save_pretrained(tmp_path)
+    batch = batch_for(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
+    eager = BertSumForExtractiveSummarization.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    sdpa = BertSumForExtractiveSummarization.from_pretrained(tmp_path, attn_implementation="sdpa").eval()
+    assert eager.encoder.config._attn_implementation == "eager"
+    assert sdpa.encoder.config._attn_implementation == "sdpa"
+    torch.testing.assert_close(eager(**batch).logits, sdpa(**batch).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_auto_classes_and_safetensors_round_trip(minilm_tokenizer, tiny_bertsum, tmp_path):
+    model = tiny_bertsum()
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file() and not list(tmp_path.glob("*.bin"))
+    config = AutoConfig.from_pretrained(tmp_path)
+    assert isinstance(config, BertSumConfig)
+    loaded = AutoModel.from_pretrained(tmp_path).eval()
+    assert isinstance(loaded, BertSumForExtractiveSummarization)
+    batch = batch_for(minilm_tokenizer, [SENTENCES])
+    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits)
+
+
+def test_from_encoder_accepts_roberta_and_adds_a_second_segment(tmp_path):
+    from transformers import RobertaConfig, RobertaModel
+
+    torch.manual_seed(0)
+    roberta = RobertaModel(
+        RobertaConfig(
+            vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+            max_position_embeddings=130, type_vocab_size=1,
+        ),
+        add_pooling_layer=False,
+    )
+    roberta.save_pretrained(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = BertSumForExtractiveSummarization.from_encoder(str(tmp_path), inter_sentence_layers=0)
+    assert model.config.get_encoder_config().type_vocab_size == 2
+    assert model.config.max_position_embeddings == 128  # RoBERTa keeps pad_token_id + 1 positions back
+    segments = model.encoder.embeddings.token_type_embeddings.weight
+    torch.testing.assert_close(segments[0], roberta.embeddings.token_type_embeddings.weight[0])
+    torch.testing.assert_close(segments[1], segments[0])
+    torch.testing.assert_close(
+        model.encoder.embeddings.word_embeddings.weight, roberta.embeddings.word_embeddings.weight
+    )

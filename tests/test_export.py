@@ -1,0 +1,142 @@
+"""Exported repos load with only transformers and torch: remote code, safetensors, custom pipeline, Hub cache."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from huggingface_hub import ModelCard
+
+from sumformers.hub import export_model, load_model, save_adapter_checkpoint
+
+ARTICLE = (
+    "The city council met on Monday night. Members voted to approve a new budget for schools. "
+    "The budget adds money for teachers and books. A local group said the vote came too late. "
+    "The mayor is expected to sign the plan this week."
+)
+
+# Runs in a fresh interpreter where `import sumformers` fails, so only the repo's own code can be used.
+REMOTE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.modules["sumformers"] = None  # make `import sumformers` fail
+    try:
+        import sumformers  # noqa: F401
+        raise SystemExit("sumformers should not be importable here")
+    except ImportError:
+        pass
+    import torch
+    from transformers import AutoModel, AutoTokenizer, pipeline
+    repo = sys.argv[1]
+    model = AutoModel.from_pretrained(repo, trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
+    summarizer = pipeline(model=repo, trust_remote_code=True)
+    result = summarizer(sys.argv[2], num_sentences=2, trigram_blocking=False)
+    print(json.dumps({"task": summarizer.task, "result": result, "model_class": type(model).__name__}))
+    """
+)
+
+
+def run_without_sumformers(repo: str, env_extra: dict | None = None) -> dict:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", **(env_extra or {}))
+    completed = subprocess.run(
+        [sys.executable, "-c", REMOTE_SCRIPT, repo, ARTICLE], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def saved_model(tiny_bertsum, minilm_tokenizer, tmp_path):
+    folder = tmp_path / "source"
+    tiny_bertsum().save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def in_package_result(folder):
+    import sumformers
+
+    return sumformers.load_pipeline(str(folder))(ARTICLE, num_sentences=2, trigram_blocking=False)
+
+
+def test_export_writes_a_self_contained_repo(saved_model, tmp_path):
+    repo = export_model(str(saved_model), str(tmp_path / "repo"), card_info={"datasets": ["cnn_dailymail"]})
+    config = json.loads((repo / "config.json").read_text())
+    assert config["auto_map"] == {
+        "AutoConfig": "configuration_bertsum.BertSumConfig",
+        "AutoModel": "modeling_bertsum.BertSumForExtractiveSummarization",
+    }
+    assert config["custom_pipelines"]["extractive-summarization"]["impl"] == (
+        "extractive_summarization.ExtractiveSummarizationPipeline"
+    )
+    assert (repo / "model.safetensors").is_file() and not list(repo.glob("*.bin"))
+    for code_file in repo.glob("*.py"):
+        assert "from .." not in code_file.read_text(), code_file.name
+        assert "sumformers." not in code_file.read_text().replace("`sumformers.", ""), code_file.name
+    card = ModelCard.load(repo / "README.md")
+    assert card.data.base_model == "tiny-random-bert" and card.data.datasets == ["cnn_dailymail"]
+
+
+def test_remote_code_gives_the_in_package_scores(saved_model, tmp_path):
+    repo = export_model(str(saved_model), str(tmp_path / "repo"))
+    remote = run_without_sumformers(str(repo))
+    assert remote["task"] == "extractive-summarization"
+    assert remote["model_class"] == "BertSumForExtractiveSummarization"
+    expected = in_package_result(saved_model)
+    assert remote["result"]["sentences"] == expected["sentences"]
+    assert remote["result"]["scores"] == pytest.approx(expected["scores"], abs=1e-6)
+
+
+def test_repo_id_loads_offline_from_a_hub_cache(saved_model, tmp_path):
+    repo = export_model(str(saved_model), str(tmp_path / "repo"))
+    cache = tmp_path / "hub"
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = cache / "models--sumformers-test--tiny-bertsum" / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    for path in repo.iterdir():
+        (snapshot / path.name).write_bytes(path.read_bytes())
+    (cache / "models--sumformers-test--tiny-bertsum" / "refs").mkdir()
+    (cache / "models--sumformers-test--tiny-bertsum" / "refs" / "main").write_text(revision)
+    remote = run_without_sumformers(
+        "sumformers-test/tiny-bertsum", {"HF_HUB_CACHE": str(cache), "HF_HOME": str(tmp_path / "home")}
+    )
+    assert remote["result"]["sentences"] == in_package_result(saved_model)["sentences"]
+
+
+def test_adapter_checkpoint_merges_lora_on_load_and_export(tiny_bertsum, minilm_tokenizer, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    encoder_dir = tmp_path / "encoder"
+    base = tiny_bertsum()
+    base.encoder.save_pretrained(encoder_dir)
+    minilm_tokenizer.save_pretrained(encoder_dir)
+    base.config.encoder_name_or_path = str(encoder_dir)
+    # init_lora_weights=False: random B, so the adapter really changes the outputs.
+    lora = LoraConfig(r=4, target_modules=["query", "value"], modules_to_save=["scorer"], init_lora_weights=False)
+    with pytest.raises(ValueError, match=r"modules_to_save must include \['inter_sentence'\]"):
+        save_adapter_checkpoint(get_peft_model(tiny_bertsum(), lora), str(tmp_path / "incomplete"))
+    lora.modules_to_save = ["scorer", "inter_sentence"]
+    peft_model = get_peft_model(base, lora).eval()
+    checkpoint = save_adapter_checkpoint(peft_model, str(tmp_path / "checkpoint"), {"results": {"rouge1": 1.0}})
+    assert (checkpoint / "adapter_model.safetensors").is_file() and not (checkpoint / "model.safetensors").exists()
+    batch = {
+        "input_ids": torch.tensor([[101, 2023, 2003, 102, 101, 2178, 102]]),
+        "token_type_ids": torch.tensor([[0, 0, 0, 0, 1, 1, 1]]),
+        "attention_mask": torch.ones(1, 7, dtype=torch.long),
+        "cls_positions": torch.tensor([[0, 4]]),
+        "sentence_mask": torch.ones(1, 2, dtype=torch.bool),
+    }
+    with torch.no_grad():
+        expected = peft_model(**batch).logits
+        loaded = load_model(str(checkpoint))(**batch).logits
+    # The adapter ships in fp16, so loading is exact up to fp16 rounding of the LoRA and head weights.
+    torch.testing.assert_close(loaded, expected, atol=2e-3, rtol=2e-3)
+    repo = export_model(str(checkpoint), str(tmp_path / "repo"))
+    with torch.no_grad():
+        exported = load_model(str(repo))(**batch).logits
+    torch.testing.assert_close(exported, loaded)

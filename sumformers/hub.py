@@ -51,6 +51,14 @@ def is_adapter_checkpoint(path: str) -> bool:
     return (Path(path) / "adapter_config.json").is_file()
 
 
+def is_sumformers_model(path: str) -> bool:
+    """Whether a local folder holds a sumformers model (rather than, say, a plain BERT encoder)."""
+    from .registry import ARCHITECTURES
+
+    config_file = Path(path) / "config.json"
+    return config_file.is_file() and json.loads(config_file.read_text()).get("model_type") in ARCHITECTURES
+
+
 def load_model(name_or_path: str | None = None, **kwargs) -> PreTrainedModel:
     """Load a sumformers model for inference: a shipped checkpoint's name, a checkpoint folder, an exported repo or a
     Hub id. Adapter checkpoints are rebuilt over their encoder and merged, so the result is a plain model."""

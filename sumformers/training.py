@@ -24,6 +24,13 @@ class ModelArguments:
     lora_alpha: int = field(default=16)
     lora_dropout: float = field(default=0.1)
     lora_target_modules: str = field(default="query,value", metadata={"help": "Comma-separated module names."})
+    lora_layers: str | None = field(
+        default=None,
+        metadata={
+            "help": "Comma-separated encoder layer indices to adapt (default all). Adapting only the top layers "
+            "also stops backpropagation below them, which makes CPU training several times cheaper."
+        },
+    )
 
 
 @dataclass
@@ -47,7 +54,7 @@ TRAINING_DEFAULTS = dict(
     per_device_train_batch_size=8,
     learning_rate=2e-4,
     num_train_epochs=2,
-    warmup_ratio=0.05,
+    warmup_steps=0.05,  # a float below 1 is a share of the total steps
     logging_steps=10,
     save_strategy="steps",
     save_steps=50,
@@ -111,6 +118,8 @@ def apply_lora(model, model_args: ModelArguments, modules_to_save: list[str]):
         lora_dropout=model_args.lora_dropout,
         target_modules=[name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()],
         modules_to_save=modules_to_save,
+        layers_to_transform=[int(i) for i in model_args.lora_layers.split(",")] if model_args.lora_layers else None,
+        layers_pattern="layer" if model_args.lora_layers else None,
     )
     peft_model = get_peft_model(model, config)
     trainable, total = peft_model.get_nb_trainable_parameters()
@@ -122,7 +131,7 @@ def last_checkpoint(training_args: TrainingArguments) -> str | None:
     """The checkpoint to resume from: `--resume_from_checkpoint`, else the newest one in `--output_dir`."""
     if training_args.resume_from_checkpoint:
         return training_args.resume_from_checkpoint
-    if os.path.isdir(training_args.output_dir) and not training_args.overwrite_output_dir:
+    if os.path.isdir(training_args.output_dir):
         return get_last_checkpoint(training_args.output_dir)
     return None
 

@@ -18,7 +18,7 @@ from transformers import AutoTokenizer, Trainer, pipeline
 from sumformers import BertSumForExtractiveSummarization
 from sumformers.encoders import resolve_encoder
 from sumformers.features import collate_sentence_batch, encode_sentences
-from sumformers.hub import is_adapter_checkpoint, load_model, load_tokenizer
+from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
 from sumformers.scoring import greedy_oracle, rouge_scores
 from sumformers.text import split_sentences
 from sumformers.training import (
@@ -66,7 +66,7 @@ def main():
     train_dataset, eval_dataset = load_splits(data_args)
 
     source = model_args.model_name_or_path
-    if Path(source).is_dir() and (is_adapter_checkpoint(source) or (Path(source) / "model.safetensors").is_file()):
+    if is_sumformers_model(source):
         model, tokenizer = load_model(source), load_tokenizer(source)  # continue from a sumformers model
     else:
         encoder = resolve_encoder(source)
@@ -101,7 +101,10 @@ def main():
             train_dataset=features,
             data_collator=lambda batch: collate_sentence_batch(batch, tokenizer.pad_token_id),
         )
-        result = trainer.train(resume_from_checkpoint=last_checkpoint(training_args))
+        checkpoint = last_checkpoint(training_args)
+        if checkpoint:
+            logger.info("resuming from %s", checkpoint)
+        result = trainer.train(resume_from_checkpoint=checkpoint)
         card_info["training"] = (
             f"{len(features)} documents from `{data_args.train_split}` of "
             f"{data_args.dataset_name or data_args.train_file}, {training_args.num_train_epochs} epochs, batch "

@@ -1,0 +1,85 @@
+"""The extractive training script under `accelerate launch` with two CPU processes (gloo), resuming, and saving a
+small adapter checkpoint that the package loads."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT, tiny_bert_config
+
+TOPICS = ["river", "budget", "school", "storm", "market", "museum", "bridge", "festival"]
+
+
+def write_corpus(path: Path, count: int) -> None:
+    with path.open("w") as f:
+        for number in range(count):
+            topic = TOPICS[number % len(TOPICS)]
+            sentences = [
+                f"The {topic} story number {number} begins in the town.",
+                f"Officials said the {topic} plan will cost more.",
+                "People gathered near the hall on a cold evening.",
+                f"Experts expect the {topic} debate to continue next year.",
+            ]
+            f.write(json.dumps({"id": str(number), "document": " ".join(sentences), "summary": sentences[1]}) + "\n")
+
+
+@pytest.fixture
+def tiny_encoder(tmp_path, minilm_tokenizer):
+    from transformers import BertModel
+
+    folder = tmp_path / "encoder"
+    BertModel(tiny_bert_config(num_hidden_layers=2)).save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def launch(args, cwd):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    # accelerate 1.15's `--cpu` always takes its single-process launcher; `--multi_gpu` starts torchrun with two
+    # processes, and the script's `--use_cpu` makes them train on the CPU over gloo.
+    command = [
+        sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no", "--multi_gpu",
+        str(REPO_ROOT / "training_scripts" / "train_extractive.py"), *args,
+    ]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return completed.stdout + completed.stderr
+
+
+def test_two_process_training_resumes_and_saves_a_loadable_checkpoint(tmp_path, tiny_encoder):
+    data = tmp_path / "train.jsonl"
+    write_corpus(data, 16)
+    output = tmp_path / "run"
+    common = [
+        "--model_name_or_path", str(tiny_encoder), "--train_file", str(data), "--validation_file", str(data),
+        "--eval_split", "validation[:4]", "--output_dir", str(output), "--per_device_train_batch_size", "2",
+        "--save_steps", "2", "--inter_sentence_layers", "1", "--do_train", "--do_eval", "--use_cpu",
+    ]
+    first = launch([*common, "--max_steps", "2"], tmp_path)
+    assert (output / "checkpoint-2").is_dir()
+    state = json.loads((output / "checkpoint-2" / "trainer_state.json").read_text())
+    assert state["global_step"] == 2 and state["epoch"] == pytest.approx(0.5)  # 2 x 2 processes x 2 of 16
+    assert "x 2 processes" in json.loads((output / "final" / "sumformers_card.json").read_text())["training"]
+    assert "eval ROUGE" in first
+
+    second = launch([*common, "--max_steps", "4"], tmp_path)
+    assert f"resuming from {output / 'checkpoint-2'}" in second
+    resumed = json.loads((output / "checkpoint-4" / "trainer_state.json").read_text())
+    # 4 steps x 2 processes x 2 documents = 16 documents = one epoch of the corpus.
+    assert resumed["global_step"] == 4 and resumed["epoch"] == pytest.approx(1.0)
+
+    final = output / "final"
+    assert (final / "adapter_model.safetensors").stat().st_size < 20 * 2**20
+    scores = json.loads((output / "eval_results.json").read_text())
+    assert set(scores) >= {"rouge1", "rouge2", "rougeLsum"} and all(0 <= v <= 100 for v in scores.values())
+
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(final))
+    result = summarizer(" ".join(["First sentence about a river.", "Second one about a storm.", "Third."]))
+    assert len(result["sentences"]) == 3 and result["summary"].count("\n") == 2

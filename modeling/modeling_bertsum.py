@@ -91,6 +91,9 @@ class BertSumPreTrainedModel(PreTrainedModel):
 
 
 class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
+    # Loaded from the pretrained checkpoint by `from_encoder`; the other modules are new (and so saved with adapters).
+    pretrained_modules = ("encoder",)
+
     def __init__(self, config: BertSumConfig):
         super().__init__(config)
         self.encoder = AutoModel.from_config(

@@ -91,12 +91,15 @@ def load_pipeline(name_or_path: str | None = None, task: str | None = None, **pi
 
 def save_adapter_checkpoint(peft_model, output_dir: str, card_info: dict | None = None) -> Path:
     """Save a PEFT-wrapped sumformers model as a small checkpoint: config, adapter in fp16, card info."""
-    # The checkpoint rebuilds the base from the pretrained encoder alone: every other layer must be in the adapter.
+    # The checkpoint rebuilds the base with `from_encoder` (which loads the modules named in the model class's
+    # `pretrained_modules` from the pretrained encoder): every other top-level module must be in the adapter.
+    base = peft_model.get_base_model()
     saved_modules = set(peft_model.peft_config["default"].modules_to_save or [])
+    pretrained = set(getattr(base, "pretrained_modules", ("encoder",)))
     unsaved = {
         name.split(".")[0]
-        for name, _ in peft_model.get_base_model().named_parameters()
-        if not name.startswith("encoder.") and name.split(".")[0] not in saved_modules
+        for name, _ in base.named_parameters()
+        if name.split(".")[0] not in pretrained | saved_modules
     }
     if unsaved:
         raise ValueError(f"modules_to_save must include {sorted(unsaved)}: they are not part of the pretrained encoder")

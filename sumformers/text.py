@@ -1,0 +1,195 @@
+"""Sentence splitting, sentence selection and summary statistics shared by the whole package.
+
+This module is copied flat into exported Hub repositories, so it imports only the standard library and
+pysbd, never other sumformers modules.
+
+Word tokens here (for trigram blocking, novelty and redundancy) are lowercased runs of word characters plus
+single punctuation marks, which approximates the pre-tokenized, lowercased text PreSumm worked on.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import statistics
+import unicodedata
+from collections.abc import Sequence
+
+import pysbd
+
+__all__ = [
+    "split_sentences",
+    "to_sentences",
+    "lead_k",
+    "word_tokens",
+    "trigrams",
+    "has_trigram_overlap",
+    "select_sentences",
+    "novel_ngram_ratio",
+    "summary_length_stats",
+    "has_repeated_trigram",
+]
+
+# pysbd rescans a whole line once per abbreviation it meets, so its cost grows with the square of the line
+# length (a 43k-word single-line text takes ~40 s). Lines longer than this are segmented window by window;
+# the longest line in the shared data is 10.7k characters, so real documents are segmented in one piece.
+_MAX_SEGMENT_CHARS = 20_000
+# pysbd never lets a sentence cross a line break (it splits on "\r" after mapping "\n" to it), so segmenting
+# line by line gives the same sentences as one call on the whole text.
+_LINE_BREAK_RE = re.compile(r"[\r\n]+")
+_WORD_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+@functools.lru_cache(maxsize=1)
+def _segmenter() -> pysbd.Segmenter:
+    # char_span=True returns the sentences' offsets, needed to restart a window at its last sentence.
+    return pysbd.Segmenter(language="en", clean=False, char_span=True)
+
+
+def _is_visible(sentence: str) -> bool:
+    """True when the sentence has a character other than whitespace, control, format (zero-width) or surrogate."""
+    return any(not ch.isspace() and unicodedata.category(ch)[0] != "C" for ch in sentence)
+
+
+def _segment_line(line: str) -> list[str]:
+    segmenter = _segmenter()
+    sentences: list[str] = []
+    start = 0
+    while len(line) - start > _MAX_SEGMENT_CHARS:
+        cut = line.rfind(" ", start + 1, start + _MAX_SEGMENT_CHARS)
+        if cut == -1:
+            cut = start + _MAX_SEGMENT_CHARS
+        spans = segmenter.segment(line[start:cut])
+        if len(spans) > 1:
+            # The window's last sentence may be cut short: keep the others and restart the window at it.
+            sentences.extend(span.sent for span in spans[:-1])
+            start += spans[-1].start
+        else:
+            sentences.append(line[start:cut])
+            start = cut
+    sentences.extend(span.sent for span in segmenter.segment(line[start:]))
+    return sentences
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split raw English text into sentences with pysbd (``clean=False``).
+
+    Sentences are stripped of surrounding whitespace and sentences without any visible character are
+    dropped; empty or whitespace-only text gives ``[]``. Line breaks always end a sentence.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"split_sentences expects a str, got {type(text).__name__}")
+    sentences = []
+    for line in _LINE_BREAK_RE.split(text):
+        if not line.strip():
+            continue
+        for sentence in _segment_line(line):
+            sentence = sentence.strip()
+            if _is_visible(sentence):
+                sentences.append(sentence)
+    return sentences
+
+
+def to_sentences(summary: str) -> list[str]:
+    """Sentences of a summary: its non-empty lines when it has line breaks (the data marks sentences with
+    ``"\\n"``), else ``split_sentences(summary)``."""
+    if not isinstance(summary, str):
+        raise TypeError(f"to_sentences expects a str, got {type(summary).__name__}")
+    if "\n" in summary:
+        return [line.strip() for line in summary.split("\n") if _is_visible(line)]
+    return split_sentences(summary)
+
+
+def lead_k(sentences: Sequence[str], k: int = 3) -> list[int]:
+    """Indices of the first ``k`` sentences (fewer when the document is shorter)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a non-negative int, got {k!r}")
+    return list(range(min(k, len(sentences))))
+
+
+def word_tokens(text: str) -> list[str]:
+    """Lowercased word and punctuation tokens."""
+    return _WORD_TOKEN_RE.findall(text.lower())
+
+
+def _ngrams(tokens: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def trigrams(text: str) -> set[tuple[str, str, str]]:
+    """Set of lowercased word trigrams of ``text``."""
+    return set(_ngrams(word_tokens(text), 3))
+
+
+def has_trigram_overlap(candidate: str, selected: Sequence[str]) -> bool:
+    """PreSumm's trigram blocking test: does ``candidate`` share a trigram with any selected sentence?"""
+    candidate_trigrams = trigrams(candidate)
+    return any(not candidate_trigrams.isdisjoint(trigrams(sentence)) for sentence in selected)
+
+
+def select_sentences(
+    ranked_indices: Sequence[int], sentences: Sequence[str], k: int, trigram_blocking: bool = False
+) -> list[int]:
+    """Take up to ``k`` sentence indices in rank order, skipping repeats and, with ``trigram_blocking``,
+    candidates that share a trigram with an already selected sentence.
+
+    Returns the indices in selection (rank) order; callers sort them to print the summary in document order.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ValueError(f"k must be a non-negative int, got {k!r}")
+    selected: list[int] = []
+    selected_trigrams: set[tuple[str, str, str]] = set()
+    for index in ranked_indices:
+        if len(selected) >= k:
+            break
+        if not 0 <= index < len(sentences):
+            raise ValueError(f"sentence index {index} out of range for {len(sentences)} sentences")
+        if index in selected:
+            continue
+        if trigram_blocking:
+            candidate_trigrams = trigrams(sentences[index])
+            if not candidate_trigrams.isdisjoint(selected_trigrams):
+                continue
+            selected_trigrams |= candidate_trigrams
+        selected.append(index)
+    return selected
+
+
+def novel_ngram_ratio(summary: str, document: str, n: int) -> float:
+    """Share of the summary's n-gram occurrences (with repeats) that never occur in the document.
+
+    A summary with no n-gram (fewer than ``n`` tokens) gives 0.0.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    summary_ngrams = _ngrams(word_tokens(summary), n)
+    if not summary_ngrams:
+        return 0.0
+    document_ngrams = set(_ngrams(word_tokens(document), n))
+    return sum(gram not in document_ngrams for gram in summary_ngrams) / len(summary_ngrams)
+
+
+def summary_length_stats(summaries: Sequence[str]) -> dict[str, float]:
+    """Mean and median length of summaries in whitespace words and in sentences (``to_sentences``)."""
+    if not summaries:
+        raise ValueError("summary_length_stats needs at least one summary")
+    words = [len(summary.split()) for summary in summaries]
+    sentences = [len(to_sentences(summary)) for summary in summaries]
+    return {
+        "num_summaries": len(summaries),
+        "mean_words": statistics.fmean(words),
+        "median_words": float(statistics.median(words)),
+        "mean_sentences": statistics.fmean(sentences),
+        "median_sentences": float(statistics.median(sentences)),
+    }
+
+
+def has_repeated_trigram(summary_sentences: Sequence[str]) -> bool:
+    """Redundancy check: does a trigram occur in two different sentences of the summary?"""
+    seen: set[tuple[str, str, str]] = set()
+    for sentence in summary_sentences:
+        sentence_trigrams = trigrams(sentence)
+        if not sentence_trigrams.isdisjoint(seen):
+            return True
+        seen |= sentence_trigrams
+    return False

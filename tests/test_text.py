@@ -1,0 +1,155 @@
+import pysbd
+import pytest
+
+from sumformers import text
+from sumformers.text import (
+    has_repeated_trigram,
+    has_trigram_overlap,
+    lead_k,
+    novel_ngram_ratio,
+    select_sentences,
+    split_sentences,
+    summary_length_stats,
+    to_sentences,
+    trigrams,
+)
+
+NEWS = (
+    'Mr. Smith went to Washington on Jan. 5. He met Dr. Jones at 3 p.m. "It was great," he said. '
+    "The U.S. team won 3-1! Did they celebrate? Yes."
+)
+
+
+def _plain_pysbd(raw):
+    return [s.strip() for s in pysbd.Segmenter(language="en", clean=False).segment(raw) if s.strip()]
+
+
+def test_split_sentences_matches_pysbd_on_news_text():
+    expected = _plain_pysbd(NEWS)
+    assert split_sentences(NEWS) == expected
+    assert expected[0] == "Mr. Smith went to Washington on Jan. 5."
+    assert expected[1] == 'He met Dr. Jones at 3 p.m. "It was great," he said.'
+    assert len(expected) == 5
+
+
+def test_split_sentences_line_breaks_end_sentences_like_pysbd():
+    raw = "Speaker A: yeah okay\nSpeaker B: right so um\n\n\nSpeaker A: Yes. Then we go.\r\nEnd"
+    assert split_sentences(raw) == _plain_pysbd(raw)
+    assert split_sentences(raw) == [
+        "Speaker A: yeah okay",
+        "Speaker B: right so um",
+        "Speaker A: Yes.",
+        "Then we go.",
+        "End",
+    ]
+
+
+@pytest.mark.parametrize("raw", ["", "   ", "\n\n\t", "\u200b", "\x00 \u200b\n\ufeff"])
+def test_split_sentences_empty_or_invisible_text(raw):
+    assert split_sentences(raw) == []
+
+
+def test_split_sentences_odd_unicode_does_not_crash():
+    raw = "Nul\x00here. Zero\u200bwidth. Lone \ud800 surrogate. \u200b \ufeff Last"
+    expected = ["Nul\x00here.", "Zero\u200bwidth.", "Lone \ud800 surrogate.", "\u200b \ufeff Last"]
+    assert split_sentences(raw) == expected
+
+
+@pytest.mark.parametrize("bad", [None, 3, ["a. b."], b"bytes."])
+def test_split_sentences_rejects_non_str(bad):
+    with pytest.raises(TypeError, match="expects a str"):
+        split_sentences(bad)
+
+
+def test_long_line_windowing_keeps_the_sentences(monkeypatch):
+    long_line = " ".join(f"Sentence number {i} talks about item {i % 7}." for i in range(120))
+    expected = _plain_pysbd(long_line)
+    assert len(expected) == 120
+    monkeypatch.setattr(text, "_MAX_SEGMENT_CHARS", 300)
+    assert split_sentences(long_line) == expected
+
+
+def test_long_line_without_spaces_is_cut_into_windows(monkeypatch):
+    monkeypatch.setattr(text, "_MAX_SEGMENT_CHARS", 100)
+    assert split_sentences("x" * 250) == ["x" * 100, "x" * 100, "x" * 50]
+
+
+def test_to_sentences_uses_lines_when_present_else_pysbd():
+    assert to_sentences("First highlight .\n\nSecond one . Still second .\n") == [
+        "First highlight .",
+        "Second one . Still second .",
+    ]
+    assert to_sentences("One sentence. Another one.") == ["One sentence.", "Another one."]
+
+
+def test_lead_k():
+    assert lead_k(["a", "b", "c", "d"]) == [0, 1, 2]
+    assert lead_k(["a", "b"], k=3) == [0, 1]
+    assert lead_k(["a", "b"], k=0) == []
+    with pytest.raises(ValueError):
+        lead_k(["a"], k=-1)
+
+
+def test_trigrams_are_lowercased_word_and_punctuation_tokens():
+    assert trigrams("The Cat sat, happily") == {
+        ("the", "cat", "sat"),
+        ("cat", "sat", ","),
+        ("sat", ",", "happily"),
+    }
+    assert trigrams("two words") == set()
+
+
+def test_has_trigram_overlap_presumm_block_tri():
+    selected = ["The cat sat on the mat .", "Dogs bark ."]
+    assert has_trigram_overlap("Yesterday THE CAT SAT down .", selected)
+    assert not has_trigram_overlap("The cat slept on a mat .", selected)
+    assert not has_trigram_overlap("The cat sat", [])
+
+
+def test_select_sentences_rank_order_and_blocking():
+    sentences = [
+        "the cat sat on the mat",  # 0
+        "a dog ran in the park",  # 1
+        "yesterday the cat sat down",  # 2: shares "the cat sat" with 0
+        "birds sing",  # 3
+    ]
+    ranking = [2, 0, 1, 3]
+    assert select_sentences(ranking, sentences, k=3) == [2, 0, 1]
+    assert select_sentences(ranking, sentences, k=3, trigram_blocking=True) == [2, 1, 3]
+    assert select_sentences([1, 1, 0], sentences, k=2) == [1, 0]
+    assert select_sentences(ranking, sentences, k=0) == []
+    with pytest.raises(ValueError, match="out of range"):
+        select_sentences([7], sentences, k=1)
+
+
+def test_novel_ngram_ratio_hand_computed():
+    document = "The cat sat on the mat."
+    summary = "The cat sat quietly."
+    # unigrams: the cat sat quietly . -> only "quietly" is novel: 1/5
+    assert novel_ngram_ratio(summary, document, 1) == pytest.approx(1 / 5)
+    # bigrams: (the cat) (cat sat) (sat quietly) (quietly .) -> 2/4 novel
+    assert novel_ngram_ratio(summary, document, 2) == pytest.approx(2 / 4)
+    assert novel_ngram_ratio("cat", document, 2) == 0.0
+    with pytest.raises(ValueError):
+        novel_ngram_ratio(summary, document, 0)
+
+
+def test_summary_length_stats_hand_computed():
+    stats = summary_length_stats(["one two three .\nfour five .", "a b c d e f g h i j", "Hi there. Bye."])
+    # words: 7, 10, 3; sentences: 2 (lines), 1, 2 (pysbd)
+    assert stats == {
+        "num_summaries": 3,
+        "mean_words": pytest.approx(20 / 3),
+        "median_words": 7.0,
+        "mean_sentences": pytest.approx(5 / 3),
+        "median_sentences": 2.0,
+    }
+    with pytest.raises(ValueError):
+        summary_length_stats([])
+
+
+def test_has_repeated_trigram():
+    assert has_repeated_trigram(["The cat sat on the mat .", "Then the cat sat again ."])
+    # a trigram repeated inside one sentence is not cross-sentence redundancy
+    assert not has_repeated_trigram(["the cat sat and the cat sat", "dogs bark loudly"])
+    assert not has_repeated_trigram([])

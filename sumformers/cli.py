@@ -169,6 +169,13 @@ def main(argv=None) -> int:
     if args.command == "export" and len(args.paths) > 2:
         _fail("export takes [MODEL] OUTPUT_DIR")
     warnings.formatwarning = _one_line_warnings
+    # Deprecation notices from the libraries underneath are for developers, not for someone summarizing a file.
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    # Loading reports and weight-loading progress bars are noise for a command-line user; warnings stay.
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.set_verbosity_error()
+    transformers_logging.disable_progress_bar()
     return args.run(args)
 
 

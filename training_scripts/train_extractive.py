@@ -83,7 +83,7 @@ def main():
 
     card_info = {
         "model_name": Path(training_args.output_dir).name,
-        "datasets": [data_args.dataset_name or "local-jsonl"],
+        "datasets": [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name],
         "dataset_name": data_args.dataset_name or Path(data_args.validation_file or data_args.train_file or "").parent.name,
         "split": data_args.eval_split,
     }

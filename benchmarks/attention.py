@@ -1,0 +1,354 @@
+"""Speed and peak memory of sumformers' sparse attention against dense SDPA and transformers' Longformer.
+
+Shapes: batch 1, 12 heads, head size 64, two-sided window 512, 64 global tokens (Longformer's window + global
+pattern), at 4,096 / 16,384 / 32,768 tokens. Every case runs in a fresh subprocess so that peak-memory figures do not
+contaminate each other; CPU memory is the peak resident set during the timed runs minus the resident set just before
+them (inputs already built), CUDA memory is `torch.cuda.max_memory_allocated` above what was allocated before.
+
+    python benchmarks/attention.py                   # CPU, 2 threads, writes benchmarks/results/attention_cpu.{md,png}
+    python benchmarks/attention.py --device cuda     # bf16; adds flex backward and unmasked SDPA (FlashAttention)
+
+"Ours" cases time the attention call including building the pattern (its layout and BlockMask), which a model does
+once per forward for all layers. LongformerSelfAttention includes its six projections, so the table also has
+"ours, Longformer layer": the same projections around our flex attention, the like-for-like comparison.
+"""
+
+import argparse
+import gc
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")
+
+HEADS, HEAD_DIM, WINDOW, NUM_GLOBAL = 12, 64, 512, 64
+LENGTHS = (4096, 16384, 32768)
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# cases slower than this are measured in one round only (the quadratic baselines at long lengths)
+REPEAT_BELOW_SECONDS = 60
+
+# name -> (label, devices it runs on)
+CASES = {
+    "flex_forward": ("ours: flex, forward (inference)", ("cpu", "cuda")),
+    "flex_forward_backward": ("ours: flex, forward+backward", ("cuda",)),
+    "blocked_forward": ("ours: blocked, forward", ("cpu", "cuda")),
+    "blocked_forward_backward": ("ours: blocked, forward+backward", ("cpu", "cuda")),
+    "flex_longformer_layer": ("ours: Longformer layer (projections + flex), forward", ("cpu", "cuda")),
+    "longformer_forward": ("transformers LongformerSelfAttention, forward", ("cpu", "cuda")),
+    "sdpa_dense_forward": ("dense SDPA, bool mask, forward", ("cpu", "cuda")),
+    "sdpa_dense_forward_backward": ("dense SDPA, bool mask, forward+backward", ("cpu", "cuda")),
+    "sdpa_full_forward": ("SDPA without mask (FlashAttention), forward", ("cuda",)),
+    "sdpa_full_forward_backward": ("SDPA without mask (FlashAttention), forward+backward", ("cuda",)),
+}
+
+
+def skip_reason(case, length, device):
+    if device not in CASES[case][1]:
+        if case.startswith("flex") and "backward" in case:
+            return "no FlexAttention backward on CPU"
+        return "CUDA-only reference"
+    if device == "cpu" and case == "sdpa_dense_forward_backward" and length > 16384:
+        return "quadratic: about 4x the 16,384-token run, several minutes on 2 cores"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Worker: one case, one length, in its own process
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _proc_status_mib(key):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def build_case(case, length, device, dtype):
+    """Inputs for one case and a zero-argument callable that runs it once (backward included where named)."""
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+    from transformers import LongformerConfig
+    from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
+
+    from sumformers.modeling.attention import SlidingWindowPattern, sparse_attention
+
+    generator = torch.Generator(device="cpu").manual_seed(0)
+
+    def randn(*shape, requires_grad=False):
+        tensor = torch.randn(*shape, generator=generator).to(device=device, dtype=dtype)
+        return tensor.requires_grad_(requires_grad)
+
+    attention_mask = torch.ones(1, length, dtype=torch.long, device=device)
+    global_mask = torch.zeros(1, length, dtype=torch.long, device=device)
+    global_mask[:, :NUM_GLOBAL] = 1
+    backward = case.endswith("backward")
+    q, k, v = (randn(1, HEADS, length, HEAD_DIM, requires_grad=backward) for _ in range(3))
+    grad_output = randn(1, HEADS, length, HEAD_DIM)
+
+    def with_backward(forward):
+        def run():
+            if backward:
+                forward().backward(grad_output)
+            else:
+                with torch.no_grad():
+                    forward()
+
+        return run
+
+    if case in ("flex_forward", "flex_forward_backward", "blocked_forward", "blocked_forward_backward"):
+        implementation = "flex_attention" if case.startswith("flex") else "blocked"
+        return with_backward(
+            lambda: sparse_attention(q, k, v, SlidingWindowPattern(WINDOW, attention_mask, global_mask), implementation)
+        )
+    if case in ("sdpa_dense_forward", "sdpa_dense_forward_backward"):
+        dense_mask = SlidingWindowPattern(WINDOW, attention_mask, global_mask).dense_mask()
+        return with_backward(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense_mask))
+    if case in ("sdpa_full_forward", "sdpa_full_forward_backward"):
+        return with_backward(lambda: F.scaled_dot_product_attention(q, k, v))
+
+    config = LongformerConfig(hidden_size=HEADS * HEAD_DIM, num_attention_heads=HEADS, attention_window=[WINDOW])
+    longformer = LongformerSelfAttention(config, layer_id=0).to(device=device, dtype=dtype).eval()
+    hidden_states = randn(1, length, config.hidden_size)
+    if case == "longformer_forward":
+        # Longformer's mask convention: -10000 padding, 0 local, +10000 global
+        longformer_mask = (global_mask * 10000.0).to(dtype)
+        return with_backward(
+            lambda: longformer(
+                hidden_states,
+                attention_mask=longformer_mask,
+                is_index_masked=longformer_mask < 0,
+                is_index_global_attn=longformer_mask > 0,
+                is_global_attn=True,
+            )[0]
+        )
+    if case == "flex_longformer_layer":
+        global_positions = global_mask[0].nonzero()[:, 0]
+
+        def heads(x):
+            return x.view(1, -1, HEADS, HEAD_DIM).transpose(1, 2)
+
+        def layer():
+            # local rows: Longformer's local projections through our window + global pattern
+            pattern = SlidingWindowPattern(WINDOW, attention_mask, global_mask)
+            local = (longformer.query, longformer.key, longformer.value)
+            output = sparse_attention(*(heads(layer(hidden_states)) for layer in local), pattern, "flex_attention")
+            # global rows: the global projections, over every key (Longformer's second pass)
+            global_query = heads(longformer.query_global(hidden_states[:, global_positions]))
+            global_key = heads(longformer.key_global(hidden_states))
+            global_value = heads(longformer.value_global(hidden_states))
+            output[:, :, global_positions] = F.scaled_dot_product_attention(global_query, global_key, global_value)
+            return output.transpose(1, 2).reshape(1, length, -1)
+
+        return with_backward(layer)
+    raise ValueError(f"unknown case {case!r}")
+
+
+def run_worker(case, length, device, threads):
+    import torch
+
+    torch.set_num_threads(threads)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    run = build_case(case, length, device, dtype)
+
+    def synchronize():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    # Warm-up compiles flex and touches the allocator; dense attention at >= 16k is skipped here because one run
+    # takes tens of seconds and warm-up effects are negligible at that size.
+    if not (case.startswith("sdpa_dense") and length >= 16384):
+        run()
+        synchronize()
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+        baseline = torch.cuda.memory_allocated()
+    else:
+        with open("/proc/self/clear_refs", "w") as clear_refs:
+            clear_refs.write("5")  # reset the peak resident set (VmHWM) to the current one
+        baseline = _proc_status_mib("VmRSS")
+    # best of up to 3 runs, stopping once 20 s have been spent: the machine's cores are shared
+    timings = []
+    while len(timings) < 3 and sum(timings) < 20:
+        start = time.perf_counter()
+        run()
+        synchronize()
+        timings.append(time.perf_counter() - start)
+    if device == "cuda":
+        peak_mib = (torch.cuda.max_memory_allocated() - baseline) / 2**20
+    else:
+        peak_mib = _proc_status_mib("VmHWM") - baseline
+    print(json.dumps({"seconds": min(timings), "peak_mib": peak_mib}))
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Orchestration, table and plot
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def measure(case, length, device, threads, timeout):
+    command = [sys.executable, __file__, "--worker", case, str(length), "--device", device, "--threads", str(threads)]
+    # A fixed mmap threshold makes glibc return every freed tensor to the system; with its default (adaptive)
+    # threshold the warm-up run's memory stays resident and hides the timed run's peak.
+    environment = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
+    try:
+        finished = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"timed out after {timeout} s"}
+    if finished.returncode != 0:
+        last_line = (finished.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"skipped": f"failed: {last_line[:120]}"}
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def ratio(numerator, denominator, key):
+    if "skipped" in numerator or "skipped" in denominator or denominator[key] <= 0:
+        return None
+    return numerator[key] / denominator[key]
+
+
+def format_ratio(value):
+    return "n/a" if value is None else f"{value:.1f}x"
+
+
+def render(results, device, lengths, threads, rounds):
+    header = "| case | " + " | ".join(f"{n:,} tokens" for n in lengths) + " |"
+    lines = [
+        f"# Sparse attention benchmark ({device}, {threads} threads)",
+        "",
+        f"batch 1, {HEADS} heads, head size {HEAD_DIM}, window {WINDOW} (two-sided), {NUM_GLOBAL} global tokens; "
+        f"each cell: best time over up to {rounds} interleaved subprocess rounds of up to 3 runs each / peak memory "
+        "above the inputs.",
+        "",
+        header,
+        "|" + "---|" * (len(lengths) + 1),
+    ]
+    for case, (label, _) in CASES.items():
+        cells = []
+        for n in lengths:
+            result = results[case][n]
+            cells.append(
+                f"skipped ({result['skipped']})"
+                if "skipped" in result
+                else f"{result['seconds']:.3f} s / {result['peak_mib']:.0f} MiB"
+            )
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    longformer, layer, dense_training = "longformer_forward", "flex_longformer_layer", "sdpa_dense_forward_backward"
+    comparisons = [
+        ("LongformerSelfAttention time / flex forward time", longformer, "flex_forward", "seconds"),
+        ("LongformerSelfAttention memory / flex forward memory", longformer, "flex_forward", "peak_mib"),
+        ("LongformerSelfAttention time / our Longformer layer time", longformer, layer, "seconds"),
+        ("LongformerSelfAttention memory / our Longformer layer memory", longformer, layer, "peak_mib"),
+        ("dense SDPA fwd+bwd time / blocked fwd+bwd time", dense_training, "blocked_forward_backward", "seconds"),
+        ("dense SDPA fwd time / blocked fwd time", "sdpa_dense_forward", "blocked_forward", "seconds"),
+        ("dense SDPA fwd time / flex fwd time", "sdpa_dense_forward", "flex_forward", "seconds"),
+    ]
+    lines += ["", "## Ratios (higher is better for ours)", ""]
+    lines.append("| ratio | " + " | ".join(f"{n:,}" for n in lengths) + " |")
+    lines.append("|" + "---|" * (len(lengths) + 1))
+    for title, numerator, denominator, key in comparisons:
+        cells = [format_ratio(ratio(results[numerator][n], results[denominator][n], key)) for n in lengths]
+        lines.append(f"| {title} | " + " | ".join(cells) + " |")
+
+    if 16384 in lengths:
+        at = {case: results[case][16384] for case in results}
+        targets = [
+            ("flex forward >= 5x faster than LongformerSelfAttention",
+             ratio(at["longformer_forward"], at["flex_forward"], "seconds"), 5.0),
+            ("flex forward peak memory <= 1/10 of LongformerSelfAttention's",
+             ratio(at["longformer_forward"], at["flex_forward"], "peak_mib"), 10.0),
+            ("blocked forward+backward >= 5x faster than dense SDPA forward+backward",
+             ratio(at["sdpa_dense_forward_backward"], at["blocked_forward_backward"], "seconds"), 5.0),
+        ]
+        lines += ["", "## Targets at 16,384 tokens", ""]
+        for title, value, needed in targets:
+            verdict = "n/a" if value is None else ("met" if value >= needed else "NOT met")
+            lines.append(f"- {title}: {format_ratio(value)} ({verdict})")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results, device, lengths, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (time_axes, memory_axes) = plt.subplots(1, 2, figsize=(13, 5))
+    for case, (label, _) in CASES.items():
+        measured = [(n, results[case][n]) for n in lengths if "skipped" not in results[case][n]]
+        if not measured:
+            continue
+        xs = [n for n, _ in measured]
+        style = "-o" if case.startswith(("flex", "blocked")) else "--s"
+        time_axes.plot(xs, [r["seconds"] for _, r in measured], style, label=label)
+        memory_axes.plot(xs, [max(r["peak_mib"], 1.0) for _, r in measured], style, label=label)
+    for axes, ylabel in ((time_axes, "seconds"), (memory_axes, "peak memory above inputs (MiB)")):
+        axes.set_xscale("log", base=2)
+        axes.set_yscale("log")
+        axes.set_xticks(list(lengths), [f"{n:,}" for n in lengths])
+        axes.set_xlabel("sequence length (tokens)")
+        axes.set_ylabel(ylabel)
+        axes.grid(True, which="both", alpha=0.3)
+    time_axes.legend(fontsize=7)
+    figure.suptitle(f"Sparse attention, window {WINDOW} + {NUM_GLOBAL} globals, {HEADS} heads x {HEAD_DIM} ({device})")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads per case")
+    parser.add_argument("--lengths", type=int, nargs="+", default=list(LENGTHS))
+    parser.add_argument("--timeout", type=int, default=900, help="seconds allowed per case")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved measurements per case; the best is kept")
+    parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--worker", nargs=2, metavar=("CASE", "LENGTH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+
+    if args.worker:
+        run_worker(args.worker[0], int(args.worker[1]), args.device, args.threads)
+        return
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error("--device cuda needs a CUDA GPU")
+
+    results = {case: {} for case in CASES}
+    for length in args.lengths:
+        # rounds interleave the cases, so that a burst of load from other users does not land on one case only
+        for round_number in range(1, args.rounds + 1):
+            for case, (label, _) in CASES.items():
+                best = results[case].get(length)
+                if best is not None and ("skipped" in best or best["seconds"] > REPEAT_BELOW_SECONDS):
+                    continue
+                reason = skip_reason(case, length, args.device)
+                if reason:
+                    result = {"skipped": reason}
+                else:
+                    result = measure(case, length, args.device, args.threads, args.timeout)
+                if best is None or ("skipped" not in result and result["seconds"] < best["seconds"]):
+                    results[case][length] = result
+                shown = f"skipped ({result['skipped']})" if "skipped" in result else (
+                    f"{result['seconds']:.3f} s, {result['peak_mib']:.0f} MiB"
+                )
+                print(f"{length:>6} round {round_number} {label}: {shown}", flush=True)
+
+    table = render(results, args.device, args.lengths, args.threads, args.rounds)
+    print("\n" + table)
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / f"attention_{args.device}.md").write_text(table)
+    plot(results, args.device, args.lengths, args.output_dir / f"attention_{args.device}.png")
+    print(f"wrote {args.output_dir / f'attention_{args.device}.md'} and .png")
+
+
+if __name__ == "__main__":
+    main()

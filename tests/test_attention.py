@@ -1,0 +1,660 @@
+"""Tests of the shared sparse attention: hand-built masks, every backend against eager, Longformer equivalence,
+and the transformers `attn_implementation` plumbing."""
+
+import os
+
+# A persistent inductor cache makes FlexAttention's CPU compiles (about 25 s cold) cheap on repeated runs.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from transformers import LongformerConfig, PretrainedConfig, PreTrainedModel  # noqa: E402
+from transformers.models.longformer.modeling_longformer import LongformerSelfAttention  # noqa: E402
+
+from sumformers.modeling import attention  # noqa: E402
+from sumformers.modeling.attention import (  # noqa: E402
+    BlockLocalCausalPattern,
+    GlobalLocalPattern,
+    HeterogeneousGraph,
+    MemoryCompressedCausalPattern,
+    SlidingWindowPattern,
+    get_sparse_attention_function,
+    sparse_attention,
+)
+
+TOL = 1e-5
+# One batch/head/length bucket for every FlexAttention call below, so each pattern compiles once.
+BATCH, HEADS, HEAD_DIM, LENGTH = 2, 2, 8, 200
+FAST_BACKENDS = ("sdpa", "blocked", "flex_attention")
+
+
+def rows(*strings):
+    """Hand-written boolean matrix: one string of 0/1 per query row."""
+    return torch.tensor([[c == "1" for c in s] for s in strings])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Hand-built masks on tiny inputs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_sliding_window_mask_by_hand():
+    # window 4 (two-sided): |i - j| <= 2; position 7 is padding
+    pattern = SlidingWindowPattern(4, torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0]]))
+    expected = rows(
+        "11100000",
+        "11110000",
+        "11111000",
+        "01111100",
+        "00111110",
+        "00011110",
+        "00001110",
+        "00000000",
+    )
+    assert torch.equal(pattern.dense_mask()[0, 0], expected)
+
+
+def test_window_with_global_tokens_mask_by_hand():
+    # window 2: |i - j| <= 1; position 1 is global (sees and is seen by every real token); 7 is padding
+    pattern = SlidingWindowPattern(
+        2, torch.tensor([[1, 1, 1, 1, 1, 1, 1, 0]]), global_attention_mask=torch.tensor([[0, 1, 0, 0, 0, 0, 0, 0]])
+    )
+    expected = rows(
+        "11000000",
+        "11111110",
+        "01110000",
+        "01111000",
+        "01011100",
+        "01001110",
+        "01000110",
+        "00000000",
+    )
+    assert torch.equal(pattern.dense_mask()[0, 0], expected)
+
+
+def _etc_tiny(**kwargs):
+    # [g0 g1 ; six long tokens], sentences 0 0 0 1 1 1, local radius 1, relative distances clipped at 1
+    return GlobalLocalPattern(
+        long_sentence_ids=torch.tensor([[0, 0, 0, 1, 1, 1]]),
+        global_sentence_ids=torch.tensor([[0, 1]]),
+        local_radius=1,
+        relative_pos_max_distance=1,
+        **kwargs,
+    )
+
+
+def test_etc_mask_with_hard_g2l_by_hand():
+    expected = rows(
+        "11111000",  # g0: both globals, long tokens of sentence 0 only
+        "11000111",  # g1: both globals, long tokens of sentence 1 only
+        "11110000",  # long tokens: every global (l2g full) and long neighbours within radius 1
+        "11111000",
+        "11011100",
+        "11001110",
+        "11000111",
+        "11000011",
+    )
+    assert torch.equal(_etc_tiny(hard_g2l_masking=True).dense_mask()[0, 0], expected)
+
+
+def test_etc_mask_with_hard_l2g_by_hand():
+    expected = rows(
+        "11111111",  # g2l full
+        "11111111",
+        "10110000",  # long tokens see only their own sentence's global token
+        "10111000",
+        "10011100",
+        "01001110",
+        "01000111",
+        "01000011",
+    )
+    assert torch.equal(_etc_tiny(hard_l2g_masking=True).dense_mask()[0, 0], expected)
+
+
+def test_etc_relative_ids_by_hand():
+    pattern = _etc_tiny()
+    ids = pattern.relative_ids(0, torch.arange(8)[:, None], torch.arange(8)[None, :])
+    # M = 1: distances k - q clipped to [-1, 1] give ids 0..2; l2g/g2l give 3 (other sentence) / 4 (own sentence)
+    assert ids[0].tolist() == [1, 2, 4, 4, 4, 3, 3, 3]
+    assert ids[1].tolist() == [0, 1, 3, 3, 3, 4, 4, 4]
+    assert ids[2].tolist() == [4, 3, 1, 2, 2, 2, 2, 2]
+    assert ids[5].tolist() == [3, 4, 0, 0, 0, 1, 2, 2]
+    assert GlobalLocalPattern.relative_vocab_size(1) == 5
+
+
+def test_etc_score_mod_adds_the_per_head_bias():
+    table = torch.arange(10.0).view(5, 2)  # row = relative id, column = head
+    pattern = _etc_tiny(relative_bias=table)
+    bias = pattern.dense_bias(num_heads=2, dtype=torch.float32)[0]
+    ids = pattern.relative_ids(0, torch.arange(8)[:, None], torch.arange(8)[None, :])
+    assert torch.equal(bias[0], table[ids, 0]) and torch.equal(bias[1], table[ids, 1])
+
+
+def _hetformer_tiny(keep_documents_apart=True):
+    # 0 doc(d0) 1 sent(d0) 2 tok 3 tok 4 sent(d0) 5 tok | 6 doc(d1) 7 sent(d1) 8 tok 9 tok
+    D, S, T = HeterogeneousGraph.DOCUMENT, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.TOKEN
+    return HeterogeneousGraph(
+        node_types=torch.tensor([[D, S, T, T, S, T, D, S, T, T]]),
+        attention_mask=torch.ones(1, 10),
+        entity_ids=torch.tensor([[-1, -1, 0, -1, -1, 1, -1, -1, 0, 1]]),
+        document_ids=torch.tensor([[0, 0, 0, 0, 0, 0, 1, 1, 1, 1]]),
+        keep_documents_apart=keep_documents_apart,
+    )
+
+
+def test_hetformer_token_window_mask_by_hand():
+    # window 4: tokens within 2 positions, tokens only, same document
+    expected = rows(
+        "0000000000",
+        "0000000000",
+        "0011000000",
+        "0011010000",
+        "0000000000",
+        "0001010000",
+        "0000000000",
+        "0000000000",
+        "0000000011",
+        "0000000011",
+    )
+    assert torch.equal(_hetformer_tiny().token_window(4).dense_mask()[0, 0], expected)
+
+
+def test_hetformer_node_mask_by_hand():
+    expected_apart = rows(
+        "1111111000",  # d0: its tokens and sentences, and every document node
+        "1111110100",  # s0: tokens of its document, every sentence node, its document node
+        "1100100000",  # token: sentences and document node of its document
+        "1100100000",
+        "1111110100",
+        "1100100000",
+        "1000001111",  # d1
+        "0100101111",  # s (d1)
+        "0000001100",
+        "0000001100",
+    )
+    assert torch.equal(_hetformer_tiny().nodes().dense_mask()[0, 0], expected_apart)
+    together = _hetformer_tiny(keep_documents_apart=False).nodes().dense_mask()[0, 0]
+    assert together[1].tolist() == [c == "1" for c in "1111110111"]  # a sentence node sees every token
+    assert together[8].tolist() == [c == "1" for c in "0100101100"]  # a token sees every sentence node
+
+
+def test_hetformer_entity_mask_by_hand():
+    expected = rows(
+        "0000000000",
+        "0000000000",
+        "0010000010",  # cluster 0 = positions 2 and 8, across documents
+        "0000000000",
+        "0000000000",
+        "0000010001",  # cluster 1 = positions 5 and 9
+        "0000000000",
+        "0000000000",
+        "0010000010",
+        "0000010001",
+    )
+    assert torch.equal(_hetformer_tiny().entities().dense_mask()[0, 0], expected)
+
+
+def test_block_local_causal_mask_by_hand():
+    # blocks {0,1,2} {3,4,5} {6,7}: own block up to the query, plus the whole previous block
+    expected = rows(
+        "10000000",
+        "11000000",
+        "11100000",
+        "11110000",
+        "11111000",
+        "11111100",
+        "00011110",
+        "00011111",
+    )
+    assert torch.equal(BlockLocalCausalPattern(torch.ones(1, 8), block_size=3).dense_mask()[0, 0], expected)
+
+
+def test_memory_compressed_mask_by_hand():
+    # 9 positions, stride 3: key 0 = null slot, keys 1..3 = slots covering [0,2], [3,5], [6,8]
+    expected = rows("1000", "1000", "1000", "1100", "1100", "1100", "1110", "1110", "1110")
+    assert torch.equal(MemoryCompressedCausalPattern(torch.ones(1, 9)).dense_mask()[0, 0], expected)
+    # left padding: slot [0,2] is all padding and never visible; padding queries see nothing
+    left_padded = MemoryCompressedCausalPattern(torch.tensor([[0, 0, 0, 1, 1, 1, 1, 1, 1]]))
+    expected = rows("0000", "0000", "0000", "1000", "1000", "1000", "1010", "1010", "1010")
+    assert torch.equal(left_padded.dense_mask()[0, 0], expected)
+
+
+@pytest.mark.parametrize("length", [1, 7, 50])
+def test_causal_patterns_never_see_the_future(length):
+    q = torch.arange(length)[:, None]
+    local = BlockLocalCausalPattern(torch.ones(1, length), block_size=4).dense_mask()[0, 0]
+    assert not local[torch.arange(length)[None, :] > q].any()
+    compressed = MemoryCompressedCausalPattern(torch.ones(1, length)).dense_mask()[0, 0]
+    last_covered = torch.arange(compressed.shape[1]) * 3 - 1  # slot k >= 1 covers up to 3k - 1
+    slot_visible = compressed[:, 1:]
+    assert not slot_visible[last_covered[None, 1:] >= q].any()
+    assert compressed[:, 0].all()  # the null slot keeps every query's row non-empty
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Every backend against eager
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def _valid(all_padding_row=False):
+    valid = torch.ones(BATCH, LENGTH, dtype=torch.bool)
+    valid[1, 170:] = False
+    if all_padding_row:
+        valid[1] = False
+    return valid
+
+
+def _window(valid):
+    return SlidingWindowPattern(16, valid), ()
+
+
+def _window_global(valid):
+    is_global = torch.zeros(BATCH, LENGTH, dtype=torch.bool)
+    is_global[0, [0, 5, 99, 199]] = True
+    is_global[1, [3, 150]] = True
+    return SlidingWindowPattern(16, valid.long(), global_attention_mask=is_global), ()
+
+
+def _etc(valid, with_bias, **masking):
+    num_global = 12
+    long_sentences = (torch.arange(LENGTH - num_global) // 16).expand(BATCH, -1)
+    global_sentences = torch.arange(num_global).expand(BATCH, -1)
+    global_valid = valid[:, :num_global].clone()
+    global_valid[1, 10:] = False  # batch row 1 has fewer sentences
+    table = None
+    if with_bias:
+        rows = GlobalLocalPattern.relative_vocab_size(4)
+        table = torch.randn(rows, HEADS, generator=torch.Generator().manual_seed(3)).requires_grad_()
+    pattern = GlobalLocalPattern(
+        long_sentences, global_sentences, 6, 4, valid[:, num_global:], global_valid, relative_bias=table, **masking
+    )
+    return pattern, (table,) if with_bias else ()
+
+
+def _graph(valid):
+    node_types = torch.zeros(BATCH, LENGTH, dtype=torch.long)
+    node_types[:, ::17] = HeterogeneousGraph.SENTENCE
+    node_types[:, [0, 100]] = HeterogeneousGraph.DOCUMENT
+    entity_ids = torch.full((BATCH, LENGTH), -1)
+    entity_ids[:, [4, 40, 120, 180]] = torch.tensor([0, 1, 0, 1])
+    entity_ids[1, [7, 9]] = 2
+    document_ids = (torch.arange(LENGTH) >= 100).long().expand(BATCH, -1)
+    return HeterogeneousGraph(node_types, valid, entity_ids, document_ids, keep_documents_apart=True)
+
+
+PATTERNS = {
+    "sliding_window": _window,
+    "window_global": _window_global,
+    "etc_hard_g2l_bias": lambda valid: _etc(valid, with_bias=True, hard_g2l_masking=True),
+    "etc_hard_l2g": lambda valid: _etc(valid, with_bias=False, hard_l2g_masking=True),
+    "het_token_window": lambda valid: (_graph(valid).token_window(20), ()),
+    "het_nodes": lambda valid: (_graph(valid).nodes(), ()),
+    "het_entities": lambda valid: (_graph(valid).entities(), ()),
+    "block_local_causal": lambda valid: (BlockLocalCausalPattern(valid, block_size=32), ()),
+    "memory_compressed": lambda valid: (MemoryCompressedCausalPattern(valid), ()),
+}
+
+
+def _inputs(pattern, requires_grad=False, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    shapes = [pattern.query_length, pattern.key_length, pattern.key_length]
+    return [
+        torch.randn(BATCH, HEADS, n, HEAD_DIM, generator=generator).requires_grad_(requires_grad) for n in shapes
+    ]
+
+
+def _run(implementation, q, k, v, pattern):
+    if implementation == "flex_attention":  # no FlexAttention backward on CPU: inference only
+        with torch.no_grad():
+            return sparse_attention(q, k, v, pattern, implementation)
+    return sparse_attention(q, k, v, pattern, implementation)
+
+
+@pytest.fixture(autouse=True)
+def small_prefix_chunks(monkeypatch):
+    # several query chunks even at test lengths, so the chunk boundaries of the causal-prefix path are exercised
+    monkeypatch.setattr(attention, "_PREFIX_QUERY_CHUNK", 48)
+
+
+# Each pattern kind compiles its own FlexAttention kernel (about 5-10 s each on a cold inductor cache, 30 s for
+# the first): the fast run checks flex on these kinds, `-m slow` on the others.
+FLEX_IN_FAST_RUN = {"sliding_window", "window_global", "etc_hard_g2l_bias", "memory_compressed"}
+
+
+def backend_cases(implementations):
+    cases = []
+    for name in PATTERNS:
+        for implementation in implementations:
+            slow = implementation == "flex_attention" and name not in FLEX_IN_FAST_RUN
+            marks = [pytest.mark.slow] if slow else []
+            cases.append(pytest.param(name, implementation, marks=marks, id=f"{name}-{implementation}"))
+    return cases
+
+
+@pytest.mark.parametrize("name, implementation", backend_cases(FAST_BACKENDS))
+def test_backends_match_eager(name, implementation):
+    pattern, _ = PATTERNS[name](_valid())
+    q, k, v = _inputs(pattern)
+    reference = sparse_attention(q, k, v, pattern, "eager")
+    assert reference.abs().sum() > 0
+    assert (_run(implementation, q, k, v, pattern) - reference).abs().max() <= TOL
+
+
+@pytest.mark.parametrize("name", PATTERNS)
+def test_gradients_match_eager(name):
+    pattern, parameters = PATTERNS[name](_valid())
+    q, k, v = _inputs(pattern, requires_grad=True)
+    weights = torch.randn(BATCH, HEADS, pattern.query_length, HEAD_DIM, generator=torch.Generator().manual_seed(1))
+    wrt = [q, k, v, *parameters]
+    reference = torch.autograd.grad((sparse_attention(q, k, v, pattern, "eager") * weights).sum(), wrt)
+    for implementation in ("sdpa", "blocked"):
+        grads = torch.autograd.grad((sparse_attention(q, k, v, pattern, implementation) * weights).sum(), wrt)
+        for grad, expected in zip(grads, reference):
+            assert (grad - expected).abs().max() <= TOL, implementation
+
+
+@pytest.mark.parametrize("name", PATTERNS)
+def test_eager_weights_are_zero_outside_the_mask(name):
+    pattern, _ = PATTERNS[name](_valid())
+    q, k, v = _inputs(pattern)
+    _, weights = attention._eager_attention(q, k, v, pattern, HEAD_DIM**-0.5, 0.0)
+    assert torch.all(weights.masked_select(~pattern.dense_mask()) == 0)
+
+
+@pytest.mark.parametrize("name, implementation", backend_cases(("eager", *FAST_BACKENDS)))
+def test_masked_keys_do_not_change_the_output(name, implementation):
+    pattern, _ = PATTERNS[name](_valid())
+    q, k, v = _inputs(pattern)
+    # keys masked for every query (batch row 1's padding) can hold anything without changing any output
+    unseen = ~pattern.dense_mask().any(dim=2)[:, 0]  # [batch, keys]
+    assert unseen[1].any()
+    k2, v2 = k.clone(), v.clone()
+    k2[unseen[:, None, :, None].expand_as(k2)] = 1e4
+    v2[unseen[:, None, :, None].expand_as(v2)] = -1e4
+    assert torch.equal(_run(implementation, q, k, v, pattern), _run(implementation, q, k2, v2, pattern))
+
+
+@pytest.mark.parametrize("name, implementation", backend_cases(("eager", *FAST_BACKENDS)))
+def test_all_padding_rows_give_zeros(name, implementation):
+    pattern, _ = PATTERNS[name](_valid(all_padding_row=True))
+    q, k, v = _inputs(pattern, requires_grad=True)
+    output = _run(implementation, q, k, v, pattern)
+    assert not torch.isnan(output).any()
+    assert torch.equal(output[1], torch.zeros_like(output[1]))
+    if implementation != "flex_attention":
+        assert all(torch.isfinite(g).all() for g in torch.autograd.grad(output.sum(), [q, k, v]))
+
+
+def _tiles(counts, indices):
+    """BlockMask count/index tensors -> [batch, query tiles, key tiles] bool."""
+    tiles = torch.zeros(indices.shape[0], indices.shape[2], indices.shape[3], dtype=torch.bool)
+    for b in range(indices.shape[0]):
+        for row in range(indices.shape[2]):
+            tiles[b, row, indices[b, 0, row, : counts[b, 0, row]].long()] = True
+    return tiles
+
+
+COVERAGE_PATTERNS = {  # lengths and widths that give full tiles of 128 x 128
+    "window": lambda valid: SlidingWindowPattern(256, valid),
+    "window_global": lambda valid: SlidingWindowPattern(256, valid, (torch.arange(500) % 97 == 3).expand(BATCH, -1)),
+    "etc": lambda valid: GlobalLocalPattern(
+        (torch.arange(480) // 40).expand(BATCH, -1), torch.arange(12).expand(BATCH, -1), 200, 8,
+        long_attention_mask=valid[:, 20:], global_attention_mask=valid[:, :12],
+    ),
+    "het_window": lambda valid: _graph_of_length(valid, keep_documents_apart=False).token_window(300),
+    "het_window_apart": lambda valid: _graph_of_length(valid, keep_documents_apart=True).token_window(300),
+    "het_nodes": lambda valid: _graph_of_length(valid, keep_documents_apart=True).nodes(),
+    "het_entities": lambda valid: _graph_of_length(valid, keep_documents_apart=True).entities(),
+    "block_local": lambda valid: BlockLocalCausalPattern(valid, block_size=128),
+    "memory_compressed": lambda valid: MemoryCompressedCausalPattern(torch.cat([valid, valid], dim=1)),
+}
+
+
+def _graph_of_length(valid, keep_documents_apart):
+    length = valid.shape[1]
+    node_types = torch.zeros(BATCH, length, dtype=torch.long)
+    node_types[:, 150::60] = HeterogeneousGraph.SENTENCE
+    entity_ids = torch.full((BATCH, length), -1)
+    entity_ids[:, [4, 140, 320]] = torch.tensor([0, 1, 0])
+    document_ids = (torch.arange(length) >= 300).long().expand(BATCH, -1)
+    return HeterogeneousGraph(node_types, valid, entity_ids, document_ids, keep_documents_apart)
+
+
+@pytest.mark.parametrize("name", COVERAGE_PATTERNS)
+def test_flex_block_mask_covers_the_mask_exactly(name):
+    valid = torch.ones(BATCH, 500, dtype=torch.bool)
+    valid[1, 410:] = False
+    pattern = COVERAGE_PATTERNS[name](valid)
+    block_mask = pattern.flex_block_mask()
+    partial_tiles = _tiles(block_mask.kv_num_blocks, block_mask.kv_indices)
+    full_tiles = _tiles(block_mask.full_kv_num_blocks, block_mask.full_kv_indices)
+    assert not (partial_tiles & full_tiles).any()
+    q = torch.arange(pattern.flex_query_length).view(1, 1, -1, 1)
+    kv = torch.arange(pattern.flex_key_length).view(1, 1, 1, -1)
+    mask = pattern.mask_mod(torch.arange(BATCH).view(-1, 1, 1, 1), 0, q, kv)[:, 0]  # at every padded position
+    per_tile = mask.view(BATCH, q.shape[2] // 128, 128, kv.shape[3] // 128, 128)
+    assert not per_tile.any(dim=(2, 4))[~(partial_tiles | full_tiles)].any()  # nothing allowed outside the tiles
+    assert per_tile.all(dim=(2, 4))[full_tiles].all()  # tiles that skip the mask are entirely allowed
+    if name in ("window", "etc", "block_local", "memory_compressed", "het_window"):
+        assert full_tiles.any()
+
+
+def test_flex_with_full_tiles_matches_eager():
+    # window 256 at 256 positions: the diagonal tiles of batch row 0 are full (no mask evaluated)
+    valid = torch.ones(BATCH, 256, dtype=torch.bool)
+    valid[1, 230:] = False
+    pattern = SlidingWindowPattern(256, valid)
+    assert pattern.flex_block_mask().full_kv_num_blocks.sum() > 0
+    q, k, v = _inputs(pattern)
+    assert (_run("flex_attention", q, k, v, pattern) - sparse_attention(q, k, v, pattern, "eager")).abs().max() <= TOL
+
+
+def test_blocked_backend_with_many_small_blocks_matches_eager(monkeypatch):
+    # unmerged band blocks (8 positions each, 25 of them) exercise the look-around at every block boundary
+    monkeypatch.setattr(attention, "_MIN_QUERY_BLOCK", 1)
+    pattern, _ = _window_global(_valid())
+    q, k, v = _inputs(pattern)
+    expected = sparse_attention(q, k, v, pattern, "eager")
+    assert (sparse_attention(q, k, v, pattern, "blocked") - expected).abs().max() <= TOL
+
+
+def test_dropout_is_applied_only_in_training():
+    pattern, _ = _window(_valid())
+    q, k, v = _inputs(pattern)
+    expected = sparse_attention(q, k, v, pattern, "eager")
+    for implementation in ("eager", "sdpa", "blocked"):
+        evaluation = sparse_attention(q, k, v, pattern, implementation, dropout=0.5, training=False)
+        assert (evaluation - expected).abs().max() <= TOL, implementation
+        dropped = sparse_attention(q, k, v, pattern, implementation, dropout=0.5, training=True)
+        assert (dropped - expected).abs().max() > 0.1, implementation
+    with pytest.raises(ValueError, match="dropout"):
+        with torch.no_grad():
+            sparse_attention(q, k, v, pattern, "flex_attention", dropout=0.1, training=True)
+
+
+def test_flex_with_gradients_on_cpu_falls_back_to_blocked():
+    pattern, _ = _window_global(_valid())
+    q, k, v = _inputs(pattern, requires_grad=True)
+    with pytest.warns(UserWarning, match="no backward pass on CPU"):
+        output = sparse_attention(q, k, v, pattern, "flex_attention")
+    assert torch.equal(output, sparse_attention(q, k, v, pattern, "blocked"))
+    output.sum().backward()
+    assert q.grad is not None
+
+
+def test_etc_layers_share_structure_with_their_own_bias_tables():
+    pattern, (table,) = PATTERNS["etc_hard_g2l_bias"](_valid())
+    other_table = torch.randn(table.shape, generator=torch.Generator().manual_seed(2))
+    other_layer = pattern.with_relative_bias(other_table)
+    assert other_layer.flex_block_mask() is pattern.flex_block_mask()
+    positions = torch.arange(LENGTH)
+    ids = pattern.relative_ids(torch.arange(BATCH)[:, None, None], positions[:, None], positions[None, :])
+    bias = other_layer.dense_bias(HEADS, torch.float32)
+    assert torch.equal(bias, other_table[ids[:, None], torch.arange(HEADS)[None, :, None, None]])
+    q, k, v = _inputs(pattern)
+    for layer in (pattern, other_layer):  # the compiled kernel must read each layer's own table
+        expected = sparse_attention(q, k, v, layer, "eager")
+        assert (_run("flex_attention", q, k, v, layer) - expected).abs().max() <= TOL
+
+
+def test_bad_inputs_raise_clear_errors():
+    valid = torch.ones(1, 8)
+    with pytest.raises(ValueError, match="even"):
+        SlidingWindowPattern(3, valid)
+    with pytest.raises(ValueError, match="global_attention_mask"):
+        SlidingWindowPattern(2, valid, global_attention_mask=torch.ones(1, 9))
+    with pytest.raises(ValueError, match="relative_bias"):
+        _etc_tiny(relative_bias=torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="node_types"):
+        HeterogeneousGraph(torch.full((1, 8), 3), valid)
+    pattern = SlidingWindowPattern(2, valid)
+    q = torch.randn(1, 2, 8, 4)
+    with pytest.raises(ValueError, match="expects 8 queries"):
+        sparse_attention(q[:, :, :5], q, q, pattern)
+    with pytest.raises(ValueError, match="Unknown attention implementation"):
+        sparse_attention(q, q, q, pattern, "flash")
+    with pytest.raises(ValueError, match="heads"):
+        sparse_attention(q, q, q, _etc_tiny(relative_bias=torch.zeros(5, 3)), "eager")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Longformer equivalence
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class LongformerLayoutSelfAttention(nn.Module):
+    """Longformer's projection layout on top of our window+global pattern.
+
+    Every row attends with the local projections (window + global keys); rows of global tokens are replaced by
+    attention with the global projections over all keys, exactly the split LongformerSelfAttention makes.
+    """
+
+    def __init__(self, hidden_size, num_heads, window, implementation):
+        super().__init__()
+        self.num_heads, self.window, self.implementation = num_heads, window, implementation
+        for name in ("query", "key", "value", "query_global", "key_global", "value_global"):
+            setattr(self, name, nn.Linear(hidden_size, hidden_size))
+
+    def _heads(self, x):
+        batch, length, hidden = x.shape
+        return x.view(batch, length, self.num_heads, hidden // self.num_heads).transpose(1, 2)
+
+    def forward(self, hidden_states, attention_mask, global_attention_mask):
+        pattern = SlidingWindowPattern(self.window, attention_mask, global_attention_mask)
+
+        def attend(q, k, v):
+            projected = [self._heads(layer(hidden_states)) for layer in (q, k, v)]
+            return sparse_attention(*projected, pattern, self.implementation)
+
+        local = attend(self.query, self.key, self.value)
+        global_ = attend(self.query_global, self.key_global, self.value_global)
+        output = torch.where(global_attention_mask[:, None, :, None].bool(), global_, local)
+        return output.transpose(1, 2).flatten(2)
+
+
+@pytest.mark.parametrize("implementation", ["eager", *FAST_BACKENDS])
+def test_window_global_pattern_equals_longformer_self_attention(implementation):
+    torch.manual_seed(0)
+    window, length = 16, 256  # Longformer needs the length to be a multiple of the window
+    config = LongformerConfig(
+        hidden_size=HEADS * HEAD_DIM, num_attention_heads=HEADS, attention_window=[window],
+        attention_probs_dropout_prob=0.0,
+    )
+    reference = LongformerSelfAttention(config, layer_id=0).eval()
+    ours = LongformerLayoutSelfAttention(config.hidden_size, HEADS, window, implementation).eval()
+    ours.load_state_dict(reference.state_dict())
+
+    hidden_states = torch.randn(BATCH, length, config.hidden_size)
+    attention_mask = torch.ones(BATCH, length, dtype=torch.long)
+    attention_mask[1, 201:] = 0
+    global_attention_mask = torch.zeros(BATCH, length, dtype=torch.long)
+    global_attention_mask[0, [0, 17, 100]] = 1  # a different number of global tokens per row
+    global_attention_mask[1, [5]] = 1
+    # Longformer's convention: -10000 padding, 0 local, +10000 global
+    longformer_mask = (attention_mask - 1) * 10000.0 + global_attention_mask * 10000.0
+    with torch.no_grad():
+        expected = reference(
+            hidden_states,
+            attention_mask=longformer_mask,
+            is_index_masked=longformer_mask < 0,
+            is_index_global_attn=longformer_mask > 0,
+            is_global_attn=True,
+        )[0]
+        output = ours(hidden_states, attention_mask, global_attention_mask)
+    assert (output - expected).abs().max() <= TOL
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# transformers attn_implementation plumbing
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class TinyWindowConfig(PretrainedConfig):
+    model_type = "sumformers-attention-test"
+
+    def __init__(self, hidden_size=HEADS * HEAD_DIM, num_attention_heads=HEADS, window=16, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size, self.num_attention_heads, self.window = hidden_size, num_attention_heads, window
+
+
+class TinyWindowModel(PreTrainedModel):
+    """One sliding-window self-attention layer that looks its backend up like our architectures do."""
+
+    config_class = TinyWindowConfig
+    _supports_sdpa = True
+    _supports_flex_attn = True
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.post_init()
+
+    def forward(self, hidden_states, attention_mask):
+        batch, length, _ = hidden_states.shape
+        heads = self.config.num_attention_heads
+        q, k, v = self.qkv(hidden_states).view(batch, length, 3, heads, -1).permute(2, 0, 3, 1, 4)
+        attention_function = get_sparse_attention_function(self.config._attn_implementation)
+        output, _ = attention_function(
+            self, q, k, v, None, dropout=0.0, attention_pattern=SlidingWindowPattern(self.config.window, attention_mask)
+        )
+        return output.flatten(2)
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa", "flex_attention", "blocked"])
+def test_attn_implementation_selects_our_backend(implementation):
+    torch.manual_seed(0)
+    # `_from_config` (what `AutoModel.from_config` calls) writes the choice into the config: one config each
+    reference = TinyWindowModel._from_config(TinyWindowConfig(), attn_implementation="eager").eval()
+    model = TinyWindowModel._from_config(TinyWindowConfig(), attn_implementation=implementation).eval()
+    assert model.config._attn_implementation == implementation
+    assert reference.config._attn_implementation == "eager"
+    model.load_state_dict(reference.state_dict())
+    hidden_states, attention_mask = torch.randn(BATCH, LENGTH, HEADS * HEAD_DIM), _valid()
+    with torch.no_grad():
+        assert (model(hidden_states, attention_mask) - reference(hidden_states, attention_mask)).abs().max() <= TOL
+
+
+def test_from_pretrained_accepts_the_registered_blocked_backend(tmp_path):
+    torch.manual_seed(0)
+    reference = TinyWindowModel._from_config(TinyWindowConfig(), attn_implementation="eager").eval()
+    reference.save_pretrained(tmp_path)
+    model = TinyWindowModel.from_pretrained(tmp_path, attn_implementation="blocked").eval()
+    assert model.config._attn_implementation == "blocked"
+    hidden_states, attention_mask = torch.randn(BATCH, LENGTH, HEADS * HEAD_DIM), _valid()
+    with torch.no_grad():
+        assert (model(hidden_states, attention_mask) - reference(hidden_states, attention_mask)).abs().max() <= TOL
+
+
+def test_unknown_attn_implementations_are_rejected():
+    with pytest.raises(ValueError):
+        TinyWindowModel._from_config(TinyWindowConfig(), attn_implementation="no_such_backend")
+    with pytest.raises(ValueError, match="supports attn_implementation"):
+        get_sparse_attention_function("flash_attention_2")
+    # "blocked" is registered globally, but transformers' own models cannot use it without a pattern
+    from transformers import AttentionInterface
+
+    blocked = AttentionInterface()["blocked"]
+    q = torch.randn(1, 2, 4, 8)
+    with pytest.raises(ValueError, match="attention_pattern"):
+        blocked(None, q, q, q, None)

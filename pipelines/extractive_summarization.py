@@ -17,6 +17,10 @@ class ExtractiveSummarizationPipeline(Pipeline):
     with one already chosen; default: the model config's), `max_length` (tokens; default the encoder's limit).
     Output per document: `summary` (chosen sentences in document order, one per line), `sentences` (their indices),
     `scores` (their probabilities).
+
+    A model with its own input structure (HetFormer: sentence and document nodes, entity links; multi-document input
+    as `{"documents": [...]}`) encodes it itself: its `prepare_extractive_inputs(tokenizer, document, max_length)`
+    returns the model inputs, `sentences` and optionally `default_num_sentences`, the summary length for that input.
     """
 
     _load_processor = False
@@ -36,6 +40,9 @@ class ExtractiveSummarizationPipeline(Pipeline):
         return preprocess, {}, postprocess
 
     def preprocess(self, document, max_length=None):
+        prepare = getattr(self.model, "prepare_extractive_inputs", None)
+        if prepare is not None:
+            return prepare(self.tokenizer, document, max_length=max_length)
         sentences = document_sentences(document)
         limit = min(max_length or self.model.config.max_position_embeddings, self.model.config.max_position_embeddings)
         encoded = encode_sentences(
@@ -61,16 +68,22 @@ class ExtractiveSummarizationPipeline(Pipeline):
 
     def _forward(self, model_inputs):
         sentences = model_inputs.pop("sentences")
+        default_num_sentences = model_inputs.pop("default_num_sentences", None)
         batch_sentences = [sentences] if isinstance(sentences, tuple) else list(sentences)
         logits = self.model(**model_inputs).logits
-        return {"probabilities": torch.sigmoid(logits.float()), "sentences": batch_sentences}
+        outputs = {"probabilities": torch.sigmoid(logits.float()), "sentences": batch_sentences}
+        if default_num_sentences is not None:
+            outputs["default_num_sentences"] = default_num_sentences
+        return outputs
 
     def postprocess(self, model_outputs, num_sentences=None, trigram_blocking=None):
         sentences = model_outputs["sentences"]
         if isinstance(sentences, list) and len(sentences) == 1 and isinstance(sentences[0], tuple):
             sentences = sentences[0]
         probabilities = model_outputs["probabilities"][0, : len(sentences)].tolist()
-        num_sentences = num_sentences or self.model.config.num_sentences
+        if num_sentences is None:
+            default = model_outputs.get("default_num_sentences")
+            num_sentences = int(default.reshape(-1)[0]) if default is not None else self.model.config.num_sentences
         if trigram_blocking is None:
             trigram_blocking = self.model.config.trigram_blocking
         ranked = sorted(range(len(sentences)), key=lambda i: -probabilities[i])

@@ -4,8 +4,18 @@ Importing the package registers every architecture with the Auto classes and eve
 """
 
 from .configuration.configuration_bertsum import BertSumConfig
+from .configuration.configuration_hetformer import HetFormerConfig
+from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
+from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
+from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
+from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization, HetFormerModel
+from .modeling.modeling_stepwise_etcsum import ETCSumForExtractiveSummarization, StepwiseETCSumForExtractiveSummarization
+from .modeling.modeling_stepwise_hibert import HiBertForExtractiveSummarization, StepwiseHiBertForExtractiveSummarization
+from .modeling.modeling_wikisum import WikiSumCache, WikiSumForCausalLM
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
+from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
+from .pipelines.wikisum import WikiSumPipeline
 from .registry import ARCHITECTURES, register_all
 
 __version__ = "0.1.0"
@@ -18,7 +28,23 @@ __all__ = [
     "ARCHITECTURES",
     "BertSumConfig",
     "BertSumForExtractiveSummarization",
+    "ETCSumConfig",
+    "ETCSumForExtractiveSummarization",
     "ExtractiveSummarizationPipeline",
+    "WikiSumCache",
+    "WikiSumConfig",
+    "WikiSumForCausalLM",
+    "WikiSumPipeline",
+    "HetFormerConfig",
+    "HetFormerForExtractiveSummarization",
+    "HetFormerModel",
+    "HiBertConfig",
+    "HiBertForExtractiveSummarization",
+    "StepwiseETCSumConfig",
+    "StepwiseETCSumForExtractiveSummarization",
+    "StepwiseHiBertConfig",
+    "StepwiseHiBertForExtractiveSummarization",
+    "StepwiseSummarizationPipeline",
     "export_model",
     "load_model",
     "load_pipeline",

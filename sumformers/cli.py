@@ -63,8 +63,32 @@ def read_documents(source: Path) -> list[dict]:
         if not isinstance(document, str):
             records.append({"id": record_id, "error": f"{source}:{number}: no `document` string (or `documents` list)"})
             continue
-        records.append({"id": record_id, "document": document})
+        record = {"id": record_id, "document": document}
+        # two-stage (WikiSum) models rank the paragraphs of each document against the title
+        if isinstance(row.get("title"), str):
+            record["title"] = row["title"]
+        if isinstance(row.get("documents"), list):
+            record["documents"] = row["documents"]
+        records.append(record)
     return records
+
+
+_EXTRACTIVE_OPTIONS = {"num_sentences": "--num-sentences", "trigram_blocking": "--trigram-blocking"}
+_WIKISUM_OPTIONS = {
+    "ranker": "--ranker",
+    "max_input_tokens": "--max-input-tokens",
+    "num_beams": "--num-beams",
+    "max_new_tokens": "--max-new-tokens",
+}
+
+
+def _task_options(args, task: str) -> dict:
+    """The summarize options that were given, checked against the model's task."""
+    accepted = _WIKISUM_OPTIONS if task == "wikisum" else _EXTRACTIVE_OPTIONS
+    for name, flag in {**_EXTRACTIVE_OPTIONS, **_WIKISUM_OPTIONS}.items():
+        if getattr(args, name) is not None and name not in accepted:
+            _fail(f"{flag} does not apply to a {task} model")
+    return {name: getattr(args, name) for name in accepted if getattr(args, name) is not None}
 
 
 def summarize_command(args) -> int:
@@ -77,15 +101,16 @@ def summarize_command(args) -> int:
     except ValueError as error:
         _fail(str(error))
     summarizer = load_pipeline(args.model)
-    options = {}
-    if args.num_sentences is not None:
-        options["num_sentences"] = args.num_sentences
-    if args.trigram_blocking is not None:
-        options["trigram_blocking"] = args.trigram_blocking
+    options = _task_options(args, summarizer.task)
     valid = [record for record in records if "document" in record]
-    outputs = summarizer(
-        (record["document"] for record in valid), batch_size=args.batch_size, **options
-    ) if valid else []
+    if summarizer.task == "wikisum":
+        inputs = (
+            {"title": record.get("title", ""), "documents": record.get("documents") or [record["document"]]}
+            for record in valid
+        )
+    else:
+        inputs = (record["document"] for record in valid)
+    outputs = summarizer(inputs, batch_size=args.batch_size, **options) if valid else []
     results = iter(tqdm(outputs, total=len(valid), disable=len(valid) <= 1, desc="summarizing", file=sys.stderr))
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     failed = 0
@@ -142,11 +167,19 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     summarize = commands.add_parser("summarize", help="summarize a text file, a JSONL file or a folder")
-    summarize.add_argument("input", help="text file, JSONL with `document` per line, or a folder of those")
+    summarize.add_argument(
+        "input", help="text file, JSONL with `document` (or `documents`, and `title` for wikisum) per line, or a folder"
+    )
     summarize.add_argument("--model", default=None, help="shipped checkpoint name, folder or Hub id (default: bundled)")
     summarize.add_argument("--output", default=None, help="JSONL output file (default: standard output)")
     summarize.add_argument("--num-sentences", type=int, default=None)
     summarize.add_argument("--trigram-blocking", action=argparse.BooleanOptionalAction, default=None)
+    summarize.add_argument(
+        "--ranker", default=None, choices=("identity", "tfidf", "textrank", "sumbasic"), help="wikisum: paragraph ranker"
+    )
+    summarize.add_argument("--max-input-tokens", type=int, default=None, help="wikisum: L, tokens fed to the decoder")
+    summarize.add_argument("--num-beams", type=int, default=None, help="wikisum: beam size")
+    summarize.add_argument("--max-new-tokens", type=int, default=None, help="wikisum: summary length limit in tokens")
     summarize.add_argument("--batch-size", type=int, default=4)
     summarize.set_defaults(run=summarize_command)
 

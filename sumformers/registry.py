@@ -3,12 +3,22 @@ registered under. Registration, loading and export all read this table."""
 
 from dataclasses import dataclass
 
-from transformers import AutoConfig, AutoModel
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .configuration.configuration_bertsum import BertSumConfig
+from .configuration.configuration_hetformer import HetFormerConfig
+from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
+from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
+from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
+from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization
+from .modeling.modeling_stepwise_etcsum import ETCSumForExtractiveSummarization, StepwiseETCSumForExtractiveSummarization
+from .modeling.modeling_stepwise_hibert import HiBertForExtractiveSummarization, StepwiseHiBertForExtractiveSummarization
+from .modeling.modeling_wikisum import WikiSumForCausalLM
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
+from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
+from .pipelines.wikisum import WikiSumPipeline
 
 
 @dataclass(frozen=True)
@@ -23,6 +33,30 @@ class Architecture:
 ARCHITECTURES = {
     BertSumConfig.model_type: Architecture(
         BertSumConfig, BertSumForExtractiveSummarization, "extractive-summarization", ExtractiveSummarizationPipeline
+    ),
+    ETCSumConfig.model_type: Architecture(
+        ETCSumConfig, ETCSumForExtractiveSummarization, "extractive-summarization", ExtractiveSummarizationPipeline
+    ),
+    StepwiseETCSumConfig.model_type: Architecture(
+        StepwiseETCSumConfig,
+        StepwiseETCSumForExtractiveSummarization,
+        "stepwise-summarization",
+        StepwiseSummarizationPipeline,
+    ),
+    HetFormerConfig.model_type: Architecture(
+        HetFormerConfig, HetFormerForExtractiveSummarization, "extractive-summarization", ExtractiveSummarizationPipeline
+    ),
+    HiBertConfig.model_type: Architecture(
+        HiBertConfig, HiBertForExtractiveSummarization, "extractive-summarization", ExtractiveSummarizationPipeline
+    ),
+    StepwiseHiBertConfig.model_type: Architecture(
+        StepwiseHiBertConfig,
+        StepwiseHiBertForExtractiveSummarization,
+        "stepwise-summarization",
+        StepwiseSummarizationPipeline,
+    ),
+    WikiSumConfig.model_type: Architecture(
+        WikiSumConfig, WikiSumForCausalLM, "wikisum", WikiSumPipeline, auto_class=AutoModelForCausalLM
     ),
 }
 

@@ -1,0 +1,191 @@
+"""Summary quality on the CNN/DM documents held out from training (`validation[:300]` of the shared copy).
+
+One table: Lead-3, the greedy oracle, the BERTSum baseline, HiBERT, Stepwise HiBERT, ETCSum and Stepwise ETCSum, each
+with and without trigram blocking: ROUGE-1/2/Lsum (F1 x 100, rouge-score with stemming, one sentence per line), mean
+summary length in whitespace words, and redundancy (share of summaries in which a trigram occurs in two different
+sentences).
+
+    python benchmarks/quality_cnndm.py                       # every model found, writes benchmarks/results/quality_cnndm.md
+    python benchmarks/quality_cnndm.py --stepwise_hibert checkpoints/stepwise-hibert-minilm-cnndm --limit 50
+
+Decoding: non-stepwise models keep their top 3 sentences (the `extractive-summarization` pipeline); stepwise models
+run the `stepwise-summarization` pipeline with the paper's beam 3 and at most 4 steps, stopping at the end-of-summary
+unit. The oracle is PreSumm's greedy oracle (ROUGE-1 F + ROUGE-2 F, no length cap); trigram blocking does not apply
+to it. Predictions are cached per model and setting under --cache_dir, so the table can be rebuilt without
+re-decoding; a model whose checkpoint is missing gets a row saying so.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = {  # name -> (default checkpoint candidates, pipeline task)
+    "BERTSum": (["checkpoints/bertsum-minilm-cnndm", "runs/bertsum-minilm-cnndm/final"], "extractive-summarization"),
+    "HiBERT": (["checkpoints/hibert-minilm-cnndm", "runs/hibert-minilm-cnndm/final"], "extractive-summarization"),
+    "Stepwise HiBERT": (
+        ["checkpoints/stepwise-hibert-minilm-cnndm", "runs/stepwise-hibert-minilm-cnndm/final"],
+        "stepwise-summarization",
+    ),
+    "ETCSum": (["checkpoints/etcsum-minilm-cnndm", "runs/etcsum-minilm-cnndm/final"], "extractive-summarization"),
+    "Stepwise ETCSum": (
+        ["checkpoints/stepwise-etcsum-minilm-cnndm", "runs/stepwise-etcsum-minilm-cnndm/final"],
+        "stepwise-summarization",
+    ),
+}
+COLUMNS = ("rouge1", "rouge2", "rougeLsum", "mean_words", "redundancy")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data_file", default=None, help="CNN/DM validation JSONL (default: the shared copy)")
+    parser.add_argument("--start", type=int, default=0, help="first document (default 0)")
+    parser.add_argument("--limit", type=int, default=300, help="documents from --start (default 300)")
+    for name in MODELS:
+        flag = "--" + name.lower().replace(" ", "_")
+        parser.add_argument(flag, default=None, help=f"{name} checkpoint (default: the first of {MODELS[name][0]})")
+    parser.add_argument("--max_length", type=int, default=None, help="input tokens for every model (default: each model's)")
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_cnndm"))
+    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "quality_cnndm.md"))
+    return parser.parse_args()
+
+
+def summary_metrics(summaries: list[str], references: list[str]) -> dict:
+    from sumformers.scoring import rouge_scores
+    from sumformers.text import has_repeated_trigram, summary_length_stats, to_sentences
+
+    scores = rouge_scores(summaries, references)
+    scores["mean_words"] = summary_length_stats(summaries)["mean_words"]
+    scores["redundancy"] = 100.0 * sum(has_repeated_trigram(to_sentences(s)) for s in summaries) / len(summaries)
+    return scores
+
+
+def baseline_summaries(documents: list[str], references: list[str]) -> dict:
+    from sumformers.scoring import greedy_oracle
+    from sumformers.text import select_sentences, split_sentences
+
+    sentences = [split_sentences(document) for document in documents]
+    lead = [range(len(s)) for s in sentences]
+    return {
+        ("Lead-3", False): ["\n".join(s[i] for i in select_sentences(r, s, 3)) for s, r in zip(sentences, lead)],
+        ("Lead-3", True): [
+            "\n".join(s[i] for i in select_sentences(r, s, 3, trigram_blocking=True)) for s, r in zip(sentences, lead)
+        ],
+        ("Oracle", None): [
+            "\n".join(s[i] for i in greedy_oracle(s, reference)) for s, reference in zip(sentences, references)
+        ],
+    }
+
+
+def resolve_checkpoint(name: str, given: str | None) -> Path | None:
+    candidates = [given] if given else MODELS[name][0]
+    for candidate in candidates:
+        path = Path(candidate) if Path(candidate).is_absolute() else REPO / candidate
+        if (path / "config.json").is_file():
+            return path
+    return None
+
+
+def decoding_options(name: str, checkpoint: Path) -> tuple[dict, str]:
+    """Pipeline options and their description: top 3, or the paper's beam 3 / at most 4 steps with the model's own
+    minimum length (its config's `min_sentences`)."""
+    if MODELS[name][1] == "extractive-summarization":
+        return {"num_sentences": 3}, "top 3"
+    config = json.loads((checkpoint / "config.json").read_text())
+    minimum = config.get("min_sentences", 1)
+    return dict(beam_size=3, max_steps=4, min_sentences=minimum), f"beam 3, {minimum}-4 sentences"
+
+
+def model_summaries(name, checkpoint: Path, documents, blocking: bool, args) -> tuple[list[str], float]:
+    """The model's summaries (cached by checkpoint, setting and documents) and the decoding seconds per document."""
+    import sumformers
+
+    options, _ = decoding_options(name, checkpoint)
+    modified = (checkpoint / "config.json").stat().st_mtime
+    key = json.dumps([str(checkpoint), modified, blocking, args.max_length, options, documents])
+    cache = Path(args.cache_dir) / f"{name.lower().replace(' ', '_')}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
+    if cache.is_file():
+        cached = json.loads(cache.read_text())
+        return cached["summaries"], cached["seconds_per_document"]
+    summarizer = sumformers.load_pipeline(str(checkpoint))
+    options = dict(options, trigram_blocking=blocking, batch_size=args.batch_size)
+    if args.max_length:
+        options["max_length"] = args.max_length
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncation warnings, one per long document
+        outputs = summarizer(documents, **options)
+    seconds = (time.perf_counter() - start) / len(documents)
+    summaries = [output["summary"] for output in outputs]
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"summaries": summaries, "seconds_per_document": seconds}))
+    return summaries, seconds
+
+
+def format_table(rows: list[tuple[str, str, str, dict | str]], count: int, checkpoints: dict) -> str:
+    lines = [
+        f"CNN/DM validation documents {count} (held out from training); ROUGE F1 x 100 (rouge-score, stemming, "
+        "rougeLsum over pysbd sentences); words = mean summary length; redundancy = % of summaries repeating a "
+        "trigram across sentences.",
+        "",
+        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % | s / doc |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, decoding, blocking, result in rows:
+        if isinstance(result, str):
+            lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | | |")
+            continue
+        values = " | ".join(f"{result[column]:.2f}" if column != "mean_words" else f"{result[column]:.1f}" for column in COLUMNS)
+        seconds = f"{result['seconds']:.2f}" if result.get("seconds") is not None else ""
+        lines.append(f"| {name} | {decoding} | {blocking} | {values} | {seconds} |")
+    lines += ["", "Checkpoints: " + "; ".join(f"{name}: `{path}`" for name, path in checkpoints.items())]
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    from sumformers.evaluation import data_dir, read_jsonl
+
+    torch.set_num_threads(args.threads)
+    data_file = Path(args.data_file) if args.data_file else data_dir() / "cnn_dailymail" / "validation.jsonl"
+    examples = read_jsonl(data_file)[args.start : args.start + args.limit]
+    documents = [example["document"] for example in examples]
+    references = [example["summary"] for example in examples]
+
+    rows = []
+    for (name, blocking), summaries in baseline_summaries(documents, references).items():
+        label = "n/a" if blocking is None else ("yes" if blocking else "no")
+        decoding = "first 3" if name == "Lead-3" else "greedy oracle"
+        rows.append((name, decoding, label, dict(summary_metrics(summaries, references), seconds=None)))
+    checkpoints = {}
+    for name in MODELS:
+        checkpoint = resolve_checkpoint(name, getattr(args, name.lower().replace(" ", "_")))
+        if checkpoint is None:
+            rows.append((name, "-", "-", "checkpoint not found"))
+            continue
+        checkpoints[name] = checkpoint.relative_to(REPO) if checkpoint.is_relative_to(REPO) else checkpoint
+        for blocking in (False, True):
+            print(f"{name}, trigram blocking {blocking}: {checkpoint}", file=sys.stderr, flush=True)
+            summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args)
+            metrics = dict(summary_metrics(summaries, references), seconds=seconds)
+            rows.append((name, decoding_options(name, checkpoint)[1], "yes" if blocking else "no", metrics))
+    table = format_table(rows, len(documents), checkpoints)
+    print(table)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()

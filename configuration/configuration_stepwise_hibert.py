@@ -1,0 +1,135 @@
+"""Configurations of HiBERT (hierarchical BERT) extractive summarizers: the non-stepwise sentence classifier and
+Stepwise HiBERT (Narayan et al. 2020, "Stepwise Extractive Summarization and Planning with Structured
+Transformers"), over any BERT encoder (default: the bundled all-MiniLM-L6-v2)."""
+
+from transformers import AutoConfig, PretrainedConfig
+
+
+class HiBertConfig(PretrainedConfig):
+    r"""
+    Args:
+        encoder_config (`dict`, *optional*):
+            The pretrained BERT encoder's configuration (`encoder.config.to_dict()`); defaults to a BERT config.
+        encoder_name_or_path (`str`, *optional*):
+            Where the encoder weights came from (a Hub id or path), recorded for model cards and adapter checkpoints.
+        sentence_encoder_layers (`int`, *optional*, defaults to 6):
+            Bottom layers of the pretrained encoder that encode each sentence on its own.
+        sentence_pooling (`str`, *optional*, defaults to `"mean"`):
+            How a sentence's token states become its vector: `"mean"` (the pooling all-MiniLM-L6-v2 was trained
+            with) or `"first"` (the `[CLS]` state).
+        document_layers (`int`, *optional*, defaults to 2):
+            Transformer layers over the sentence vectors; they start as copies of the pretrained encoder's top
+            `document_layers` layers.
+        max_sentences (`int`, *optional*, defaults to 128):
+            Document sentences the model reads (size of the document-sentence position table).
+        max_sentence_tokens (`int`, *optional*, defaults to 30):
+            Word pieces kept per sentence; with `[CLS]` and `[SEP]` a sentence is at most 32 tokens.
+        min_sentence_tokens (`int`, *optional*, defaults to 5):
+            A sentence cut by the length limit is kept only if at least this many of its tokens fit.
+        num_sentences (`int`, *optional*, defaults to 3):
+            Summary length of the `extractive-summarization` pipeline.
+        trigram_blocking (`bool`, *optional*, defaults to `True`):
+            Pipeline default: skip a sentence that shares a trigram with one already chosen.
+    """
+
+    model_type = "hibert"
+
+    def __init__(
+        self,
+        encoder_config: dict | None = None,
+        encoder_name_or_path: str | None = None,
+        sentence_encoder_layers: int = 6,
+        sentence_pooling: str = "mean",
+        document_layers: int = 2,
+        max_sentences: int = 128,
+        max_sentence_tokens: int = 30,
+        min_sentence_tokens: int = 5,
+        num_sentences: int = 3,
+        trigram_blocking: bool = True,
+        **kwargs,
+    ):
+        if isinstance(encoder_config, PretrainedConfig):
+            encoder_config = encoder_config.to_dict()
+        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
+        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
+        encoder_config.pop("_name_or_path", None)
+        if sentence_pooling not in ("mean", "first"):
+            raise ValueError(f"sentence_pooling must be 'mean' or 'first', got {sentence_pooling!r}")
+        for name, value in (
+            ("sentence_encoder_layers", sentence_encoder_layers),
+            ("document_layers", document_layers),
+            ("max_sentences", max_sentences),
+            ("max_sentence_tokens", max_sentence_tokens),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        self.encoder_config = encoder_config
+        self.encoder_name_or_path = encoder_name_or_path
+        self.sentence_encoder_layers = sentence_encoder_layers
+        self.sentence_pooling = sentence_pooling
+        self.document_layers = document_layers
+        self.max_sentences = max_sentences
+        self.max_sentence_tokens = max_sentence_tokens
+        self.min_sentence_tokens = min_sentence_tokens
+        self.num_sentences = num_sentences
+        self.trigram_blocking = trigram_blocking
+        super().__init__(**kwargs)
+
+    def get_encoder_config(self) -> PretrainedConfig:
+        settings = dict(self.encoder_config)
+        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.encoder_config.get("hidden_size", 768)
+
+    @property
+    def max_position_embeddings(self) -> int:
+        """Input tokens in the BERTSum layout (`[CLS] sentence [SEP]` per sentence) that fill every sentence slot."""
+        return self.max_sentences * (self.max_sentence_tokens + 2)
+
+
+class StepwiseHiBertConfig(HiBertConfig):
+    r"""
+    Stepwise HiBERT: the HiBERT encoder, where every document layer also runs self-attention over the partial
+    summary (parameters shared with the document self-attention) and document-to-summary attention, and a softmax
+    over the document sentences and an end-of-summary unit picks the next sentence.
+
+    Args (besides [`HiBertConfig`]'s):
+        max_summary_sentences (`int`, *optional*, defaults to 8):
+            Longest partial summary the model conditions on (size of the summary-sentence position table).
+        beam_size (`int`, *optional*, defaults to 3):
+            Beam of the `stepwise-summarization` pipeline (the paper's default).
+        max_steps (`int`, *optional*, defaults to 4):
+            Most sentences the pipeline extracts (the paper's default).
+        min_sentences (`int`, *optional*, defaults to 1):
+            Pipeline default: the end-of-summary unit can close the summary only from this length on.
+        trigram_blocking (`bool`, *optional*, defaults to `False`):
+            Pipeline default; the stepwise model sees what it already chose, so blocking is an option, as in the
+            paper, not the default.
+    """
+
+    model_type = "stepwise_hibert"
+
+    def __init__(
+        self,
+        max_summary_sentences: int = 8,
+        beam_size: int = 3,
+        max_steps: int = 4,
+        min_sentences: int = 1,
+        trigram_blocking: bool = False,
+        **kwargs,
+    ):
+        if max_steps > max_summary_sentences + 1:
+            raise ValueError(
+                f"max_steps={max_steps} needs summaries of {max_steps - 1} sentences, more than "
+                f"max_summary_sentences={max_summary_sentences}"
+            )
+        self.max_summary_sentences = max_summary_sentences
+        self.beam_size = beam_size
+        self.max_steps = max_steps
+        self.min_sentences = min_sentences
+        super().__init__(trigram_blocking=trigram_blocking, **kwargs)
+
+
+__all__ = ["HiBertConfig", "StepwiseHiBertConfig"]

@@ -1,0 +1,157 @@
+"""Configuration of the WikiSum decoder-only summarizer (Liu et al. 2018, "Generating Wikipedia by Summarizing Long
+Sequences"): T-D (full causal attention) and T-DMCA (local and memory-compressed attention, optional mixture of
+experts)."""
+
+from transformers import PretrainedConfig
+
+ATTENTION_LAYER_TYPES = ("full", "local", "compressed")
+RANKERS = ("identity", "tfidf", "textrank", "sumbasic", "oracle")
+
+
+class WikiSumConfig(PretrainedConfig):
+    r"""
+    Args:
+        vocab_size (`int`, *optional*, defaults to 30522):
+            Vocabulary size (the bundled MiniLM WordPiece by default).
+        embedding_size (`int`, *optional*, defaults to 128):
+            Width of the token embedding table, which is also the output softmax (the two are tied). Smaller than
+            `hidden_size` keeps a 30k vocabulary cheap; a linear projection maps it to `hidden_size` and back.
+        hidden_size (`int`, *optional*, defaults to 256):
+            Width of the decoder layers.
+        attention_layers (`list[str]`, *optional*, defaults to L-M-L-M-L, `["local", "compressed", ...]`):
+            One attention type per layer: `"full"` (causal self-attention over every earlier position, the paper's
+            T-D), `"local"` (blocks of `local_block_size`: a query sees the earlier positions of its own block and the
+            whole previous block) or `"compressed"` (memory-compressed: keys and values shortened by a strided
+            convolution, a query sees only compressed slots made entirely of earlier positions, plus one learned
+            always-visible slot). The default is the paper's T-DMCA layout L-M-L-M-L.
+        num_attention_heads (`int`, *optional*, defaults to 4):
+            Heads per attention layer.
+        intermediate_size (`int`, *optional*, defaults to 1024):
+            Inner size of the dense feed-forward layers.
+        local_block_size (`int`, *optional*, defaults to 256):
+            Block length of the local layers.
+        compression_stride (`int`, *optional*, defaults to 3):
+            Kernel size and stride of the key/value compression of the compressed layers.
+        moe_layers (`list[int]`, *optional*, defaults to `[]`):
+            Indices of the layers whose feed-forward block is a mixture of experts.
+        num_experts (`int`, *optional*, defaults to 8):
+            Experts per mixture-of-experts layer.
+        num_experts_per_token (`int`, *optional*, defaults to 2):
+            Experts each token is routed to (top-k gating).
+        expert_intermediate_size (`int`, *optional*, defaults to 512):
+            Inner size of each expert's feed-forward network.
+        router_aux_loss_coef (`float`, *optional*, defaults to 0.01):
+            Weight of the load-balancing loss added to the language-modelling loss.
+        hidden_dropout (`float`, *optional*, defaults to 0.1):
+            Dropout on the residual branches and embeddings.
+        attention_dropout (`float`, *optional*, defaults to 0.0):
+            Dropout on attention probabilities (not supported by `flex_attention`).
+        layer_norm_eps (`float`, *optional*, defaults to 1e-6):
+        initializer_range (`float`, *optional*, defaults to 0.02):
+        separator_token_id (`int`, *optional*, defaults to 103):
+            The token between the extracted input and the summary (`[MASK]` of the MiniLM vocabulary, a token that
+            never occurs in text).
+        paragraph_separator_token_id (`int`, *optional*, defaults to 102):
+            The token after the title and after every extracted paragraph (`[SEP]`).
+        max_input_tokens (`int`, *optional*, defaults to 1024):
+            Default L of the pipeline: tokens of title and ranked paragraphs fed to the decoder.
+        ranker (`str`, *optional*, defaults to `"tfidf"`):
+            Default stage-1 ranker of the pipeline, one of `identity`, `tfidf`, `textrank`, `sumbasic`, `oracle`.
+        encoder_name_or_path (`str`, *optional*):
+            Where the initial word embeddings came from (a Hub id), recorded for model cards.
+    """
+
+    model_type = "wikisum"
+    keys_to_ignore_at_inference = ["past_key_values"]
+
+    def __init__(
+        self,
+        vocab_size: int = 30522,
+        embedding_size: int = 128,
+        hidden_size: int = 256,
+        attention_layers: list[str] | None = None,
+        num_attention_heads: int = 4,
+        intermediate_size: int = 1024,
+        local_block_size: int = 256,
+        compression_stride: int = 3,
+        moe_layers: list[int] | None = None,
+        num_experts: int = 8,
+        num_experts_per_token: int = 2,
+        expert_intermediate_size: int = 512,
+        router_aux_loss_coef: float = 0.01,
+        hidden_dropout: float = 0.1,
+        attention_dropout: float = 0.0,
+        layer_norm_eps: float = 1e-6,
+        initializer_range: float = 0.02,
+        pad_token_id: int = 0,
+        bos_token_id: int = 101,
+        eos_token_id: int = 102,
+        separator_token_id: int = 103,
+        paragraph_separator_token_id: int = 102,
+        max_input_tokens: int = 1024,
+        ranker: str = "tfidf",
+        encoder_name_or_path: str | None = None,
+        tie_word_embeddings: bool = True,
+        **kwargs,
+    ):
+        attention_layers = list(attention_layers or ["local", "compressed", "local", "compressed", "local"])
+        unknown = sorted(set(attention_layers) - set(ATTENTION_LAYER_TYPES))
+        if unknown:
+            raise ValueError(f"attention_layers may hold {ATTENTION_LAYER_TYPES}, got {unknown}")
+        moe_layers = sorted(set(moe_layers or []))
+        if any(not 0 <= index < len(attention_layers) for index in moe_layers):
+            raise ValueError(f"moe_layers {moe_layers} must index the {len(attention_layers)} layers")
+        if hidden_size % num_attention_heads:
+            raise ValueError(
+                f"hidden_size {hidden_size} must be a multiple of num_attention_heads {num_attention_heads}"
+            )
+        if moe_layers and not 1 <= num_experts_per_token <= num_experts:
+            raise ValueError(
+                f"num_experts_per_token must be in [1, num_experts={num_experts}], got {num_experts_per_token}"
+            )
+        if local_block_size < 1 or compression_stride < 1:
+            raise ValueError("local_block_size and compression_stride must be positive")
+        if ranker not in RANKERS:
+            raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
+        self.vocab_size = vocab_size
+        self.embedding_size = embedding_size
+        self.hidden_size = hidden_size
+        self.attention_layers = attention_layers
+        self.num_hidden_layers = len(attention_layers)
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.local_block_size = local_block_size
+        self.compression_stride = compression_stride
+        self.moe_layers = moe_layers
+        self.num_experts = num_experts
+        self.num_experts_per_token = num_experts_per_token
+        self.expert_intermediate_size = expert_intermediate_size
+        self.router_aux_loss_coef = router_aux_loss_coef
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self.separator_token_id = separator_token_id
+        self.paragraph_separator_token_id = paragraph_separator_token_id
+        self.max_input_tokens = max_input_tokens
+        self.ranker = ranker
+        self.encoder_name_or_path = encoder_name_or_path
+        super().__init__(
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            tie_word_embeddings=tie_word_embeddings,
+            **kwargs,
+        )
+
+    @property
+    def variant(self) -> str:
+        """The paper's name for this layout: T-D (all full), T-DMCA (local and compressed), with "-MoE" when used."""
+        name = (
+            "T-D"
+            if set(self.attention_layers) == {"full"}
+            else "T-DMCA"
+            if "full" not in self.attention_layers
+            else "mixed"
+        )
+        return name + ("-MoE" if self.moe_layers else "")

@@ -1,0 +1,534 @@
+"""HetFormer (Liu et al. 2021, "HETFORMER: Heterogeneous Transformer with Sparse Attention for Long-Text Extractive
+Summarization") over any BERT/RoBERTa encoder; the default is the bundled all-MiniLM-L6-v2.
+
+One sequence holds every node of the heterogeneous graph: tokens, a sentence node (the `[CLS]` of BERTSum's
+``[CLS] sentence [SEP]`` layout) before each sentence, and for multi-document input a document node before each
+document. Named-entity mentions are tokens that carry an entity-cluster id. Each layer runs one attention per
+pattern, each with its own query/key/value projections and its own mask, and sums the outputs:
+
+- tokens: a sliding window (two-sided size per layer, growing with depth: 32 at the bottom to 512 at the top) over
+  every position, nodes included: a node is a `[CLS]` token and reads its own sentence there;
+- nodes: sentence nodes to and from every token and each other; document nodes to and from their document's tokens
+  and sentences and each other (the patterns of `attention.HeterogeneousGraph`);
+- entities: full attention among the mentions of one entity cluster (computed on the gathered mentions only).
+
+The pretrained encoder supplies the embeddings (positions extended by copying, the Longformer recipe), the token
+projections and everything after attention; the node and entity projections start as copies of the token ones. A
+linear scorer over the sentence nodes gives one logit per sentence (BCE against oracle labels).
+"""
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput
+
+from ..configuration.configuration_hetformer import HetFormerConfig
+from ..entities import entity_clusters, ner_available
+from ..features import collate_sentence_batch, document_sentences, encode_sentences
+from .attention import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern, get_sparse_attention_function
+from .modeling_bertsum import ExtractiveSummarizerOutput
+
+TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Input structure: documents -> one node sequence
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def input_documents(document) -> list[list[str]]:
+    """A pipeline input as documents, each a list of sentences.
+
+    One document: a string (split with pysbd), a list of sentence strings or ``{"sentences": [...]}``.
+    Several documents: ``{"documents": [...]}``, each a string or a list of sentences.
+    """
+    if isinstance(document, dict) and "documents" in document:
+        documents = document["documents"]
+        if isinstance(documents, str) or not isinstance(documents, (list, tuple)) or not documents:
+            raise ValueError("'documents' must be a non-empty list of documents (strings or lists of sentences)")
+        return [document_sentences(item) for item in documents]
+    return [document_sentences(document)]
+
+
+def _fair_shares(lengths: list[int], total: int) -> list[int]:
+    """Split a token budget over documents: short documents keep their length, long ones share the rest equally."""
+    shares = [0] * len(lengths)
+    remaining = total
+    order = sorted(range(len(lengths)), key=lambda index: lengths[index])
+    for rank, index in enumerate(order):
+        shares[index] = min(lengths[index], remaining // (len(lengths) - rank))
+        remaining -= shares[index]
+    return shares
+
+
+def _encode_document(tokenizer, sentences, budget, config) -> dict:
+    if budget < config.min_sentence_tokens + 2:
+        return encode_sentences(tokenizer, [], max_length=config.min_sentence_tokens + 2, warn_on_truncation=False)
+    return encode_sentences(
+        tokenizer,
+        sentences,
+        max_length=budget,
+        max_sentence_tokens=config.max_sentence_tokens,
+        min_sentence_tokens=config.min_sentence_tokens,
+        warn_on_truncation=False,
+    )
+
+
+def _sentence_token_spans(encoded: dict) -> list[tuple[int, int]]:
+    """(first token position, number of tokens kept) of each kept sentence, inside its ``[CLS] ... [SEP]``."""
+    starts = encoded["cls_positions"]
+    ends = starts[1:] + [len(encoded["input_ids"])]
+    return [(start + 1, end - start - 2) for start, end in zip(starts, ends)]
+
+
+def encode_documents(
+    tokenizer,
+    documents: list[list[str]],
+    config: HetFormerConfig,
+    max_length: int,
+    mentions: list[list[list[tuple[int, int, int]]]] | None = None,
+    warn_on_truncation: bool = True,
+) -> dict:
+    """Encode one input (one or several documents, each a list of sentences) into a HetFormer node sequence.
+
+    Layout: for each document, a document node (multi-document input with `config.use_document_nodes`), then
+    ``[CLS] sentence [SEP]`` per sentence with interval segments (`features.encode_sentences`); the `[CLS]` tokens are
+    the sentence nodes. Documents that do not all fit share `max_length` fairly. `mentions` (from
+    `entities.entity_clusters`: per document, per sentence, ``(start_char, end_char, cluster)``) mark every token
+    overlapping a mention with its cluster id.
+
+    Returns lists: `input_ids`, `token_type_ids`, `attention_mask`, `node_types`, `document_ids`, `entity_ids`,
+    `cls_positions` and `sentence_ids` (``(document, sentence)`` of each kept sentence, in order).
+    """
+    document_nodes = len(documents) > 1 and config.use_document_nodes
+    node_cost = int(document_nodes)
+    if max_length < config.min_sentence_tokens + 2 + node_cost:
+        raise ValueError(f"max_length={max_length} is too small to hold one sentence")
+    encoded = [_encode_document(tokenizer, sentences, max_length - node_cost, config) for sentences in documents]
+    lengths = [len(item["input_ids"]) + node_cost if item["cls_positions"] else 0 for item in encoded]
+    if sum(lengths) > max_length:
+        shares = _fair_shares(lengths, max_length)
+        encoded = [
+            _encode_document(tokenizer, sentences, share - node_cost, config) if share < length else item
+            for sentences, item, share, length in zip(documents, encoded, shares, lengths)
+        ]
+
+    result = {key: [] for key in ("input_ids", "token_type_ids", "node_types", "document_ids", "entity_ids")}
+    result.update(cls_positions=[], sentence_ids=[])
+    sentence_type = SENTENCE if config.use_sentence_nodes else TOKEN
+    for document, (sentences, item) in enumerate(zip(documents, encoded)):
+        if not item["cls_positions"]:
+            continue
+        offset = len(result["input_ids"])
+        if document_nodes:
+            result["input_ids"].append(tokenizer.cls_token_id)
+            result["token_type_ids"].append(0)
+            result["node_types"].append(DOCUMENT)
+            offset += 1
+        length = len(item["input_ids"])
+        result["input_ids"].extend(item["input_ids"])
+        result["token_type_ids"].extend(item["token_type_ids"])
+        node_types = [TOKEN] * length
+        for position in item["cls_positions"]:
+            node_types[position] = sentence_type
+        result["node_types"].extend(node_types)
+        result["document_ids"].extend([document] * (length + node_cost))
+        entity_ids = [-1] * length
+        if mentions is not None and any(mentions[document]):
+            offsets = tokenizer(list(sentences[: len(item["cls_positions"])]), add_special_tokens=False,
+                                return_offsets_mapping=True)["offset_mapping"]
+            for index, (first, count) in enumerate(_sentence_token_spans(item)):
+                for start, end, cluster in mentions[document][index]:
+                    for token, (token_start, token_end) in enumerate(offsets[index][:count]):
+                        if token_start < end and token_end > start:
+                            entity_ids[first + token] = cluster
+        result["entity_ids"].extend([-1] * node_cost + entity_ids)
+        result["cls_positions"].extend(offset + position for position in item["cls_positions"])
+        result["sentence_ids"].extend((document, index) for index in range(len(item["cls_positions"])))
+    result["attention_mask"] = [1] * len(result["input_ids"])
+
+    total = sum(len(sentences) for sentences in documents)
+    if warn_on_truncation and len(result["sentence_ids"]) < total:
+        warnings.warn(
+            f"Input truncated to the model's limit of {max_length} tokens: kept {len(result['sentence_ids'])} of "
+            f"{total} sentences.",
+            stacklevel=2,
+        )
+    return result
+
+
+def collate_hetformer_batch(features: list[dict], pad_token_id: int) -> dict:
+    """Pad encoded inputs (`encode_documents`, optionally with `labels`) into a batch of tensors."""
+    batch = collate_sentence_batch(features, pad_token_id)
+    length = batch["input_ids"].shape[1]
+    for key, padding in (("node_types", TOKEN), ("document_ids", 0), ("entity_ids", -1)):
+        batch[key] = torch.full((len(features), length), padding, dtype=torch.long)
+        for row, feature in enumerate(features):
+            batch[key][row, : len(feature[key])] = torch.tensor(feature[key], dtype=torch.long)
+    return batch
+
+
+def _positions(flags: torch.Tensor) -> torch.Tensor:
+    """[batch, n] bool -> [batch, max count] positions of the True entries, ascending, padded with -1."""
+    width = int(flags.sum(-1).max())
+    order = torch.argsort((~flags).to(torch.int8), dim=-1, stable=True)[:, :width]
+    return torch.where(flags.gather(1, order), order, -1)
+
+
+@dataclass
+class HetFormerStructure:
+    """The attention patterns of one batch, built once per forward and shared by every layer.
+
+    `entities` is the entity pattern over the gathered mention positions `mention_positions` ([batch, mentions],
+    -1 for padding); `nodes` and `entities` are None when the batch has no such node.
+    """
+
+    token_windows: dict[int, TokenWindowPattern]
+    nodes: NodePattern | None
+    entities: EntityPattern | None
+    mention_positions: torch.Tensor | None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Model
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class HetFormerSelfAttention(nn.Module):
+    """Three projection sets (tokens, nodes, entities), one attention each with its own pattern, outputs summed."""
+
+    def __init__(self, config: HetFormerConfig, layer_index: int):
+        super().__init__()
+        encoder = config.get_encoder_config()
+        if encoder.hidden_size % encoder.num_attention_heads:
+            raise ValueError(
+                f"hidden size {encoder.hidden_size} is not a multiple of {encoder.num_attention_heads} heads"
+            )
+        self.config = config
+        self.layer_index = layer_index
+        self.num_heads = encoder.num_attention_heads
+        self.head_size = encoder.hidden_size // encoder.num_attention_heads
+        self.scaling = self.head_size**-0.5
+        self.dropout = encoder.attention_probs_dropout_prob
+        hidden = encoder.hidden_size
+        # The token set keeps BERT's names, so the pretrained weights (and LoRA's usual targets) apply to it.
+        self.query, self.key, self.value = (nn.Linear(hidden, hidden) for _ in range(3))
+        self.query_node, self.key_node, self.value_node = (nn.Linear(hidden, hidden) for _ in range(3))
+        self.query_entity, self.key_entity, self.value_entity = (nn.Linear(hidden, hidden) for _ in range(3))
+
+    def copy_token_projections(self) -> None:
+        """Start the node and entity projections from the (pretrained) token ones."""
+        for suffix in ("node", "entity"):
+            for name in ("query", "key", "value"):
+                source, target = getattr(self, name), getattr(self, f"{name}_{suffix}")
+                init.copy_(target.weight, source.weight)
+                init.copy_(target.bias, source.bias)
+
+    def _attend(self, hidden_states, projections, pattern) -> torch.Tensor:
+        batch, length, _ = hidden_states.shape
+        shape = (batch, length, self.num_heads, self.head_size)
+        query, key, value = (projection(hidden_states).view(shape).transpose(1, 2) for projection in projections)
+        attention = get_sparse_attention_function(self.config._attn_implementation)
+        output, _ = attention(
+            self, query, key, value, None,
+            scaling=self.scaling, dropout=self.dropout if self.training else 0.0, attention_pattern=pattern,
+        )
+        return output.reshape(batch, length, -1)
+
+    def forward(self, hidden_states: torch.Tensor, structure: HetFormerStructure) -> torch.Tensor:
+        window = self.config.attention_windows[self.layer_index]
+        output = self._attend(hidden_states, (self.query, self.key, self.value), structure.token_windows[window])
+        if structure.nodes is not None:
+            output = output + self._attend(
+                hidden_states, (self.query_node, self.key_node, self.value_node), structure.nodes
+            )
+        if structure.entities is not None:
+            # Only mentions take part: attend on the gathered mention states and add the result back in place.
+            index = structure.mention_positions.clamp(min=0)[..., None].expand(-1, -1, hidden_states.shape[-1])
+            mentions = self._attend(
+                hidden_states.gather(1, index), (self.query_entity, self.key_entity, self.value_entity),
+                structure.entities,
+            )
+            output = output.scatter_add(1, index, mentions)  # padding slots hold zeros
+        return output
+
+
+class HetFormerAttention(nn.Module):
+    def __init__(self, config: HetFormerConfig, layer_index: int, pretrained_output: nn.Module):
+        super().__init__()
+        self.self = HetFormerSelfAttention(config, layer_index)
+        self.output = pretrained_output  # the encoder's dense + dropout + residual LayerNorm
+
+    def forward(self, hidden_states, structure):
+        return self.output(self.self(hidden_states, structure), hidden_states)
+
+
+class HetFormerLayer(GradientCheckpointingLayer):
+    """A BERT/RoBERTa layer whose self-attention is HetFormer's; the other sub-modules are the encoder's own."""
+
+    def __init__(self, config: HetFormerConfig, layer_index: int, pretrained_layer: nn.Module):
+        super().__init__()
+        self.attention = HetFormerAttention(config, layer_index, pretrained_layer.attention.output)
+        self.intermediate = pretrained_layer.intermediate
+        self.output = pretrained_layer.output
+
+    def forward(self, hidden_states: torch.Tensor, structure: HetFormerStructure) -> torch.Tensor:
+        attended = self.attention(hidden_states, structure)
+        return self.output(self.intermediate(attended), attended)
+
+
+class HetFormerPreTrainedModel(PreTrainedModel):
+    config_class = HetFormerConfig
+    base_model_prefix = "hetformer"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    # `forward` takes **kwargs only to ignore them; the loss is already a mean.
+    accepts_loss_kwargs = False
+
+    def get_correct_attn_implementation(self, requested_attention: str | None, is_init_check: bool = False) -> str:
+        # Without a choice, the "blocked" backend: memory linear in length and a backward pass on CPU. (transformers'
+        # default, "sdpa", means a dense mask here: quadratic memory.)
+        return super().get_correct_attn_implementation(requested_attention or "blocked", is_init_check)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        std = self.config.encoder_config.get("initializer_range", 0.02)
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, HetFormerSelfAttention):
+            module.copy_token_projections()
+        if isinstance(getattr(module, "position_ids", None), torch.Tensor):  # the encoder's embedding buffers
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+            init.zeros_(module.token_type_ids)
+
+
+class HetFormerModel(HetFormerPreTrainedModel):
+    """The HetFormer encoder: node sequence in, contextual states out."""
+
+    def __init__(self, config: HetFormerConfig):
+        super().__init__(config)
+        # Built only to take its embeddings and layer sub-modules (the self-attention is replaced).
+        encoder = AutoModel.from_config(config.get_encoder_config(), add_pooling_layer=False)
+        self.embeddings = encoder.embeddings
+        self.layer = nn.ModuleList(
+            HetFormerLayer(config, index, layer) for index, layer in enumerate(encoder.encoder.layer)
+        )
+        self.post_init()
+
+    def load_pretrained_encoder(self, encoder: PreTrainedModel) -> None:
+        """Copy a BERT/RoBERTa encoder's weights in: position embeddings tiled up to this model's length (the
+        Longformer recipe), one token type copied to two if needed, node and entity projections from the token ones."""
+        offset = self.config.position_offset
+        state = {}
+        for name, tensor in encoder.state_dict().items():
+            if name.startswith("encoder.layer."):
+                state[name.removeprefix("encoder.")] = tensor
+            elif name.startswith("embeddings."):
+                state[name] = tensor
+        positions = state["embeddings.position_embeddings.weight"]
+        rows = self.embeddings.position_embeddings.num_embeddings
+        repeats = -(-(rows - offset) // (positions.shape[0] - offset))
+        state["embeddings.position_embeddings.weight"] = torch.cat(
+            [positions[:offset], positions[offset:].repeat(repeats, 1)]
+        )[:rows]
+        types = state["embeddings.token_type_embeddings.weight"]
+        wanted = self.embeddings.token_type_embeddings.num_embeddings
+        if types.shape[0] < wanted:  # RoBERTa has one segment type: interval segments need two
+            state["embeddings.token_type_embeddings.weight"] = types[:1].expand(wanted, -1).clone()
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        new = ("_node.", "_entity.")
+        not_loaded = [name for name in missing if not any(part in name for part in new)]
+        if unexpected or not_loaded:
+            raise ValueError(
+                f"{type(encoder).__name__} is not a BERT/RoBERTa-style encoder: unexpected {unexpected[:3]}, "
+                f"missing {not_loaded[:3]}"
+            )
+        with torch.no_grad():
+            for layer in self.layer:
+                layer.attention.self.copy_token_projections()
+
+    def build_structure(self, attention_mask, node_types, document_ids=None, entity_ids=None) -> HetFormerStructure:
+        """The patterns of a batch, honouring the config's switches (so components can be turned off at inference)."""
+        config = self.config
+        valid = attention_mask.bool()
+        if not config.use_sentence_nodes:
+            node_types = node_types.masked_fill(node_types == SENTENCE, TOKEN)
+        if not config.use_document_nodes:
+            node_types = node_types.masked_fill(node_types == DOCUMENT, TOKEN)
+        graph = HeterogeneousGraph(
+            node_types, valid, document_ids=document_ids, keep_documents_apart=config.keep_documents_apart
+        )
+        # Nodes are `[CLS]` tokens and take part in the token window too, so that each one reads its own sentence
+        # through the pretrained local projections: in the node pattern alone every sentence node attends to the
+        # same keys with nearly the same query, and all sentence states collapse to one.
+        sequence = HeterogeneousGraph(
+            torch.zeros_like(node_types), valid, document_ids=document_ids,
+            keep_documents_apart=config.keep_documents_apart,
+        )
+        windows = {window: sequence.token_window(window) for window in set(config.attention_windows)}
+        nodes = graph.nodes() if bool(((node_types != TOKEN) & valid).any()) else None
+        entities = mention_positions = None
+        if config.use_entities and entity_ids is not None and bool(((entity_ids >= 0) & valid).any()):
+            mention_positions = _positions((entity_ids >= 0) & valid)
+            is_mention = mention_positions >= 0
+            mention_ids = entity_ids.gather(1, mention_positions.clamp(min=0)).masked_fill(~is_mention, -1)
+            mention_graph = HeterogeneousGraph(torch.zeros_like(mention_positions), is_mention, entity_ids=mention_ids)
+            entities = mention_graph.entities()
+        return HetFormerStructure(windows, nodes, entities, mention_positions)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        node_types: torch.LongTensor | None = None,
+        document_ids: torch.LongTensor | None = None,
+        entity_ids: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape [batch, length], got {list(input_ids.shape)}")
+        if input_ids.shape[1] > self.config.max_position_embeddings:
+            raise ValueError(
+                f"input of {input_ids.shape[1]} tokens is longer than the model's {self.config.max_position_embeddings}"
+                " positions: encode it with a smaller max_length"
+            )
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if node_types is None:
+            node_types = torch.zeros_like(input_ids)
+        # Nodes are `[CLS]` tokens: what makes them nodes is their attention pattern and projections.
+        hidden_states = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        structure = self.build_structure(attention_mask, node_types, document_ids, entity_ids)
+        for layer in self.layer:
+            hidden_states = layer(hidden_states, structure)
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
+    # Rebuilt from the pretrained encoder by `from_encoder`; the scorer is new (and so saved with adapters).
+    pretrained_modules = ("hetformer",)
+
+    def __init__(self, config: HetFormerConfig):
+        super().__init__(config)
+        self.hetformer = HetFormerModel(config)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.scorer = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @classmethod
+    def from_encoder(
+        cls,
+        encoder_path: str,
+        config: HetFormerConfig | None = None,
+        max_position_embeddings: int = 16384,
+        attn_implementation: str | None = None,
+        **config_kwargs,
+    ) -> "HetFormerForExtractiveSummarization":
+        """A HetFormer whose encoder starts from a pretrained BERT/RoBERTa checkpoint.
+
+        Position embeddings are tiled up to `max_position_embeddings` tokens; the node and entity projections start
+        as copies of each layer's token projections; the scorer is new. With `config`, its settings (length
+        included) are used as they are, to rebuild a saved model before loading its adapter; otherwise a config is
+        made from the encoder's and `config_kwargs`.
+        """
+        encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
+        if config is None:
+            settings = encoder.config.to_dict()
+            offset = encoder.config.pad_token_id + 1 if encoder.config.model_type in ("roberta", "xlm-roberta", "camembert") else 0
+            settings["max_position_embeddings"] = max_position_embeddings + offset
+            settings["type_vocab_size"] = max(2, encoder.config.type_vocab_size)
+            config_kwargs.setdefault("encoder_name_or_path", encoder_path)
+            config = HetFormerConfig(encoder_config=settings, **config_kwargs)
+        model = cls._from_config(config, attn_implementation=attn_implementation)
+        model.hetformer.load_pretrained_encoder(encoder)
+        return model
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor,
+        cls_positions: torch.LongTensor,
+        sentence_mask: torch.BoolTensor,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        node_types: torch.LongTensor | None = None,
+        document_ids: torch.LongTensor | None = None,
+        entity_ids: torch.LongTensor | None = None,
+        labels: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> ExtractiveSummarizerOutput:
+        sentence_mask = sentence_mask.bool()
+        if node_types is None:  # BERTSum-style inputs: the `[CLS]` of every sentence is its sentence node
+            node_types = torch.zeros_like(input_ids)
+            rows = torch.arange(input_ids.shape[0], device=input_ids.device)[:, None].expand_as(cls_positions)
+            node_types[rows[sentence_mask], cls_positions[sentence_mask]] = SENTENCE
+        token_states = self.hetformer(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            node_types=node_types,
+            document_ids=document_ids,
+            entity_ids=entity_ids,
+        ).last_hidden_state
+        index = cls_positions.unsqueeze(-1).expand(-1, -1, token_states.size(-1))
+        sentence_states = torch.gather(token_states, 1, index)
+        logits = self.scorer(self.dropout(sentence_states)).squeeze(-1)
+        logits = logits.masked_fill(~sentence_mask, torch.finfo(logits.dtype).min)
+        loss = None
+        if labels is not None:
+            real = sentence_mask & (labels >= 0)
+            loss = nn.functional.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        return ExtractiveSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
+
+    # -- the `extractive-summarization` pipeline's hook: HetFormer builds its own node sequence --------------------
+
+    def find_entities(self, documents: list[list[str]]):
+        """Entity clusters of `documents` (see `entities.entity_clusters`), or None when entities are off or spaCy
+        is not installed (with a warning: the model then runs without entity links)."""
+        if not self.config.use_entities:
+            return None
+        if not ner_available(self.config.entity_model):
+            warnings.warn(
+                f'spaCy or its model {self.config.entity_model!r} is missing (pip install "sumformers[ner]"): '
+                "HetFormer runs without entity links.",
+                stacklevel=2,
+            )
+            return None
+        return entity_clusters(documents, self.config.entity_model)
+
+    def prepare_extractive_inputs(self, tokenizer, document, max_length: int | None = None) -> dict:
+        """Model inputs for one pipeline input (see `input_documents`), a batch of one, plus `sentences` (the kept
+        sentences, a tuple) and `default_num_sentences` (the summary length for this kind of input)."""
+        documents = input_documents(document)
+        limit = min(max_length or self.config.max_position_embeddings, self.config.max_position_embeddings)
+        encoded = encode_documents(tokenizer, documents, self.config, limit, self.find_entities(documents))
+        sentences = tuple(documents[d][s] for d, s in encoded["sentence_ids"])
+        if not sentences:
+            # Nothing to score: one dummy sentence keeps the batch shapes valid; postprocess returns an empty summary.
+            encoded = encode_documents(tokenizer, [["."]], self.config, limit)
+        inputs = collate_hetformer_batch([encoded], tokenizer.pad_token_id)
+        default = self.config.multi_document_num_sentences if len(documents) > 1 else self.config.num_sentences
+        return {**inputs, "sentences": sentences, "default_num_sentences": torch.tensor([default])}
+
+
+__all__ = [
+    "HetFormerForExtractiveSummarization",
+    "HetFormerModel",
+    "HetFormerPreTrainedModel",
+    "collate_hetformer_batch",
+    "encode_documents",
+    "input_documents",
+]

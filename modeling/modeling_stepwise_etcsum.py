@@ -1,0 +1,465 @@
+"""ETCSum extractive summarizers (Narayan et al. 2020, "Stepwise Extractive Summarization and Planning with
+Structured Transformers"): an ETC encoder (Ainslie et al. 2020) started from a pretrained BERT.
+
+Input: the document's tokens in the BERTSum layout (`[CLS] sentence [SEP]` per sentence) as *long* tokens, and one
+*global* token per sentence. Attention (the foundation's `GlobalLocalPattern`): long-to-long within `local_radius`
+with relative positions clipped at `relative_pos_max_distance`, global-to-global full, long-to-global and
+global-to-long full or restricted to the own sentence (`hard_l2g_masking` / `hard_g2l_masking`), with the "own
+sentence" label as their relative id. Every layer learns a relative-position bias per head (new, zero at the start,
+so the encoder starts as the pretrained BERT under the new mask). A sentence is scored from its first token
+(`[CLS]`).
+
+- `ETCSumForExtractiveSummarization`: a sigmoid score per sentence; `extractive-summarization` pipeline (top k).
+- `StepwiseETCSumForExtractiveSummarization`: the partial summary's tokens (each chosen sentence's tokens as in the
+  document, token type 1) follow the document's, with one global token per summary sentence and one for the end of
+  the summary; a softmax over the document sentences and the end unit (scored from its global token) picks the next
+  choice. Document and summary are encoded together, so each step re-encodes (no reuse across steps is possible).
+
+Global tokens carry a type embedding (document sentence, summary sentence, end) and the sentence's index in the
+document or in the summary (separate tables); long tokens keep BERT's absolute positions, the table extended past the
+pretrained 512 by repeating it (the Longformer recipe), so inputs of `max_document_tokens` (default 4,096) fit.
+Attention runs through `config._attn_implementation`: "blocked" (CPU training, linear memory), "flex_attention"
+(inference; falls back to "blocked" where a CPU backward is needed), "sdpa" or "eager" (dense reference).
+"""
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import AutoModel, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from ..configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
+from .attention import GlobalLocalPattern, get_sparse_attention_function
+from .bert_blocks import BertStyleFeedForward, ResidualOutput, bert_layer_state
+
+# Global token types.
+DOCUMENT_SENTENCE, SUMMARY_SENTENCE, END_OF_SUMMARY = 0, 1, 2
+
+
+@dataclass
+class ETCSumSummarizerOutput(ModelOutput):
+    """
+    Args:
+        loss (`torch.FloatTensor` of shape `(1,)`, *optional*): binary cross-entropy (non-stepwise, mean over real
+            sentences) or cross-entropy over the next choice (stepwise, mean over rows).
+        logits (`torch.FloatTensor`): non-stepwise `(batch_size, num_sentences)`, one score per sentence before the
+            sigmoid; stepwise `(num_rows, num_sentences + 1)`, the next-choice scores before the softmax, the last
+            column being the end-of-summary unit. Padded sentences (and, stepwise, sentences already in the summary)
+            hold the dtype's minimum.
+        sentence_states (`torch.FloatTensor` of shape `(rows, num_sentences, hidden_size)`): the states of the
+            sentences' first tokens, fed to the scorer.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    sentence_states: torch.FloatTensor | None = None
+
+
+class RelativePositionBias(nn.Module):
+    """One learned bias per relative id (clipped distances, then the two l2g/g2l labels) and head."""
+
+    def __init__(self, vocab_size: int, num_heads: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(vocab_size, num_heads))
+
+
+class ETCAttention(nn.Module):
+    """Global-local self-attention with BERT's parameter names and a per-layer relative-position bias."""
+
+    def __init__(self, encoder_config, config: ETCSumConfig):
+        super().__init__()
+        hidden = encoder_config.hidden_size
+        self.config = config
+        self.num_heads = encoder_config.num_attention_heads
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+        self.attention_dropout = encoder_config.attention_probs_dropout_prob
+        self.output = ResidualOutput(hidden, hidden, encoder_config.hidden_dropout_prob, encoder_config.layer_norm_eps)
+        self.relative_bias = RelativePositionBias(
+            GlobalLocalPattern.relative_vocab_size(config.relative_pos_max_distance), self.num_heads
+        )
+
+    def _heads(self, states: torch.Tensor) -> torch.Tensor:
+        batch, length, hidden = states.shape
+        return states.view(batch, length, self.num_heads, hidden // self.num_heads).transpose(1, 2)
+
+    def forward(self, states: torch.Tensor, pattern: GlobalLocalPattern) -> torch.Tensor:
+        attention = get_sparse_attention_function(self.config._attn_implementation)
+        attended, _ = attention(
+            self,
+            self._heads(self.query(states)),
+            self._heads(self.key(states)),
+            self._heads(self.value(states)),
+            None,
+            dropout=self.attention_dropout if self.training else 0.0,
+            attention_pattern=pattern.with_relative_bias(self.relative_bias.weight),
+        )
+        return self.output(attended.flatten(2), states)
+
+
+class ETCLayer(nn.Module):
+    def __init__(self, encoder_config, config: ETCSumConfig):
+        super().__init__()
+        self.attention = ETCAttention(encoder_config, config)
+        self.feed_forward = BertStyleFeedForward(encoder_config)
+
+    def forward(self, states: torch.Tensor, pattern: GlobalLocalPattern) -> torch.Tensor:
+        return self.feed_forward(self.attention(states, pattern))
+
+
+class LongEmbeddings(nn.Module):
+    """BERT's token embeddings (parameter names as in `BertEmbeddings`) with a longer position table."""
+
+    def __init__(self, encoder_config, num_positions: int):
+        super().__init__()
+        hidden = encoder_config.hidden_size
+        self.word_embeddings = nn.Embedding(encoder_config.vocab_size, hidden, padding_idx=encoder_config.pad_token_id)
+        self.position_embeddings = nn.Embedding(num_positions, hidden)
+        self.token_type_embeddings = nn.Embedding(encoder_config.type_vocab_size, hidden)
+        self.LayerNorm = nn.LayerNorm(hidden, eps=encoder_config.layer_norm_eps)
+        self.dropout = nn.Dropout(encoder_config.hidden_dropout_prob)
+
+    def forward(self, input_ids, position_ids, token_type_ids):
+        embedded = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embedded + self.token_type_embeddings(token_type_ids)))
+
+    def load_bert_embeddings(self, bert_embeddings: nn.Module) -> None:
+        """Copy a BERT's embeddings; its position table is repeated to fill the longer one."""
+        state = dict(bert_embeddings.state_dict())
+        table = state["position_embeddings.weight"]
+        repeats = -(-self.position_embeddings.num_embeddings // table.shape[0])
+        state["position_embeddings.weight"] = table.repeat(repeats, 1)[: self.position_embeddings.num_embeddings]
+        self.load_state_dict({name: state[name] for name in self.state_dict()})
+
+
+@dataclass
+class _Rows:
+    """Long and global inputs of a batch of (document, partial summary) rows; each row's real tokens and real global
+    tokens come first (padding last), so relative positions do not depend on how a batch is padded."""
+
+    input_ids: torch.Tensor  # [rows, long]
+    position_ids: torch.Tensor
+    token_type_ids: torch.Tensor
+    long_mask: torch.Tensor
+    long_sentence_ids: torch.Tensor
+    global_types: torch.Tensor  # [rows, globals]
+    global_positions: torch.Tensor
+    global_mask: torch.Tensor
+    global_sentence_ids: torch.Tensor
+    end_index: torch.Tensor | None  # [rows]: the end token's global position
+
+
+class ETCSumPreTrainedModel(PreTrainedModel):
+    config_class = ETCSumConfig
+    base_model_prefix = "etcsum"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+    # The sparse attention module serves every backend (`modeling/attention.py`); the config defaults to "blocked".
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    # `forward` takes **kwargs only to ignore them; the loss is already a mean.
+    accepts_loss_kwargs = False
+    # Rebuilt from the pretrained encoder by `from_encoder` (the relative-position biases inside the layers excepted,
+    # see `new_modules`); everything else is new and saved with adapters.
+    pretrained_modules = ("embeddings", "layers")
+    lora_layer_prefix = "layers"
+
+    def __init__(self, config: ETCSumConfig, stepwise: bool):
+        super().__init__(config)
+        encoder_config = config.get_encoder_config()
+        hidden = encoder_config.hidden_size
+        self.embeddings = LongEmbeddings(encoder_config, config.long_length)
+        self.layers = nn.ModuleList(ETCLayer(encoder_config, config) for _ in range(encoder_config.num_hidden_layers))
+        self.global_embeddings = nn.Embedding(3 if stepwise else 1, hidden)
+        self.sentence_positions = nn.Embedding(config.max_sentences, hidden)
+        self.scorer = nn.Linear(hidden, 1)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        std = getattr(self.config.get_encoder_config(), "initializer_range", 0.02)
+        if isinstance(module, nn.Linear):
+            module.weight.normal_(mean=0.0, std=std)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, nn.Embedding):
+            module.weight.normal_(mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+        elif isinstance(module, RelativePositionBias):
+            module.weight.zero_()
+
+    @classmethod
+    def from_encoder(cls, encoder_path: str, config: ETCSumConfig | None = None, **config_kwargs):
+        """A summarizer whose embeddings and layers start from a pretrained BERT (the position table repeated to
+        `long_length`); relative-position biases start at zero, global token embeddings from the `[CLS]` (sentences)
+        and `[SEP]` (end) embeddings, and the scorer is new.
+
+        With `config`, its settings are used as they are (to rebuild a saved model before loading its adapter);
+        otherwise a config is made from the encoder's and `config_kwargs`.
+        """
+        encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
+        if config is None:
+            config_kwargs.setdefault("encoder_name_or_path", encoder_path)
+            config = cls.config_class(encoder_config=encoder.config.to_dict(), **config_kwargs)
+        model = cls(config)
+        model.embeddings.load_bert_embeddings(encoder.embeddings)
+        for layer, pretrained in zip(model.layers, encoder.encoder.layer):
+            missing, unexpected = layer.load_state_dict(bert_layer_state(pretrained), strict=False)
+            if unexpected or missing != ["attention.relative_bias.weight"]:
+                raise ValueError(f"unexpected encoder layer layout: missing {missing}, unexpected {unexpected}")
+        words, types = encoder.embeddings.word_embeddings.weight, encoder.embeddings.token_type_embeddings.weight
+        cls_id = encoder.config.cls_token_id if getattr(encoder.config, "cls_token_id", None) is not None else 101
+        sep_id = encoder.config.sep_token_id if getattr(encoder.config, "sep_token_id", None) is not None else 102
+        starts = [words[cls_id] + types[0], words[cls_id] + types[min(1, types.shape[0] - 1)], words[sep_id] + types[0]]
+        with torch.no_grad():
+            model.global_embeddings.weight.copy_(torch.stack(starts[: model.global_embeddings.num_embeddings]))
+        return model
+
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _check_documents(self, input_ids, cls_positions, sentence_mask):
+        if input_ids is None or cls_positions is None or sentence_mask is None:
+            raise ValueError("`input_ids`, `cls_positions` and `sentence_mask` are required (BERTSum layout)")
+        if input_ids.shape[1] > self.config.max_document_tokens:
+            raise ValueError(
+                f"documents of {input_ids.shape[1]} tokens exceed max_document_tokens={self.config.max_document_tokens}"
+            )
+
+    def _layout(self, input_ids, attention_mask, cls_positions, sentence_mask, summary_indices, row_documents, end):
+        """Rows [document tokens ; summary tokens] with global tokens [document sentences ; summary sentences ; end].
+
+        Summary sentence k of a document with n sentences has sentence id n + k (its global token sits at global
+        position n + k); the end token's id, n + len(summary), has no long token, so with hard g2l masking it reads
+        only global tokens.
+        """
+        device = input_ids.device
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        lengths = attention_mask.long().sum(-1).tolist()
+        starts = cls_positions.tolist()
+        counts = sentence_mask.long().sum(-1).tolist()
+        span = self.config.max_sentence_tokens + 2
+        long_rows, global_rows = [], []
+        for row, document in enumerate(row_documents.tolist()):
+            count, length = counts[document], lengths[document]
+            bounds = starts[document][:count] + [length]
+            token_index = list(range(length))
+            sentence_ids = [s for s in range(count) for _ in range(bounds[s + 1] - bounds[s])]
+            types = [0] * length
+            summary = [chosen for chosen in summary_indices[row].tolist() if chosen >= 0]
+            for k, chosen in enumerate(summary):
+                stop = min(bounds[chosen + 1], bounds[chosen] + span)
+                token_index += range(bounds[chosen], stop)
+                sentence_ids += [count + k] * (stop - bounds[chosen])
+                types += [1] * (stop - bounds[chosen])
+            long_rows.append((document, token_index, sentence_ids, types))
+            global_types = [DOCUMENT_SENTENCE] * count + [SUMMARY_SENTENCE] * len(summary)
+            global_positions = list(range(count)) + list(range(len(summary)))
+            if end:
+                global_types.append(END_OF_SUMMARY)
+                global_positions.append(0)
+            global_rows.append((global_types, global_positions))
+        long_length = max(len(row[1]) for row in long_rows)
+        global_length = max(len(row[0]) for row in global_rows)
+
+        def padded(values, width, fill):
+            return torch.tensor([v + [fill] * (width - len(v)) for v in values], dtype=torch.long, device=device)
+
+        index = padded([row[1] for row in long_rows], long_length, 0)
+        long_mask = padded([[1] * len(row[1]) for row in long_rows], long_length, 0).bool()
+        documents = torch.tensor([row[0] for row in long_rows], device=device)
+        global_mask = padded([[1] * len(row[0]) for row in global_rows], global_length, 0).bool()
+        return _Rows(
+            input_ids=input_ids[documents[:, None], index] * long_mask,
+            position_ids=torch.arange(long_length, device=device).expand(len(long_rows), -1),
+            token_type_ids=padded([row[3] for row in long_rows], long_length, 0),
+            long_mask=long_mask,
+            long_sentence_ids=padded([row[2] for row in long_rows], long_length, -1),
+            global_types=padded([row[0] for row in global_rows], global_length, DOCUMENT_SENTENCE),
+            global_positions=padded([row[1] for row in global_rows], global_length, 0),
+            global_mask=global_mask,
+            # a global token's sentence id is its global position; padding gets -1
+            global_sentence_ids=torch.where(global_mask, torch.arange(global_length, device=device), -1),
+            end_index=global_mask.long().sum(-1) - 1 if end else None,
+        )
+
+    def _global_states(self, rows: _Rows) -> torch.Tensor:
+        """Type embedding plus the sentence's index in the document or in the summary (none for the end token)."""
+        types = rows.global_types[..., None]
+        positions = torch.where(types == DOCUMENT_SENTENCE, self.sentence_positions(rows.global_positions), 0.0)
+        if hasattr(self, "summary_positions"):
+            summary_positions = self.summary_positions(rows.global_positions.clamp(max=self.config.max_summary_sentences - 1))
+            positions = torch.where(types == SUMMARY_SENTENCE, summary_positions, positions)
+        states = self.global_embeddings(rows.global_types) + positions
+        return self.embeddings.dropout(self.embeddings.LayerNorm(states))
+
+    def _encode(self, rows: _Rows) -> torch.Tensor:
+        """[rows, globals + long, hidden]: the encoder's output over ``[global tokens ; long tokens]``."""
+        pattern = GlobalLocalPattern(
+            long_sentence_ids=rows.long_sentence_ids,
+            global_sentence_ids=rows.global_sentence_ids,
+            local_radius=self.config.local_radius,
+            relative_pos_max_distance=self.config.relative_pos_max_distance,
+            long_attention_mask=rows.long_mask,
+            global_attention_mask=rows.global_mask,
+            hard_g2l_masking=self.config.hard_g2l_masking,
+            hard_l2g_masking=self.config.hard_l2g_masking,
+        )
+        long_states = self.embeddings(rows.input_ids, rows.position_ids, rows.token_type_ids)
+        states = torch.cat([self._global_states(rows), long_states], dim=1)
+        for layer in self.layers:
+            states = layer(states, pattern)
+        return states
+
+    def _first_token_states(self, states, rows: _Rows, cls_positions, row_documents) -> torch.Tensor:
+        """States of every document sentence's first token (document tokens come first in each row)."""
+        first = rows.global_types.shape[1] + cls_positions[row_documents]
+        return states.gather(1, first[..., None].expand(-1, -1, states.shape[-1]))
+
+
+class ETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
+    """Non-stepwise ETCSum: one sigmoid score per sentence."""
+
+    config_class = ETCSumConfig
+    new_modules = ("global_embeddings", "sentence_positions", "relative_bias", "scorer")
+
+    def __init__(self, config: ETCSumConfig):
+        super().__init__(config, stepwise=False)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        cls_positions: torch.LongTensor | None = None,
+        sentence_mask: torch.BoolTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        labels: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> ETCSumSummarizerOutput:
+        """BERTSum-layout inputs (as `extractive-summarization` gives them); `labels` [batch, sentences] are 0/1
+        (padding -100). Sentences past `max_sentences` get no score (the dtype's minimum), with a warning."""
+        self._check_documents(input_ids, cls_positions, sentence_mask)
+        sentence_mask = sentence_mask.bool()
+        given, limit = sentence_mask.shape[1], self.config.max_sentences
+        if given > limit and bool(sentence_mask[:, limit:].any()):
+            warnings.warn(f"Only the first {limit} sentences of a document are scored (max_sentences).", stacklevel=2)
+        kept_mask, kept_positions = sentence_mask[:, :limit], cls_positions[:, :limit]
+        documents = torch.arange(input_ids.shape[0], device=input_ids.device)
+        no_summary = torch.full((input_ids.shape[0], 0), -1, dtype=torch.long, device=input_ids.device)
+        rows = self._layout(input_ids, attention_mask, kept_positions, kept_mask, no_summary, documents, end=False)
+        sentence_states = self._first_token_states(self._encode(rows), rows, kept_positions, documents)
+        # Sentences past the limit keep a slot (the pipeline indexes scores by sentence) but get no score.
+        scored = F.pad(kept_mask, (0, given - kept_mask.shape[1]), value=False)
+        logits = F.pad(self.scorer(sentence_states).squeeze(-1), (0, given - kept_mask.shape[1]))
+        logits = logits.masked_fill(~scored, torch.finfo(logits.dtype).min)
+        loss = None
+        if labels is not None:
+            real = scored & (labels >= 0)
+            loss = F.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
+
+
+class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
+    """Stepwise ETCSum: scores the next sentence (or the end of the summary) given the partial summary.
+
+    Rows: each row is one (document, partial summary) pair; `row_documents` says which document of the batch a row
+    reads.
+    """
+
+    config_class = StepwiseETCSumConfig
+    new_modules = ("global_embeddings", "sentence_positions", "summary_positions", "relative_bias", "scorer")
+
+    def __init__(self, config: StepwiseETCSumConfig):
+        super().__init__(config, stepwise=True)
+        self.summary_positions = nn.Embedding(config.max_summary_sentences, self.config.hidden_size)
+        self.post_init()
+
+    def prepare_document(self, input_ids=None, cls_positions=None, sentence_mask=None, attention_mask=None, **kwargs):
+        """What stays fixed while a summary grows: the document's inputs (each step re-encodes them with the
+        summary, since document tokens attend to the summary's global tokens)."""
+        self._check_documents(input_ids, cls_positions, sentence_mask)
+        if sentence_mask.shape[1] > self.config.max_sentences:
+            raise ValueError(
+                f"documents have {sentence_mask.shape[1]} sentence slots, more than max_sentences="
+                f"{self.config.max_sentences}"
+            )
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        return {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "cls_positions": cls_positions,
+            "sentence_mask": sentence_mask.bool(),
+        }
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        cls_positions: torch.LongTensor | None = None,
+        sentence_mask: torch.BoolTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        summary_indices: torch.LongTensor | None = None,
+        row_documents: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> ETCSumSummarizerOutput:
+        """Documents in the BERTSum layout ([documents, ...]); rows given by `summary_indices` [rows, k] (partial
+        summaries as document sentence indices in selection order, -1 padding; default: one empty summary per
+        document) and `row_documents` [rows] (default: row i reads document i). `labels` [rows]: the next sentence's
+        index, or `num_sentences` (the sentence axis' width) for the end."""
+        document = self.prepare_document(input_ids, cls_positions, sentence_mask, attention_mask)
+        sentence_mask = document["sentence_mask"]
+        num_sentences = sentence_mask.shape[1]
+        device = input_ids.device
+        if row_documents is None:
+            row_documents = torch.arange(input_ids.shape[0], device=device)
+        if summary_indices is None:
+            summary_indices = torch.full((row_documents.shape[0], 0), -1, dtype=torch.long, device=device)
+        if summary_indices.shape[0] != row_documents.shape[0]:
+            raise ValueError(
+                f"`summary_indices` has {summary_indices.shape[0]} rows but `row_documents` {row_documents.shape[0]}"
+            )
+        if summary_indices.shape[1] > self.config.max_summary_sentences:
+            raise ValueError(
+                f"partial summaries of {summary_indices.shape[1]} sentences exceed max_summary_sentences="
+                f"{self.config.max_summary_sentences}"
+            )
+        row_mask = sentence_mask[row_documents]
+        chosen = summary_indices.clamp(min=0)
+        named = row_mask.gather(1, chosen)[summary_indices >= 0]
+        if bool((summary_indices >= num_sentences).any()) or not bool(named.all()):
+            raise ValueError("`summary_indices` must name real sentences of the row's document (or be -1)")
+
+        rows = self._layout(
+            document["input_ids"],
+            document["attention_mask"],
+            cls_positions,
+            sentence_mask,
+            summary_indices,
+            row_documents,
+            end=True,
+        )
+        states = self._encode(rows)
+        sentence_states = self._first_token_states(states, rows, cls_positions, row_documents)
+        end_state = states[torch.arange(states.shape[0], device=device), rows.end_index].unsqueeze(1)
+        logits = self.scorer(torch.cat([sentence_states, end_state], dim=1)).squeeze(-1)
+        in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=device)).any(1)
+        closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
+        logits = logits.masked_fill(closed, torch.finfo(logits.dtype).min)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
+
+
+__all__ = [
+    "ETCSumForExtractiveSummarization",
+    "ETCSumPreTrainedModel",
+    "ETCSumSummarizerOutput",
+    "StepwiseETCSumForExtractiveSummarization",
+]

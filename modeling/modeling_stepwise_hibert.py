@@ -1,0 +1,376 @@
+"""HiBERT extractive summarizers (Narayan et al. 2020, "Stepwise Extractive Summarization and Planning with
+Structured Transformers", after Zhang et al. 2019).
+
+A sentence encoder (the bottom layers of a pretrained BERT) turns every sentence, encoded on its own, into one
+vector; a document encoder (transformer layers that start as copies of the pretrained encoder's top layers) runs over
+those vectors with document-sentence position embeddings.
+
+- `HiBertForExtractiveSummarization`: a sigmoid score per sentence (binary cross-entropy against oracle labels);
+  served by the `extractive-summarization` pipeline (top k).
+- `StepwiseHiBertForExtractiveSummarization`: conditioned on the partial summary. Every document layer runs document
+  self-attention, then self-attention over the summary sentences (the same parameters), then document-to-summary
+  attention (document states as queries, summary states as keys/values), then the feed-forward (shared too). A
+  softmax over the document sentences plus a learned end-of-summary unit gives the next choice (cross-entropy against
+  the next oracle sentence); served by the `stepwise-summarization` pipeline (beam search over steps).
+
+Both read the BERTSum input layout of `features.encode_sentences` (`[CLS] sentence [SEP]` per sentence and
+`cls_positions`) and cut it into one block of at most `max_sentence_tokens + 2` tokens per sentence, so the
+pipelines and the training script share one featurization. Sentence vectors depend only on the document, not on the
+partial summary: the stepwise model computes them once per document (`prepare_document`) and reuses them for every
+step and beam hypothesis, and training can precompute them when the sentence encoder is frozen.
+"""
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import AutoModel, PreTrainedModel
+from transformers.utils import ModelOutput
+
+from ..configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
+from .bert_blocks import BertStyleAttention, BertStyleFeedForward, bert_layer_state
+
+
+@dataclass
+class HiBertSummarizerOutput(ModelOutput):
+    """
+    Args:
+        loss (`torch.FloatTensor` of shape `(1,)`, *optional*): binary cross-entropy (non-stepwise, mean over real
+            sentences) or cross-entropy over the next choice (stepwise, mean over rows).
+        logits (`torch.FloatTensor`): non-stepwise `(batch_size, num_sentences)`, one score per sentence before the
+            sigmoid; stepwise `(num_rows, num_sentences + 1)`, the next-choice scores before the softmax, the last
+            column being the end-of-summary unit. Padded sentences (and, stepwise, sentences already in the summary)
+            hold the dtype's minimum.
+        document_states (`torch.FloatTensor` of shape `(rows, num_sentences, hidden_size)`): the document encoder's
+            output for the document sentences.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    document_states: torch.FloatTensor | None = None
+
+
+class HiBertDocumentLayer(nn.Module):
+    """One document layer: document self-attention, [summary self-attention (shared parameters) and
+    document-to-summary attention], feed-forward (shared by document and summary states)."""
+
+    def __init__(self, config, stepwise: bool):
+        super().__init__()
+        self.attention = BertStyleAttention(config)
+        self.summary_attention = BertStyleAttention(config) if stepwise else None
+        self.feed_forward = BertStyleFeedForward(config)
+
+    def load_bert_layer(self, bert_layer: nn.Module) -> None:
+        """Start from a pretrained BERT layer; the document-to-summary attention starts as a copy of its
+        self-attention (an attention that already compares sentence states)."""
+        state = bert_layer_state(bert_layer)
+        if self.summary_attention is not None:
+            state.update(
+                {"summary_" + name: tensor for name, tensor in state.items() if name.startswith("attention.")}
+            )
+        self.load_state_dict(state)
+
+    def forward(self, document, document_keys, summary=None, summary_mask=None):
+        """`document` [rows, n, hidden] attends to the positions in `document_keys` [rows, n] (real sentences);
+        `summary` [rows, k, hidden] with `summary_mask` [rows, k]. Returns the new (document, summary)."""
+        document = self.attention(document, document, document_keys)
+        if summary is not None:
+            has_summary = summary_mask.any(-1)
+            # A row with an empty summary attends to its padding so that the softmax stays finite; its result is
+            # then discarded, which makes document-to-summary attention a no-op for it.
+            summary_keys = summary_mask | ~has_summary[:, None]
+            summary = self.attention(summary, summary, summary_keys)
+            attended = self.summary_attention(document, summary, summary_keys)
+            document = torch.where(has_summary[:, None, None], attended, document)
+            summary = self.feed_forward(summary)
+        return self.feed_forward(document), summary
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Sentence blocks from the BERTSum layout
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def sentence_blocks(input_ids, attention_mask, cls_positions, sentence_mask, block_size: int, pad_token_id: int):
+    """Cut `[CLS] s1 [SEP] [CLS] s2 [SEP] ...` ([batch, length]) into one row per sentence.
+
+    Returns `block_ids` [batch, sentences, block_size] (pad_token_id after each sentence's end) and `block_mask`
+    (True on a sentence's tokens). A sentence runs from its `cls_positions` entry to the next sentence's, or to the
+    end of the real tokens; longer sentences are cut to `block_size` tokens.
+    """
+    length = input_ids.shape[1]
+    real_length = attention_mask.long().sum(-1) if attention_mask is not None else torch.full_like(input_ids[:, 0], length)
+    next_start = torch.cat([cls_positions[:, 1:], cls_positions.new_zeros(cls_positions.shape[0], 1)], dim=1)
+    next_is_real = torch.cat([sentence_mask[:, 1:], sentence_mask.new_zeros(sentence_mask.shape[0], 1)], dim=1)
+    ends = torch.where(next_is_real, next_start, real_length[:, None])
+    positions = cls_positions[..., None] + torch.arange(block_size, device=input_ids.device)
+    block_mask = (positions < ends[..., None]) & sentence_mask[..., None]
+    gathered = input_ids.gather(1, positions.clamp(max=length - 1).flatten(1)).view_as(positions)
+    return torch.where(block_mask, gathered, torch.full_like(gathered, pad_token_id)), block_mask
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Models
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class HiBertPreTrainedModel(PreTrainedModel):
+    config_class = HiBertConfig
+    base_model_prefix = "hibert"
+    main_input_name = "input_ids"
+    # `forward` takes **kwargs only to ignore them; the loss is already a mean.
+    accepts_loss_kwargs = False
+    # Rebuilt from the pretrained encoder by `from_encoder`; every other top-level module is new (saved with adapters).
+    pretrained_modules = ("sentence_encoder", "document_layers")
+    # LoRA adapts the pretrained layers under this prefix (the sentence encoder stays frozen, so that sentence vectors
+    # can be computed once).
+    lora_layer_prefix = "document_layers"
+
+    def __init__(self, config: HiBertConfig, stepwise: bool):
+        super().__init__(config)
+        encoder_config = config.get_encoder_config()
+        sentence_config = encoder_config.__class__(**dict(encoder_config.to_dict(), num_hidden_layers=config.sentence_encoder_layers))
+        self.sentence_encoder = AutoModel.from_config(sentence_config, add_pooling_layer=False)
+        self.document_layers = nn.ModuleList(
+            HiBertDocumentLayer(encoder_config, stepwise) for _ in range(config.document_layers)
+        )
+        hidden = encoder_config.hidden_size
+        self.sentence_positions = nn.Embedding(config.max_sentences, hidden)
+        self.document_norm = nn.LayerNorm(hidden, eps=encoder_config.layer_norm_eps)
+        self.dropout = nn.Dropout(encoder_config.hidden_dropout_prob)
+        self.scorer = nn.Linear(hidden, 1)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        std = getattr(self.config.get_encoder_config(), "initializer_range", 0.02)
+        if isinstance(module, nn.Linear):
+            module.weight.normal_(mean=0.0, std=std)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, nn.Embedding):
+            module.weight.normal_(mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+
+    @classmethod
+    def from_encoder(cls, encoder_path: str, config: HiBertConfig | None = None, **config_kwargs):
+        """A summarizer whose sentence encoder is the bottom `sentence_encoder_layers` layers of a pretrained BERT
+        (with its embeddings) and whose document layers start as copies of its top `document_layers` layers; the
+        position tables, end-of-summary unit and scorer are new.
+
+        With `config`, its settings are used as they are (to rebuild a saved model before loading its adapter);
+        otherwise a config is made from the encoder's and `config_kwargs`.
+        """
+        encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
+        if config is None:
+            config_kwargs.setdefault("encoder_name_or_path", encoder_path)
+            config = cls.config_class(encoder_config=encoder.config.to_dict(), **config_kwargs)
+        available = encoder.config.num_hidden_layers
+        if config.sentence_encoder_layers > available or config.document_layers > available:
+            raise ValueError(
+                f"the encoder has {available} layers; sentence_encoder_layers={config.sentence_encoder_layers} and "
+                f"document_layers={config.document_layers} must each fit"
+            )
+        model = cls(config)
+        wanted = model.sentence_encoder.state_dict().keys()
+        model.sentence_encoder.load_state_dict({k: v for k, v in encoder.state_dict().items() if k in wanted})
+        first_top_layer = available - config.document_layers
+        for index, layer in enumerate(model.document_layers):
+            layer.load_bert_layer(encoder.encoder.layer[first_top_layer + index])
+        return model
+
+    def sentence_vectors(self, input_ids, attention_mask, cls_positions, sentence_mask) -> torch.Tensor:
+        """[batch, sentences, hidden]: every real sentence encoded on its own by the sentence encoder, pooled."""
+        block_ids, block_mask = sentence_blocks(
+            input_ids,
+            attention_mask,
+            cls_positions,
+            sentence_mask,
+            self.config.max_sentence_tokens + 2,
+            self.sentence_encoder.config.pad_token_id or 0,
+        )
+        real = sentence_mask.bool()
+        token_states = self.sentence_encoder(
+            input_ids=block_ids[real], attention_mask=block_mask[real].long()
+        ).last_hidden_state
+        if self.config.sentence_pooling == "first":
+            pooled = token_states[:, 0]
+        else:
+            weights = block_mask[real].unsqueeze(-1).to(token_states.dtype)
+            pooled = (token_states * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+        vectors = token_states.new_zeros(*sentence_mask.shape, token_states.shape[-1])
+        vectors[real] = pooled
+        return vectors
+
+    def _embed_sentences(self, vectors: torch.Tensor, positions: nn.Embedding) -> torch.Tensor:
+        index = torch.arange(vectors.shape[1], device=vectors.device)
+        return self.dropout(self.document_norm(vectors + positions(index)))
+
+    def _check_inputs(self, input_ids, cls_positions, sentence_mask, sentence_vectors):
+        if sentence_mask is None:
+            raise ValueError("`sentence_mask` is required (True for real sentences)")
+        if sentence_vectors is None and (input_ids is None or cls_positions is None):
+            raise ValueError("give `input_ids` and `cls_positions` (BERTSum layout) or precomputed `sentence_vectors`")
+
+
+class HiBertForExtractiveSummarization(HiBertPreTrainedModel):
+    """Non-stepwise HiBERT: sentence encoder, document encoder, one sigmoid score per sentence."""
+
+    config_class = HiBertConfig
+    # Modules `from_encoder` does not take from the pretrained encoder: trained in full and saved with adapters.
+    new_modules = ("sentence_positions", "document_norm", "scorer")
+
+    def __init__(self, config: HiBertConfig):
+        super().__init__(config, stepwise=False)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        cls_positions: torch.LongTensor | None = None,
+        sentence_mask: torch.BoolTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        sentence_vectors: torch.FloatTensor | None = None,
+        labels: torch.FloatTensor | None = None,
+        **kwargs,
+    ) -> HiBertSummarizerOutput:
+        """BERTSum-layout inputs (as `extractive-summarization` gives them) or precomputed `sentence_vectors`;
+        `labels` [batch, sentences] are 0/1 (padding -100). Token type ids are not used: each sentence is encoded
+        alone. Sentences past `max_sentences` get no score (the dtype's minimum), with a warning."""
+        self._check_inputs(input_ids, cls_positions, sentence_mask, sentence_vectors)
+        sentence_mask = sentence_mask.bool()
+        given, limit = sentence_mask.shape[1], self.config.max_sentences
+        if given > limit and bool(sentence_mask[:, limit:].any()):
+            warnings.warn(f"Only the first {limit} sentences of a document are scored (max_sentences).", stacklevel=2)
+        kept_mask = sentence_mask[:, :limit]
+        if sentence_vectors is None:
+            sentence_vectors = self.sentence_vectors(input_ids, attention_mask, cls_positions[:, :limit], kept_mask)
+        states = self._embed_sentences(sentence_vectors[:, :limit], self.sentence_positions)
+        keys = kept_mask | ~kept_mask.any(-1, keepdim=True)  # a document without sentences stays finite
+        for layer in self.document_layers:
+            states, _ = layer(states, keys)
+        # Sentences past the limit keep a slot (the pipeline indexes scores by sentence) but get no score.
+        scored = F.pad(kept_mask, (0, given - kept_mask.shape[1]), value=False)
+        logits = F.pad(self.scorer(states).squeeze(-1), (0, given - kept_mask.shape[1]))
+        logits = logits.masked_fill(~scored, torch.finfo(logits.dtype).min)
+        loss = None
+        if labels is not None:
+            real = scored & (labels >= 0)
+            loss = F.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        return HiBertSummarizerOutput(loss=loss, logits=logits, document_states=states)
+
+
+class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
+    """Stepwise HiBERT: scores the next sentence (or the end of the summary) given the partial summary.
+
+    Rows: each row is one (document, partial summary) pair; `row_documents` says which document of the batch a row
+    reads, so a document's sentences are encoded once for all its rows (training steps, beam hypotheses).
+    """
+
+    config_class = StepwiseHiBertConfig
+    # Modules `from_encoder` does not take from the pretrained encoder as they are: trained in full and saved with
+    # adapters (the document-to-summary attention starts as a copy of the self-attention but then learns its own).
+    new_modules = (
+        "summary_attention",
+        "sentence_positions",
+        "summary_positions",
+        "end_embedding",
+        "document_norm",
+        "scorer",
+    )
+
+    def __init__(self, config: StepwiseHiBertConfig):
+        super().__init__(config, stepwise=True)
+        hidden = self.config.hidden_size
+        self.summary_positions = nn.Embedding(config.max_summary_sentences, hidden)
+        self.end_embedding = nn.Embedding(1, hidden)
+        self.post_init()
+
+    def prepare_document(
+        self, input_ids=None, cls_positions=None, sentence_mask=None, attention_mask=None, sentence_vectors=None, **kwargs
+    ) -> dict:
+        """What stays fixed while a summary grows: the sentence vectors (computed once) and the sentence mask."""
+        self._check_inputs(input_ids, cls_positions, sentence_mask, sentence_vectors)
+        sentence_mask = sentence_mask.bool()
+        if sentence_mask.shape[1] > self.config.max_sentences:
+            raise ValueError(
+                f"documents have {sentence_mask.shape[1]} sentence slots, more than max_sentences="
+                f"{self.config.max_sentences}"
+            )
+        if sentence_vectors is None:
+            sentence_vectors = self.sentence_vectors(input_ids, attention_mask, cls_positions, sentence_mask)
+        return {"sentence_vectors": sentence_vectors, "sentence_mask": sentence_mask}
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        cls_positions: torch.LongTensor | None = None,
+        sentence_mask: torch.BoolTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        sentence_vectors: torch.FloatTensor | None = None,
+        summary_indices: torch.LongTensor | None = None,
+        row_documents: torch.LongTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs,
+    ) -> HiBertSummarizerOutput:
+        """Documents in the BERTSum layout ([documents, ...]) or as precomputed `sentence_vectors`; rows given by
+        `summary_indices` [rows, k] (partial summaries as document sentence indices in selection order, -1 padding;
+        default: one empty summary per document) and `row_documents` [rows] (default: row i reads document i).
+        `labels` [rows]: the next sentence's index, or `num_sentences` (the sentence axis' width) for the end."""
+        document = self.prepare_document(input_ids, cls_positions, sentence_mask, attention_mask, sentence_vectors)
+        vectors, sentence_mask = document["sentence_vectors"], document["sentence_mask"]
+        num_documents, num_sentences, hidden = vectors.shape
+        device = vectors.device
+        if row_documents is None:
+            row_documents = torch.arange(num_documents, device=device)
+        if summary_indices is None:
+            summary_indices = torch.full((row_documents.shape[0], 0), -1, dtype=torch.long, device=device)
+        if summary_indices.shape[0] != row_documents.shape[0]:
+            raise ValueError(
+                f"`summary_indices` has {summary_indices.shape[0]} rows but `row_documents` {row_documents.shape[0]}"
+            )
+        if summary_indices.shape[1] > self.config.max_summary_sentences:
+            raise ValueError(
+                f"partial summaries of {summary_indices.shape[1]} sentences exceed max_summary_sentences="
+                f"{self.config.max_summary_sentences}"
+            )
+        if bool((summary_indices >= num_sentences).any()):
+            raise ValueError(f"`summary_indices` must be below the number of sentences ({num_sentences}) or -1")
+
+        row_vectors, row_mask = vectors[row_documents], sentence_mask[row_documents]
+        rows = row_documents.shape[0]
+        end = self.document_norm(self.end_embedding.weight).expand(rows, 1, hidden)
+        states = torch.cat([self._embed_sentences(row_vectors, self.sentence_positions), self.dropout(end)], dim=1)
+        # The end unit reads the document and the summary but is not read by the sentences, so with an empty
+        # summary the sentence states equal the non-stepwise encoder's.
+        keys = F.pad(row_mask | ~row_mask.any(-1, keepdim=True), (0, 1), value=False)
+
+        summary = summary_mask = None
+        in_summary = torch.zeros_like(row_mask)
+        if summary_indices.shape[1] > 0:
+            summary_mask = summary_indices >= 0
+            picked = row_vectors.gather(1, summary_indices.clamp(min=0)[..., None].expand(-1, -1, hidden))
+            summary = self._embed_sentences(picked, self.summary_positions)
+            in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=device)).any(1)
+        for layer in self.document_layers:
+            states, summary = layer(states, keys, summary, summary_mask)
+
+        logits = self.scorer(states).squeeze(-1)
+        closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
+        logits = logits.masked_fill(closed, torch.finfo(logits.dtype).min)
+        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        return HiBertSummarizerOutput(loss=loss, logits=logits, document_states=states[:, :num_sentences])
+
+
+__all__ = [
+    "HiBertForExtractiveSummarization",
+    "HiBertPreTrainedModel",
+    "HiBertSummarizerOutput",
+    "StepwiseHiBertForExtractiveSummarization",
+    "sentence_blocks",
+]

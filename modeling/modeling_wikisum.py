@@ -1,0 +1,648 @@
+"""WikiSum's decoder-only summarizer (Liu et al. 2018, "Generating Wikipedia by Summarizing Long Sequences").
+
+One causal language model reads ``[title and ranked paragraphs ; separator ; summary]`` and is trained with the loss
+on every token (the paper's T-D). Each layer has one of three self-attention types (`WikiSumConfig.attention_layers`):
+
+- ``full``: every earlier position. No sparse pattern: ``eager`` materializes the scores, the other implementations
+  use PyTorch's fused causal SDPA.
+- ``local``: `BlockLocalCausalPattern` (own block so far + previous block), through the sparse attention backends.
+- ``compressed``: keys and values shortened by a strided convolution (kernel = stride = 3), a learned "null" slot in
+  front; `MemoryCompressedCausalPattern` lets a query see only slots made entirely of earlier positions.
+
+The default layout L-M-L-M-L is T-DMCA; any feed-forward block can be a top-k mixture of experts (`moe_layers`).
+
+Incremental decoding uses `WikiSumCache`: full layers keep every key, local layers only the previous and current
+block, compressed layers their slots plus the at most ``stride - 1`` positions of the slot being filled. A forward
+that starts at position 0 runs the sparse backends; one that continues from a cache evaluates the same mask
+functions on the new queries' absolute positions, so both paths see exactly the same keys.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import AutoModel, GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer
+from transformers.modeling_outputs import BaseModelOutputWithPast, MoeCausalLMOutputWithPast
+
+from ..configuration.configuration_wikisum import WikiSumConfig
+from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, get_sparse_attention_function
+
+
+def timing_signal(positions: torch.Tensor, channels: int, max_timescale: float = 1.0e4) -> torch.Tensor:
+    """Tensor2Tensor's sinusoidal timing signal: [..., n] positions -> [..., n, channels] (sines, then cosines,
+    timescales geometric from 1 to `max_timescale`). No parameters, so any input length works."""
+    num_timescales = channels // 2
+    log_increment = math.log(max_timescale) / max(num_timescales - 1, 1)
+    inverse_timescales = torch.exp(
+        torch.arange(num_timescales, device=positions.device, dtype=torch.float32) * -log_increment
+    )
+    scaled = positions.to(torch.float32)[..., None] * inverse_timescales
+    signal = torch.cat([torch.sin(scaled), torch.cos(scaled)], dim=-1)
+    return F.pad(signal, (0, channels % 2))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Cache
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class LocalAttentionCacheLayer(DynamicLayer):
+    """Keys and values of the previous and the current block only (at most ``2 * block_size - 1`` positions), since a
+    local query never looks further back. ``window_start`` is the absolute position of the first kept key."""
+
+    is_sliding = True
+    is_croppable = False
+
+    def __init__(self, block_size: int):
+        super().__init__()
+        self.block_size = block_size
+        self.window_start = 0
+        self.seen_tokens = 0
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        """Append the new keys/values; return the kept and new ones (positions ``window_start`` before the call
+        onward), then drop what the next query can no longer see."""
+        keys, values = super().update(key_states, value_states)
+        self.seen_tokens += key_states.shape[-2]
+        keep_from = max(0, (self.seen_tokens // self.block_size - 1) * self.block_size)
+        self.keys = keys[:, :, keep_from - self.window_start :]
+        self.values = values[:, :, keep_from - self.window_start :]
+        self.window_start = keep_from
+        return keys, values
+
+    def get_seq_length(self) -> int:
+        return self.seen_tokens
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.seen_tokens - self.window_start + query_length, self.window_start
+
+    def get_max_length(self) -> int:
+        return 2 * self.block_size
+
+    def reset(self) -> None:
+        super().reset()
+        self.window_start = self.seen_tokens = 0
+
+    def crop(self, tokens_to_remove: int) -> None:
+        raise ValueError("a local-attention cache has dropped old positions and cannot be rolled back")
+
+
+class CompressedAttentionCacheLayer(CacheLayerMixin):
+    """Compressed key/value slots ([batch, slots, hidden], `keys`/`values`) plus the raw projected keys/values of the
+    slot still being filled (`pending_keys`/`pending_values`, fewer than ``stride`` positions)."""
+
+    is_croppable = False
+
+    def __init__(self, stride: int):
+        super().__init__()
+        self.stride = stride
+        self.seen_tokens = 0
+        self.pending_keys = self.pending_values = None
+
+    def lazy_initialization(self, key_states, value_states) -> None:
+        self.dtype, self.device = key_states.dtype, key_states.device
+        empty = key_states.new_zeros(key_states.shape[0], 0, key_states.shape[-1])
+        self.keys, self.values = empty, value_states.new_zeros(empty.shape)
+        self.pending_keys, self.pending_values = empty, value_states.new_zeros(empty.shape)
+        self.is_initialized = True
+
+    def update(self, key_states, value_states, *args, compress=None, **kwargs):
+        """Add projected keys/values [batch, n, hidden]; every completed group of ``stride`` positions becomes a
+        slot through ``compress(keys, values) -> (slot_keys, slot_values)``. Returns all slots so far."""
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        raw_keys = torch.cat([self.pending_keys, key_states], dim=1)
+        raw_values = torch.cat([self.pending_values, value_states], dim=1)
+        complete = raw_keys.shape[1] // self.stride * self.stride
+        if complete:
+            slot_keys, slot_values = compress(raw_keys[:, :complete], raw_values[:, :complete])
+            self.keys = torch.cat([self.keys, slot_keys], dim=1)
+            self.values = torch.cat([self.values, slot_values], dim=1)
+        self.pending_keys, self.pending_values = raw_keys[:, complete:], raw_values[:, complete:]
+        self.seen_tokens += key_states.shape[1]
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.seen_tokens
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return (self.seen_tokens + query_length) // self.stride + 1, 0
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def _map(self, function) -> None:
+        if self.is_initialized:
+            self.keys, self.values = function(self.keys), function(self.values)
+            self.pending_keys, self.pending_values = function(self.pending_keys), function(self.pending_values)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        self._map(lambda tensor: tensor.index_select(0, beam_idx.to(tensor.device)))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        self._map(lambda tensor: tensor.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        self._map(lambda tensor: tensor[indices])
+
+    def reset(self) -> None:
+        self.keys = self.values = self.pending_keys = self.pending_values = None
+        self.is_initialized = False
+        self.seen_tokens = 0
+
+    def crop(self, tokens_to_remove: int) -> None:
+        raise ValueError("a memory-compressed cache has merged positions into slots and cannot be rolled back")
+
+
+class WikiSumCache(Cache):
+    """One cache layer per decoder layer, of the kind its attention type needs."""
+
+    def __init__(self, config: WikiSumConfig):
+        layers = []
+        for layer_type in config.attention_layers:
+            if layer_type == "local":
+                layers.append(LocalAttentionCacheLayer(config.local_block_size))
+            elif layer_type == "compressed":
+                layers.append(CompressedAttentionCacheLayer(config.compression_stride))
+            else:
+                layers.append(DynamicLayer())
+        super().__init__(layers=layers)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Attention
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AttentionContext:
+    """What every layer of one forward shares: the padding mask over all positions so far ([batch, past + n], True
+    for real tokens), the number of cached positions, and the patterns built over that mask."""
+
+    valid: torch.Tensor
+    past_length: int
+    local_pattern: BlockLocalCausalPattern | None
+    compressed_pattern: MemoryCompressedCausalPattern | None
+
+    @property
+    def new_valid(self) -> torch.Tensor:
+        return self.valid[:, self.past_length :]
+
+    def query_positions(self) -> torch.Tensor:
+        return torch.arange(self.past_length, self.valid.shape[1], device=self.valid.device)
+
+
+def _evaluate_mask(pattern, batch_size: int, query_positions: torch.Tensor, key_indices: torch.Tensor) -> torch.Tensor:
+    """A pattern's mask function at absolute query positions and key indices -> [batch, 1, queries, keys]."""
+    device = query_positions.device
+    b = torch.arange(batch_size, device=device).view(-1, 1, 1, 1)
+    head = torch.zeros(1, 1, 1, 1, dtype=torch.long, device=device)
+    return pattern.mask_mod(b, head, query_positions.view(1, 1, -1, 1), key_indices.view(1, 1, 1, -1))
+
+
+def _full_causal_mask(valid: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
+    causal = key_positions.view(1, 1, 1, -1) <= query_positions.view(1, 1, -1, 1)
+    return causal & valid[:, None, query_positions, None] & valid[:, None, None, key_positions]
+
+
+def masked_attention(query, key, value, mask, scaling, dropout_p=0.0, materialize=False):
+    """Attention under a boolean mask [batch, 1, queries, keys]; rows without a visible key give zeros.
+
+    ``materialize`` computes the score matrix explicitly (the ``eager`` reference); otherwise SDPA is used.
+    """
+    has_key = mask.any(dim=-1, keepdim=True)
+    if materialize:
+        scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+        weights = F.dropout(weights.masked_fill(~has_key, 0.0), p=dropout_p, training=dropout_p > 0)
+        return torch.matmul(weights, value)
+    output = F.scaled_dot_product_attention(
+        query, key, value, attn_mask=mask | ~has_key, dropout_p=dropout_p, scale=scaling
+    )
+    return output.masked_fill(~has_key, 0.0)
+
+
+class WikiSumAttention(nn.Module):
+    """Multi-head causal self-attention of one of the three types (see the module docstring)."""
+
+    def __init__(self, config: WikiSumConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_type = config.attention_layers[layer_idx]
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_dim**-0.5
+        hidden = config.hidden_size
+        self.q_proj = nn.Linear(hidden, hidden, bias=False)
+        self.k_proj = nn.Linear(hidden, hidden, bias=False)
+        self.v_proj = nn.Linear(hidden, hidden, bias=False)
+        self.o_proj = nn.Linear(hidden, hidden, bias=False)
+        if self.layer_type == "compressed":
+            stride = config.compression_stride
+            self.key_compression = nn.Conv1d(hidden, hidden, kernel_size=stride, stride=stride)
+            self.value_compression = nn.Conv1d(hidden, hidden, kernel_size=stride, stride=stride)
+            # the always-visible slot in front of the compressed ones
+            self.null_key = nn.Parameter(torch.zeros(hidden))
+            self.null_value = nn.Parameter(torch.zeros(hidden))
+
+    def _heads(self, states: torch.Tensor) -> torch.Tensor:  # [B, n, hidden] -> [B, heads, n, head_dim]
+        return states.view(states.shape[0], states.shape[1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def compress(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[B, stride * m, hidden] keys/values -> [B, m, hidden] slots (strided convolution, no padding)."""
+        return (
+            self.key_compression(keys.transpose(1, 2)).transpose(1, 2),
+            self.value_compression(values.transpose(1, 2)).transpose(1, 2),
+        )
+
+    def forward(self, hidden_states: torch.Tensor, context: AttentionContext, cache_layer=None) -> torch.Tensor:
+        batch, length, _ = hidden_states.shape
+        query = self._heads(self.q_proj(hidden_states))
+        keys, values = self.k_proj(hidden_states), self.v_proj(hidden_states)
+        dropout = self.config.attention_dropout if self.training else 0.0
+        implementation = self.config._attn_implementation or "sdpa"
+        from_start = context.past_length == 0
+
+        if self.layer_type == "compressed":
+            # padding must not leak into the slots it shares with real tokens
+            keys = keys * context.new_valid[..., None]
+            values = values * context.new_valid[..., None]
+            if cache_layer is None:
+                usable = length // self.config.compression_stride * self.config.compression_stride
+                keys, values = self.compress(keys[:, :usable], values[:, :usable])
+            else:
+                keys, values = cache_layer.update(keys, values, compress=self.compress)
+            keys = torch.cat([self.null_key.expand(batch, 1, -1), keys], dim=1)
+            values = torch.cat([self.null_value.expand(batch, 1, -1), values], dim=1)
+            keys, values = self._heads(keys), self._heads(values)
+            pattern = context.compressed_pattern
+            key_indices = torch.arange(keys.shape[2], device=keys.device)
+        else:
+            keys, values = self._heads(keys), self._heads(values)
+            first_key = 0
+            if cache_layer is not None:
+                first_key = cache_layer.window_start if self.layer_type == "local" else 0
+                keys, values = cache_layer.update(keys, values)
+            pattern = context.local_pattern if self.layer_type == "local" else None
+            key_indices = torch.arange(first_key, first_key + keys.shape[2], device=keys.device)
+
+        if self.layer_type == "full":
+            if from_start and implementation != "eager" and bool(context.valid.all()):
+                output = F.scaled_dot_product_attention(
+                    query, keys, values, is_causal=True, dropout_p=dropout, scale=self.scaling
+                )
+            else:
+                mask = _full_causal_mask(context.valid, context.query_positions(), key_indices)
+                output = masked_attention(
+                    query, keys, values, mask, self.scaling, dropout, materialize=implementation == "eager"
+                )
+        elif from_start:
+            attention = get_sparse_attention_function(implementation)
+            output, _ = attention(
+                self, query, keys, values, None, scaling=self.scaling, dropout=dropout, attention_pattern=pattern
+            )
+            output = output.transpose(1, 2)
+        else:
+            mask = _evaluate_mask(pattern, batch, context.query_positions(), key_indices)
+            output = masked_attention(query, keys, values, mask, self.scaling, dropout)
+        return self.o_proj(output.transpose(1, 2).reshape(batch, length, -1))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Feed-forward and mixture of experts
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class WikiSumFeedForward(nn.Module):
+    """Dense ReLU feed-forward block (Tensor2Tensor's default)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int):
+        super().__init__()
+        self.up = nn.Linear(hidden_size, intermediate_size)
+        self.down = nn.Linear(intermediate_size, hidden_size)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.down(F.relu(self.up(hidden_states)))
+
+
+def coefficient_of_variation_squared(values: torch.Tensor) -> torch.Tensor:
+    """Var / mean^2 over experts: 0 exactly when all are equal (Shazeer et al. 2017's balancing measure)."""
+    if values.numel() <= 1:
+        return values.new_zeros(())
+    return values.var(unbiased=False) / (values.mean() ** 2 + 1e-10)
+
+
+@dataclass
+class MixtureOfExpertsOutput:
+    hidden_states: torch.Tensor
+    aux_loss: torch.Tensor
+    gates: torch.Tensor  # [tokens, experts] combine weights, zero outside each token's top k
+
+
+class WikiSumMixtureOfExperts(nn.Module):
+    """Top-k gated mixture of feed-forward experts (Shazeer et al. 2017, as in the paper's best model).
+
+    Gates are the softmax over each token's k largest router logits (deterministic: no gating noise). The
+    load-balancing loss is ``cv^2(importance) + cv^2(load)`` over real tokens, with importance = sum of each expert's
+    gates and load = number of tokens routed to it: zero (its minimum) exactly when routing is balanced. Without
+    gating noise the load term has no gradient; importance carries the balancing signal.
+    """
+
+    def __init__(self, config: WikiSumConfig):
+        super().__init__()
+        self.num_experts = config.num_experts
+        self.top_k = config.num_experts_per_token
+        self.router = nn.Linear(config.hidden_size, config.num_experts, bias=False)
+        self.experts = nn.ModuleList(
+            WikiSumFeedForward(config.hidden_size, config.expert_intermediate_size) for _ in range(config.num_experts)
+        )
+
+    def forward(self, hidden_states: torch.Tensor, token_mask: torch.Tensor | None = None) -> MixtureOfExpertsOutput:
+        flat = hidden_states.reshape(-1, hidden_states.shape[-1])
+        top_logits, top_experts = self.router(flat).topk(self.top_k, dim=-1)
+        top_gates = torch.softmax(top_logits, dim=-1, dtype=torch.float32).to(flat.dtype)
+        output = torch.zeros_like(flat)
+        for index, expert in enumerate(self.experts):
+            tokens, slots = (top_experts == index).nonzero(as_tuple=True)
+            if tokens.numel():
+                output.index_add_(0, tokens, expert(flat[tokens]) * top_gates[tokens, slots, None])
+        gates = torch.zeros(flat.shape[0], self.num_experts, dtype=top_gates.dtype, device=flat.device)
+        gates = gates.scatter(1, top_experts, top_gates)
+        real = gates if token_mask is None else gates[token_mask.reshape(-1)]
+        aux_loss = coefficient_of_variation_squared(real.sum(0).float()) + coefficient_of_variation_squared(
+            (real > 0).sum(0).float()
+        )
+        return MixtureOfExpertsOutput(output.view_as(hidden_states), aux_loss, gates)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Decoder
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class WikiSumDecoderLayer(nn.Module):
+    """Pre-norm layer: attention, then feed-forward (dense or experts), each with dropout and a residual."""
+
+    def __init__(self, config: WikiSumConfig, layer_idx: int):
+        super().__init__()
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.attention = WikiSumAttention(config, layer_idx)
+        self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        if layer_idx in config.moe_layers:
+            self.feed_forward = WikiSumMixtureOfExperts(config)
+        else:
+            self.feed_forward = WikiSumFeedForward(config.hidden_size, config.intermediate_size)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+
+    def forward(self, hidden_states, context: AttentionContext, cache_layer=None):
+        attended = self.attention(self.attention_norm(hidden_states), context, cache_layer)
+        hidden_states = hidden_states + self.dropout(attended)
+        normed = self.feed_forward_norm(hidden_states)
+        aux_loss = None
+        if isinstance(self.feed_forward, WikiSumMixtureOfExperts):
+            mixed = self.feed_forward(normed, token_mask=context.new_valid)
+            transformed, aux_loss = mixed.hidden_states, mixed.aux_loss
+        else:
+            transformed = self.feed_forward(normed)
+        return hidden_states + self.dropout(transformed), aux_loss
+
+
+@dataclass
+class WikiSumModelOutput(BaseModelOutputWithPast):
+    """
+    aux_loss (`torch.FloatTensor`, *optional*): summed load-balancing loss of the mixture-of-experts layers.
+    """
+
+    aux_loss: torch.FloatTensor | None = None
+
+
+class WikiSumPreTrainedModel(PreTrainedModel):
+    config_class = WikiSumConfig
+    base_model_prefix = "model"
+    _no_split_modules = ["WikiSumDecoderLayer"]
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    # `forward` returns a mean loss and takes **kwargs only to ignore Trainer's extras
+    accepts_loss_kwargs = False
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        std = self.config.initializer_range
+        if isinstance(module, (nn.Linear, nn.Conv1d)):
+            module.weight.normal_(mean=0.0, std=std)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, nn.Embedding):
+            module.weight.normal_(mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            module.bias.zero_()
+        elif isinstance(module, WikiSumAttention) and module.layer_type == "compressed":
+            module.null_key.normal_(mean=0.0, std=std)
+            module.null_value.normal_(mean=0.0, std=std)
+
+
+class WikiSumModel(WikiSumPreTrainedModel):
+    """Embeddings (a narrow table projected to the layer width, plus the sinusoidal timing signal), the decoder
+    layers and a final layer norm."""
+
+    def __init__(self, config: WikiSumConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
+        self.embed_projection = nn.Linear(config.embedding_size, config.hidden_size, bias=False)
+        self.embed_scale = math.sqrt(config.hidden_size)
+        self.dropout = nn.Dropout(config.hidden_dropout)
+        self.layers = nn.ModuleList(WikiSumDecoderLayer(config, index) for index in range(config.num_hidden_layers))
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.embed_tokens = value
+
+    def _context(self, valid: torch.Tensor, past_length: int) -> AttentionContext:
+        layer_types = set(self.config.attention_layers)
+        local = BlockLocalCausalPattern(valid, self.config.local_block_size) if "local" in layer_types else None
+        compressed = None
+        if "compressed" in layer_types:
+            stride = self.config.compression_stride
+            compressed = MemoryCompressedCausalPattern(valid, valid.shape[1] // stride, compression_stride=stride)
+        return AttentionContext(valid, past_length, local, compressed)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        **kwargs,
+    ):
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("give exactly one of input_ids and inputs_embeds")
+        if inputs_embeds is None:
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must have shape [batch, length], got {list(input_ids.shape)}")
+            inputs_embeds = self.embed_tokens(input_ids)
+        batch, length = inputs_embeds.shape[:2]
+        if use_cache and past_key_values is None:
+            past_key_values = WikiSumCache(self.config)
+        if past_key_values is not None and not isinstance(past_key_values, WikiSumCache):
+            raise ValueError(
+                "WikiSum layers need a WikiSumCache (local windows, compressed slots), "
+                f"got {type(past_key_values).__name__}"
+            )
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        device = inputs_embeds.device
+        if attention_mask is None:
+            attention_mask = torch.ones(batch, past_length + length, dtype=torch.bool, device=device)
+        if attention_mask.dim() != 2 or tuple(attention_mask.shape) != (batch, past_length + length):
+            raise ValueError(
+                f"attention_mask must have shape [batch, past + new tokens] = {[batch, past_length + length]}, "
+                f"got {list(attention_mask.shape)}"
+            )
+        if position_ids is None:
+            position_ids = torch.arange(past_length, past_length + length, device=device).expand(batch, -1)
+
+        hidden_states = self.embed_projection(inputs_embeds) * self.embed_scale
+        hidden_states = self.dropout(
+            hidden_states + timing_signal(position_ids, self.config.hidden_size).to(hidden_states.dtype)
+        )
+        context = self._context(attention_mask.bool(), past_length)
+        all_hidden_states = [] if output_hidden_states else None
+        aux_losses = []
+        for index, layer in enumerate(self.layers):
+            if all_hidden_states is not None:
+                all_hidden_states.append(hidden_states)
+            cache_layer = past_key_values.layers[index] if past_key_values is not None else None
+            hidden_states, aux_loss = layer(hidden_states, context, cache_layer)
+            if aux_loss is not None:
+                aux_losses.append(aux_loss)
+        hidden_states = self.norm(hidden_states)
+        if all_hidden_states is not None:
+            all_hidden_states.append(hidden_states)
+        return WikiSumModelOutput(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=tuple(all_hidden_states) if all_hidden_states is not None else None,
+            aux_loss=torch.stack(aux_losses).sum() if aux_losses else None,
+        )
+
+
+class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
+    """The decoder with its language-modelling head: hidden states projected to the embedding width and scored
+    against the (tied) embedding table."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: WikiSumConfig):
+        super().__init__(config)
+        self.model = WikiSumModel(config)
+        self.output_projection = nn.Linear(config.hidden_size, config.embedding_size, bias=False)
+        self.lm_head = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        # generate() must not hand us a DynamicCache: the first forward creates a WikiSumCache itself
+        return False
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    @classmethod
+    def from_encoder(
+        cls, encoder_path: str, config: WikiSumConfig | None = None, **config_kwargs
+    ) -> "WikiSumForCausalLM":
+        """A new model whose word embeddings start from a pretrained BERT-style encoder's (default: the bundled
+        MiniLM): the table is reduced to `embedding_size` columns by PCA and rescaled to the initializer's std."""
+        encoder = AutoModel.from_pretrained(encoder_path)
+        table = encoder.get_input_embeddings().weight.detach().float()
+        if config is None:
+            config_kwargs.setdefault("encoder_name_or_path", encoder_path)
+            config_kwargs.setdefault("vocab_size", table.shape[0])
+            config = WikiSumConfig(**config_kwargs)
+        if config.vocab_size != table.shape[0]:
+            raise ValueError(f"the encoder has {table.shape[0]} tokens but the config {config.vocab_size}")
+        model = cls(config)
+        centered = table - table.mean(dim=0)
+        if config.embedding_size < centered.shape[1]:
+            _, _, components = torch.linalg.svd(centered, full_matrices=False)
+            reduced = centered @ components[: config.embedding_size].T
+        else:
+            reduced = F.pad(centered, (0, config.embedding_size - centered.shape[1]))
+        reduced = reduced * (config.initializer_range / reduced.std())
+        with torch.no_grad():
+            model.model.embed_tokens.weight.copy_(reduced)
+        return model
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        logits_to_keep: int = 0,
+        **kwargs,
+    ) -> MoeCausalLMOutputWithPast:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Next-token targets aligned with `input_ids` (the model shifts them); -100 is ignored. The paper's T-D
+            trains on every token of ``[input ; separator ; summary]``.
+        logits_to_keep (`int`, *optional*, defaults to 0):
+            Compute logits for the last `logits_to_keep` positions only (0 = all); `generate()` sets 1.
+        """
+        outputs = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            output_hidden_states=output_hidden_states,
+        )
+        hidden_states = outputs.last_hidden_state
+        if logits_to_keep:
+            hidden_states = hidden_states[:, -logits_to_keep:]
+        logits = self.lm_head(self.output_projection(hidden_states))
+        loss = None
+        if labels is not None:
+            if labels.shape != logits.shape[:2]:
+                raise ValueError(f"labels must have shape {list(logits.shape[:2])}, got {list(labels.shape)}")
+            loss = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=-100
+            )
+            if outputs.aux_loss is not None:
+                loss = loss + self.config.router_aux_loss_coef * outputs.aux_loss
+        return MoeCausalLMOutputWithPast(
+            loss=loss,
+            aux_loss=outputs.aux_loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+        )
+
+
+__all__ = [
+    "WikiSumCache",
+    "WikiSumForCausalLM",
+    "WikiSumModel",
+    "WikiSumModelOutput",
+    "WikiSumPreTrainedModel",
+    "timing_signal",
+]

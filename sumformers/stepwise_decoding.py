@@ -1,0 +1,169 @@
+"""Beam search over extraction steps (Narayan et al. 2020): at each step a stepwise model gives a distribution over
+the document's sentences plus an end-of-summary unit, conditioned on the sentences chosen so far.
+
+Search, per document:
+- a hypothesis is a sequence of choices (sentence indices, possibly closed by END) and its score, the sum of the
+  log-probabilities of its choices;
+- every step expands each live hypothesis with each allowed choice and keeps the `beam_size` best expansions of the
+  document; expansions that chose END are finished, the others stay live;
+- allowed choices: sentences not yet chosen, that share no trigram with a chosen one (`trigram_blocking`) and fit the
+  budget (`max_sentences`, `max_words`, whitespace words); END once the summary has `min_sentences` sentences (1:
+  never as the first choice), or whenever no sentence is allowed;
+- search stops after `max_steps` choices (live hypotheses are then kept as they are), when no hypothesis is live, or
+  as soon as the best finished hypothesis scores at least as high as every live one: log-probabilities are never
+  positive, so a live hypothesis can only lose score, and stopping then changes no result.
+The best finished hypothesis is returned (ties go to the one found first).
+
+Model-agnostic: the model is reached through `score_rows(document_indices, prefixes) -> logits [rows, width]`, where
+column `width - 1` is END and columns `0 .. num_sentences - 1` are the document's sentences. Copied flat into
+exported repos: imports only the standard library, torch and the (also copied) text module.
+"""
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from .text import trigrams
+
+
+@dataclass(frozen=True)
+class Step:
+    """One choice of a hypothesis: `sentence` (None for END), the model's `probability` of it and the hypothesis's
+    `score` after it (sum of log-probabilities so far); `distribution` is the whole step distribution over
+    ``[sentences...; END]`` when requested."""
+
+    sentence: int | None
+    probability: float
+    score: float
+    distribution: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    steps: tuple[Step, ...] = ()
+
+    @property
+    def score(self) -> float:
+        return self.steps[-1].score if self.steps else 0.0
+
+    @property
+    def sentences(self) -> tuple[int, ...]:
+        """Chosen sentence indices in selection order."""
+        return tuple(step.sentence for step in self.steps if step.sentence is not None)
+
+    @property
+    def ended(self) -> bool:
+        return bool(self.steps) and self.steps[-1].sentence is None
+
+
+def _check_positive(name: str, value, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+
+
+class _DocumentSearch:
+    """The beam of one document and the facts about its sentences that the constraints need."""
+
+    def __init__(self, sentences: Sequence[str], trigram_blocking: bool, min_sentences, max_sentences, max_words):
+        self.num_sentences = len(sentences)
+        self.min_sentences = min_sentences
+        self.words = [len(sentence.split()) for sentence in sentences]
+        self.trigrams = [trigrams(sentence) for sentence in sentences] if trigram_blocking else None
+        self.max_sentences = max_sentences
+        self.max_words = max_words
+        self.live = [Hypothesis()] if sentences else []
+        self.finished: list[Hypothesis] = []
+
+    def allowed_sentences(self, hypothesis: Hypothesis) -> list[int]:
+        chosen = hypothesis.sentences
+        if self.max_sentences is not None and len(chosen) >= self.max_sentences:
+            return []
+        used_words = sum(self.words[i] for i in chosen)
+        chosen_trigrams = set().union(*(self.trigrams[i] for i in chosen)) if self.trigrams and chosen else set()
+        return [
+            index
+            for index in range(self.num_sentences)
+            if index not in chosen
+            and (self.max_words is None or used_words + self.words[index] <= self.max_words)
+            and (not chosen_trigrams or chosen_trigrams.isdisjoint(self.trigrams[index]))
+        ]
+
+    def done(self) -> bool:
+        if not self.live:
+            return True
+        best_finished = max((h.score for h in self.finished), default=None)
+        return best_finished is not None and best_finished >= max(h.score for h in self.live)
+
+    def best(self) -> Hypothesis:
+        candidates = self.finished + self.live
+        return max(candidates, key=lambda h: h.score) if candidates else Hypothesis()
+
+
+def stepwise_beam_search(
+    score_rows: Callable[[list[int], list[tuple[int, ...]]], torch.Tensor],
+    documents: Sequence[Sequence[str]],
+    beam_size: int = 3,
+    max_steps: int = 4,
+    trigram_blocking: bool = False,
+    min_sentences: int = 1,
+    max_sentences: int | None = None,
+    max_words: int | None = None,
+    return_distributions: bool = False,
+) -> list[Hypothesis]:
+    """Decode a batch of documents (each a list of sentence strings) together; returns the best hypothesis of each.
+
+    `score_rows(document_indices, prefixes)` scores one row per live hypothesis of every unfinished document: the
+    index of its document in `documents` and its chosen sentences in selection order. See the module docstring for
+    the search and its constraints.
+    """
+    _check_positive("beam_size", beam_size)
+    _check_positive("max_steps", max_steps)
+    _check_positive("min_sentences", min_sentences)
+    _check_positive("max_sentences", max_sentences, allow_none=True)
+    _check_positive("max_words", max_words, allow_none=True)
+    searches = [
+        _DocumentSearch(sentences, trigram_blocking, min_sentences, max_sentences, max_words) for sentences in documents
+    ]
+    for _ in range(max_steps):
+        active = [(d, search) for d, search in enumerate(searches) if not search.done()]
+        if not active:
+            break
+        rows = [(d, hypothesis) for d, search in active for hypothesis in search.live]
+        logits = score_rows([d for d, _ in rows], [hypothesis.sentences for _, hypothesis in rows])
+        log_probs = torch.log_softmax(logits.float(), dim=-1)
+        row = 0
+        for d, search in active:
+            expansions = []
+            for hypothesis in search.live:
+                row_log_probs = log_probs[row].tolist()
+                row += 1
+                end_column = len(row_log_probs) - 1
+                if end_column < search.num_sentences:
+                    raise ValueError(
+                        f"the model scored {end_column} sentences and END, but document {d} has {search.num_sentences}"
+                    )
+                distribution = tuple(math.exp(value) for value in row_log_probs) if return_distributions else None
+                choices = search.allowed_sentences(hypothesis)
+                if len(hypothesis.steps) >= search.min_sentences or not choices:
+                    choices = choices + [end_column]
+                for choice in choices:
+                    score = hypothesis.score + row_log_probs[choice]
+                    step = Step(
+                        sentence=None if choice == end_column else choice,
+                        probability=math.exp(row_log_probs[choice]),
+                        score=score,
+                        distribution=distribution,
+                    )
+                    expansions.append(Hypothesis(hypothesis.steps + (step,)))
+            # sorted() is stable: equal scores keep the order of generation (beam rank, then sentence index, END last)
+            kept = sorted(expansions, key=lambda h: -h.score)[:beam_size]
+            search.live = [h for h in kept if not h.ended]
+            search.finished.extend(h for h in kept if h.ended)
+    return [search.best() for search in searches]
+
+
+__all__ = ["Hypothesis", "Step", "stepwise_beam_search"]

@@ -1,0 +1,303 @@
+"""ETCSum and Stepwise ETCSum: the row layout (document ⁀ partial summary, one global token per sentence), the
+model's use of the global-local attention (backends, hard g2l masking), the step loss, loading from a pretrained
+encoder, adapter checkpoints, both pipelines and the exported repo."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+from conftest import tiny_bert_config
+from transformers import BertModel, pipeline
+
+from sumformers import (
+    ETCSumConfig,
+    ETCSumForExtractiveSummarization,
+    StepwiseETCSumConfig,
+    StepwiseETCSumForExtractiveSummarization,
+)
+from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.hub import export_model, load_model, save_adapter_checkpoint
+from sumformers.modeling.modeling_stepwise_etcsum import DOCUMENT_SENTENCE, END_OF_SUMMARY, SUMMARY_SENTENCE
+
+SENTENCES = [
+    "The council approved the new budget on Monday.",
+    "It includes money for schools and roads.",
+    "Critics said the plan raises taxes too quickly.",
+    "The mayor will sign it next week.",
+    "Residents can comment on the plan until Friday.",
+]
+ARTICLE = " ".join(SENTENCES)
+TINY = dict(local_radius=4, relative_pos_max_distance=3, max_sentence_tokens=10, max_document_tokens=4096)
+
+
+def tiny_model(stepwise=True, layers=2, **overrides):
+    torch.manual_seed(0)
+    settings = dict(TINY, encoder_config=tiny_bert_config(num_hidden_layers=layers).to_dict())
+    settings.update(overrides)
+    config = StepwiseETCSumConfig(**settings) if stepwise else ETCSumConfig(**settings)
+    model_class = StepwiseETCSumForExtractiveSummarization if stepwise else ETCSumForExtractiveSummarization
+    model = model_class(config).eval()
+    with torch.no_grad():  # non-zero relative biases, so that the tests see them
+        for layer in model.layers:
+            layer.attention.relative_bias.weight.normal_(0.0, 0.5)
+    return model
+
+
+def document_batch(tokenizer, documents, max_sentence_tokens=10):
+    features = [encode_sentences(tokenizer, sentences, max_sentence_tokens=max_sentence_tokens) for sentences in documents]
+    return collate_sentence_batch(features, tokenizer.pad_token_id)
+
+
+def test_rows_lay_out_document_then_summary_by_hand():
+    model = tiny_model()
+    # [CLS] a b [SEP] [CLS] c [SEP] [CLS] d e f [SEP] ; two documents, the second with one sentence
+    input_ids = torch.tensor([[101, 1, 2, 102, 101, 3, 102, 101, 4, 5, 6, 102], [101, 7, 102] + [0] * 9])
+    attention_mask = (input_ids != 0).long()
+    cls_positions = torch.tensor([[0, 4, 7], [0, 0, 0]])
+    sentence_mask = torch.tensor([[True, True, True], [True, False, False]])
+    summary = torch.tensor([[2, 0], [-1, -1]])
+    rows = model._layout(input_ids, attention_mask, cls_positions, sentence_mask, summary, torch.tensor([0, 1]), end=True)
+    # Row 0: the document, then sentence 2's tokens, then sentence 0's (token type 1).
+    assert rows.input_ids[0].tolist() == [101, 1, 2, 102, 101, 3, 102, 101, 4, 5, 6, 102, 101, 4, 5, 6, 102, 101, 1, 2, 102]
+    assert rows.token_type_ids[0].tolist() == [0] * 12 + [1] * 9
+    assert rows.long_sentence_ids[0].tolist() == [0] * 4 + [1] * 3 + [2] * 5 + [3] * 5 + [4] * 4
+    assert rows.position_ids[0].tolist() == list(range(21))
+    # Globals: three document sentences, two summary sentences (ids 3, 4 = after the sentence axis), the end token.
+    assert rows.global_sentence_ids[0].tolist() == [0, 1, 2, 3, 4, 5]
+    assert rows.global_types[0].tolist() == [DOCUMENT_SENTENCE] * 3 + [SUMMARY_SENTENCE] * 2 + [END_OF_SUMMARY]
+    assert rows.global_positions[0].tolist() == [0, 1, 2, 0, 1, 0]
+    assert rows.global_mask.tolist() == [[True] * 6, [True, True] + [False] * 4]
+    # Row 1 packs its globals too: its one sentence, then the end token (so distances ignore batch padding).
+    assert rows.global_types[1, :2].tolist() == [DOCUMENT_SENTENCE, END_OF_SUMMARY]
+    assert rows.global_sentence_ids[1].tolist() == [0, 1, -1, -1, -1, -1]
+    assert rows.end_index.tolist() == [5, 1]
+    # Row 1: its three tokens, then padding.
+    assert rows.input_ids[1].tolist() == [101, 7, 102] + [0] * 18
+    assert rows.long_mask[1].tolist() == [True] * 3 + [False] * 18
+    assert rows.long_sentence_ids[1, :4].tolist() == [0, 0, 0, -1]
+
+
+def test_every_backend_gives_the_eager_model_output(minilm_tokenizer):
+    model = tiny_model()
+    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
+    rows = dict(summary_indices=torch.tensor([[-1, -1], [3, 1], [2, -1]]), row_documents=torch.tensor([0, 0, 1]))
+    outputs = {}
+    for implementation in ("eager", "sdpa", "blocked"):
+        model.config._attn_implementation = implementation
+        with torch.no_grad():
+            outputs[implementation] = model(**batch, **rows).logits
+    for implementation in ("sdpa", "blocked"):
+        torch.testing.assert_close(outputs[implementation], outputs["eager"], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_flex_attention_gives_the_eager_model_output(minilm_tokenizer):
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")
+    model = tiny_model()
+    batch = document_batch(minilm_tokenizer, [SENTENCES])
+    rows = dict(summary_indices=torch.tensor([[-1], [3]]), row_documents=torch.tensor([0, 0]))
+    with torch.no_grad():
+        model.config._attn_implementation = "eager"
+        expected = model(**batch, **rows).logits
+        model.config._attn_implementation = "flex_attention"
+        torch.testing.assert_close(model(**batch, **rows).logits, expected, atol=1e-4, rtol=1e-4)
+
+
+def global_states_after_one_layer(model, input_ids, batch):
+    rows = model._layout(
+        input_ids,
+        batch["attention_mask"],
+        batch["cls_positions"],
+        batch["sentence_mask"],
+        torch.full((1, 0), -1),
+        torch.tensor([0]),
+        end=True,
+    )
+    with torch.no_grad():
+        return model._encode(rows)[0, : rows.global_types.shape[1]]
+
+
+@pytest.mark.parametrize("hard", [True, False])
+def test_a_global_token_with_hard_masking_sees_only_its_sentence(minilm_tokenizer, hard):
+    model = tiny_model(layers=1, hard_g2l_masking=hard)
+    batch = document_batch(minilm_tokenizer, [SENTENCES[:3]])
+    before = global_states_after_one_layer(model, batch["input_ids"], batch)
+    changed = batch["input_ids"].clone()
+    second = slice(batch["cls_positions"][0, 1] + 1, batch["cls_positions"][0, 2] - 1)
+    changed[0, second] = 2000  # new words in sentence 1 only
+    after = global_states_after_one_layer(model, changed, batch)
+    moved = (after - before).abs().amax(-1)
+    assert moved[1] > 1e-3  # sentence 1's own global token reads its words
+    if hard:
+        # After one layer the other sentences' global tokens and the end token have not seen sentence 1's words.
+        assert moved[0] == 0 and moved[2] == 0 and moved[3] == 0
+    else:
+        assert moved[0] > 1e-3 and moved[3] > 1e-3
+
+
+def test_step_logits_close_chosen_and_padded_sentences_and_the_loss_is_cross_entropy(minilm_tokenizer):
+    model = tiny_model()
+    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
+    summary = torch.tensor([[3, 0], [1, -1], [-1, -1]])
+    labels = torch.tensor([5, 0, 2])  # END (the sentence axis' width), sentence 0, sentence 2
+    output = model(**batch, summary_indices=summary, row_documents=torch.tensor([0, 1, 1]), labels=labels)
+    closed = torch.finfo(output.logits.dtype).min
+    assert output.logits.shape == (3, 6)
+    assert output.logits[0, 0] == closed and output.logits[0, 3] == closed and (output.logits[0, [1, 2, 4, 5]] > closed).all()
+    assert output.logits[1, 1] == closed and (output.logits[1, 3:5] == closed).all()
+    log_probs = torch.log_softmax(output.logits, -1)
+    torch.testing.assert_close(output.loss, -(log_probs[0, 5] + log_probs[1, 0] + log_probs[2, 2]) / 3)
+    output.loss.backward()
+    assert model.layers[0].attention.relative_bias.weight.grad.abs().sum() > 0
+    assert model.summary_positions.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="real sentences"):
+        model(**batch, summary_indices=torch.tensor([[4], [4]]), row_documents=torch.tensor([0, 1]))
+
+
+def test_rows_are_padding_invariant(minilm_tokenizer):
+    model = tiny_model()
+    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:2]])
+    summary = torch.tensor([[4, 2], [-1, -1], [1, -1]])
+    rows = torch.tensor([0, 1, 1])
+    with torch.no_grad():
+        together = model(**batch, summary_indices=summary, row_documents=rows).logits
+        for row, document in enumerate(rows.tolist()):
+            width = int(batch["sentence_mask"][document].sum())
+            alone = document_batch(minilm_tokenizer, [SENTENCES[:width]])
+            prefix = summary[row : row + 1, : int((summary[row] >= 0).sum())]
+            logits = model(**alone, summary_indices=prefix).logits[0]
+            torch.testing.assert_close(together[row, :width], logits[:width], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(together[row, -1], logits[-1], atol=1e-5, rtol=1e-5)
+
+
+def test_non_stepwise_model_reads_4096_tokens(minilm_tokenizer):
+    model = tiny_model(stepwise=False, max_sentences=512)
+    sentences = [f"Sentence number {i} reports on the weather in the town today." for i in range(400)]
+    encoded = encode_sentences(minilm_tokenizer, sentences, max_length=4096, max_sentence_tokens=10, warn_on_truncation=False)
+    assert len(encoded["input_ids"]) > 4000
+    batch = collate_sentence_batch([encoded], minilm_tokenizer.pad_token_id)
+    with torch.no_grad():
+        logits = model(**batch).logits
+    assert logits.shape == (1, encoded["num_sentences"]) and torch.isfinite(logits).all()
+    with pytest.raises(ValueError, match="max_document_tokens=4096"):
+        model(input_ids=torch.ones(1, 4097, dtype=torch.long), cls_positions=torch.zeros(1, 1, dtype=torch.long),
+              sentence_mask=torch.ones(1, 1, dtype=torch.bool))
+
+
+@pytest.fixture
+def encoder_folder(tmp_path, minilm_tokenizer):
+    """A tiny random 2-layer BERT saved like a pretrained encoder (with MiniLM's tokenizer)."""
+    torch.manual_seed(1)
+    folder = tmp_path / "encoder"
+    BertModel(tiny_bert_config(num_hidden_layers=2, max_position_embeddings=64), add_pooling_layer=False).save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_from_encoder_copies_the_layers_and_repeats_the_positions(encoder_folder):
+    encoder = BertModel.from_pretrained(encoder_folder, add_pooling_layer=False)
+    model = StepwiseETCSumForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
+    table = model.embeddings.position_embeddings.weight
+    assert table.shape[0] == 4096 + 8 * 12  # the document and the longest partial summary
+    pretrained = encoder.embeddings.position_embeddings.weight
+    torch.testing.assert_close(table[64:128], pretrained)
+    torch.testing.assert_close(table[4096:4096 + 64], pretrained)
+    torch.testing.assert_close(model.layers[1].attention.key.weight, encoder.encoder.layer[1].attention.self.key.weight)
+    torch.testing.assert_close(model.layers[1].feed_forward.output.dense.weight, encoder.encoder.layer[1].output.dense.weight)
+    assert (model.layers[0].attention.relative_bias.weight == 0).all()
+    words = encoder.embeddings.word_embeddings.weight
+    torch.testing.assert_close(model.global_embeddings.weight[END_OF_SUMMARY], words[102] + encoder.embeddings.token_type_embeddings.weight[0])
+
+
+def trained_like_checkpoint(encoder_folder, tmp_path):
+    """A Stepwise ETCSum with LoRA as the training script sets it up (random LoRA so it matters), saved."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(2)
+    base = StepwiseETCSumForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
+    lora = LoraConfig(
+        r=4,
+        target_modules=r"layers\.(\d+)\.(?!summary_attention).*\b(query|value)",
+        modules_to_save=list(base.new_modules),
+        init_lora_weights=False,
+    )
+    peft_model = get_peft_model(base, lora).eval()
+    with torch.no_grad():  # new modules start from a fixed init: move them so a load that skipped them would show
+        for parameter in peft_model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.05 * torch.randn_like(parameter))
+    return peft_model, save_adapter_checkpoint(peft_model, str(tmp_path / "checkpoint"), {"results": {"rouge1": 1.0}})
+
+
+def test_adapter_checkpoint_reloads_the_same_model(encoder_folder, tmp_path, minilm_tokenizer):
+    peft_model, checkpoint = trained_like_checkpoint(encoder_folder, tmp_path)
+    assert "Stepwise ETCSum" in (checkpoint / "README.md").read_text()
+    batch = document_batch(minilm_tokenizer, [SENTENCES])
+    rows = dict(summary_indices=torch.tensor([[-1], [3]]), row_documents=torch.tensor([0, 0]))
+    with torch.no_grad():
+        expected = peft_model(**batch, **rows).logits
+        loaded = load_model(str(checkpoint))(**batch, **rows).logits
+    torch.testing.assert_close(loaded, expected, atol=3e-3, rtol=3e-3)  # the adapter ships in fp16
+
+
+def test_pipelines_serve_both_variants(minilm_tokenizer):
+    stepwise = tiny_model()
+    summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
+    documents = [ARTICLE, {"sentences": SENTENCES[:2]}, ""]
+    one_by_one = [summarizer(document, beam_size=2, max_steps=3) for document in documents]
+    batched = summarizer(documents, beam_size=2, max_steps=3, batch_size=3)
+    for got, expected in zip(batched, one_by_one):
+        assert got["selection_order"] == expected["selection_order"]
+        assert got["score"] == pytest.approx(expected["score"], abs=1e-5)
+    assert 1 <= len(one_by_one[0]["sentences"]) <= 3 and one_by_one[2]["summary"] == ""
+
+    plain = tiny_model(stepwise=False)
+    extractive = pipeline("extractive-summarization", model=plain, tokenizer=minilm_tokenizer)
+    result = extractive(ARTICLE, num_sentences=2, trigram_blocking=False)
+    with torch.no_grad():
+        probabilities = torch.sigmoid(plain(**document_batch(minilm_tokenizer, [SENTENCES])).logits[0]).tolist()
+    assert result["sentences"] == sorted(sorted(range(5), key=lambda i: -probabilities[i])[:2])
+
+
+REMOTE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.modules["sumformers"] = None  # make `import sumformers` fail
+    from transformers import pipeline
+    summarizer = pipeline(model=sys.argv[1], trust_remote_code=True)
+    result = summarizer(sys.argv[2], beam_size=2, max_steps=3)
+    print(json.dumps({"task": summarizer.task, "model": type(summarizer.model).__name__, "result": result}))
+    """
+)
+
+
+@pytest.mark.slow  # a fresh interpreter loads the remote code (20-60 s on the shared machine)
+def test_exported_repo_gives_the_in_package_beam_without_sumformers(encoder_folder, tmp_path):
+    from sumformers.hub import load_pipeline
+
+    _, checkpoint = trained_like_checkpoint(encoder_folder, tmp_path)
+    repo = export_model(str(checkpoint), str(tmp_path / "repo"))
+    assert {"attention.py", "bert_blocks.py", "stepwise_decoding.py", "modeling_stepwise_etcsum.py"} <= {
+        path.name for path in repo.glob("*.py")
+    }
+    completed = subprocess.run(
+        [sys.executable, "-c", REMOTE_SCRIPT, str(repo), ARTICLE],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    remote = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert remote["task"] == "stepwise-summarization"
+    assert remote["model"] == "StepwiseETCSumForExtractiveSummarization"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = load_pipeline(str(checkpoint))(ARTICLE, beam_size=2, max_steps=3)
+    assert remote["result"]["selection_order"] == expected["selection_order"]
+    assert remote["result"]["score"] == pytest.approx(expected["score"], abs=1e-4)

@@ -1,0 +1,458 @@
+"""HiBERT and Stepwise HiBERT: sentence blocks, the document encoder with summary attention, the step loss, reuse of
+sentence vectors, loading from a pretrained encoder, adapter checkpoints, both pipelines and the exported repo."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+import torch
+from conftest import tiny_bert_config
+from transformers import BertModel, pipeline
+
+from sumformers import (
+    HiBertConfig,
+    HiBertForExtractiveSummarization,
+    StepwiseHiBertConfig,
+    StepwiseHiBertForExtractiveSummarization,
+)
+from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.hub import export_model, load_model, save_adapter_checkpoint
+from sumformers.modeling.modeling_stepwise_hibert import sentence_blocks
+from sumformers.stepwise_decoding import stepwise_beam_search
+
+SENTENCES = [
+    "The council approved the new budget on Monday.",
+    "It includes money for schools and roads.",
+    "Critics said the plan raises taxes too quickly.",
+    "The mayor will sign it next week.",
+    "Residents can comment on the plan until Friday.",
+]
+ARTICLE = " ".join(SENTENCES)
+TINY = dict(sentence_encoder_layers=2, document_layers=2, max_sentences=16, max_sentence_tokens=10)
+
+
+def tiny_config(stepwise=True, **overrides):
+    settings = dict(TINY, encoder_config=tiny_bert_config().to_dict(), encoder_name_or_path="tiny-random-bert")
+    settings.update(overrides)
+    return StepwiseHiBertConfig(**settings) if stepwise else HiBertConfig(**settings)
+
+
+def tiny_models(**overrides):
+    """A random Stepwise HiBERT and a HiBERT with the same weights wherever they share parameters."""
+    torch.manual_seed(0)
+    stepwise = StepwiseHiBertForExtractiveSummarization(tiny_config(**overrides)).eval()
+    plain = HiBertForExtractiveSummarization(tiny_config(stepwise=False, **overrides)).eval()
+    missing, unexpected = plain.load_state_dict(stepwise.state_dict(), strict=False)
+    assert not missing and all(k.startswith(("summary_", "end_")) or ".summary_attention." in k for k in unexpected)
+    return stepwise, plain
+
+
+def document_batch(tokenizer, documents, max_sentence_tokens=10):
+    features = [encode_sentences(tokenizer, sentences, max_sentence_tokens=max_sentence_tokens) for sentences in documents]
+    return collate_sentence_batch(features, tokenizer.pad_token_id)
+
+
+def test_sentence_blocks_cut_the_bertsum_layout_by_hand():
+    # [CLS] a b [SEP] [CLS] c [SEP] + padding; then a document with one sentence
+    input_ids = torch.tensor([[101, 1, 2, 102, 101, 3, 102, 0], [101, 4, 102, 0, 0, 0, 0, 0]])
+    attention_mask = (input_ids != 0).long()
+    cls_positions = torch.tensor([[0, 4], [0, 0]])
+    sentence_mask = torch.tensor([[True, True], [True, False]])
+    blocks, mask = sentence_blocks(input_ids, attention_mask, cls_positions, sentence_mask, block_size=4, pad_token_id=0)
+    assert blocks.tolist() == [[[101, 1, 2, 102], [101, 3, 102, 0]], [[101, 4, 102, 0], [0, 0, 0, 0]]]
+    assert mask.tolist() == [
+        [[True, True, True, True], [True, True, True, False]],
+        [[True, True, True, False], [False, False, False, False]],
+    ]
+    cut, _ = sentence_blocks(input_ids, attention_mask, cls_positions, sentence_mask, block_size=2, pad_token_id=0)
+    assert cut[0].tolist() == [[101, 1], [101, 3]]
+
+
+def test_empty_summary_gives_the_non_stepwise_encoder_states(minilm_tokenizer):
+    stepwise, plain = tiny_models()
+    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
+    with torch.no_grad():
+        expected = plain(**batch)
+        # Rows with an empty summary next to rows with a summary: the no-op must hold row by row.
+        output = stepwise(
+            **batch,
+            summary_indices=torch.tensor([[-1, -1], [2, 0], [-1, -1], [1, -1]]),
+            row_documents=torch.tensor([0, 0, 1, 1]),
+        )
+    torch.testing.assert_close(output.document_states[0], expected.document_states[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(output.document_states[2], expected.document_states[1], atol=1e-5, rtol=1e-5)
+    # The shared scorer then gives the same sentence scores.
+    torch.testing.assert_close(output.logits[0, :5], expected.logits[0], atol=1e-5, rtol=1e-5)
+    # With a summary the document states do change.
+    assert (output.document_states[1] - expected.document_states[0]).abs().max() > 1e-3
+
+
+def test_step_logits_close_chosen_and_padded_sentences_and_end_is_last(minilm_tokenizer):
+    stepwise, _ = tiny_models()
+    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
+    with torch.no_grad():
+        logits = stepwise(
+            **batch, summary_indices=torch.tensor([[3, 0], [1, -1]]), row_documents=torch.tensor([0, 1])
+        ).logits
+    closed = torch.finfo(logits.dtype).min
+    assert logits.shape == (2, 6)  # 5 sentence slots + END
+    assert logits[0, 0] == closed and logits[0, 3] == closed
+    assert (logits[0, [1, 2, 4, 5]] > closed).all()
+    assert logits[1, 1] == closed and (logits[1, 3:5] == closed).all() and logits[1, 5] > closed
+
+
+def test_step_loss_is_cross_entropy_over_sentences_and_end(minilm_tokenizer):
+    stepwise, _ = tiny_models()
+    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
+    summary = torch.tensor([[-1], [2], [-1]])
+    rows = torch.tensor([0, 0, 1])
+    labels = torch.tensor([2, 5, 0])  # sentence 2; END (= 5, the width of the sentence axis); sentence 0
+    output = stepwise(**batch, summary_indices=summary, row_documents=rows, labels=labels)
+    log_probs = torch.log_softmax(output.logits, -1)
+    expected = -(log_probs[0, 2] + log_probs[1, 5] + log_probs[2, 0]) / 3
+    torch.testing.assert_close(output.loss, expected)
+    output.loss.backward()
+    assert stepwise.end_embedding.weight.grad.abs().sum() > 0
+    assert stepwise.document_layers[0].summary_attention.query.weight.grad.abs().sum() > 0
+
+
+def test_sentence_vectors_are_computed_once_and_reused(minilm_tokenizer):
+    stepwise, _ = tiny_models()
+    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
+    summary = torch.tensor([[-1, -1], [4, 1], [0, -1]])
+    rows = torch.tensor([0, 0, 1])
+    with torch.no_grad():
+        document = stepwise.prepare_document(**batch)
+        reused = stepwise(**document, summary_indices=summary, row_documents=rows).logits
+        for row in range(3):
+            d = rows[row].item()
+            single = {key: value[d : d + 1] for key, value in batch.items()}
+            alone = stepwise(**single, summary_indices=summary[row : row + 1]).logits
+            width = int(batch["sentence_mask"][d].sum())
+            torch.testing.assert_close(reused[row, :width], alone[0, :width], atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(reused[row, -1], alone[0, -1], atol=1e-5, rtol=1e-5)
+
+
+def test_mean_and_first_token_pooling(minilm_tokenizer):
+    batch = document_batch(minilm_tokenizer, [SENTENCES[:2]])
+    for pooling in ("mean", "first"):
+        model, _ = tiny_models(sentence_pooling=pooling)
+        with torch.no_grad():
+            vectors = model.sentence_vectors(
+                batch["input_ids"], batch["attention_mask"], batch["cls_positions"], batch["sentence_mask"]
+            )
+            ids = minilm_tokenizer(SENTENCES[1], return_tensors="pt")
+            states = model.sentence_encoder(**ids).last_hidden_state[0]
+        expected = states.mean(0) if pooling == "mean" else states[0]
+        torch.testing.assert_close(vectors[0, 1], expected, atol=1e-5, rtol=1e-5)
+
+
+def test_config_rejects_bad_settings():
+    with pytest.raises(ValueError, match="sentence_pooling"):
+        HiBertConfig(sentence_pooling="max")
+    with pytest.raises(ValueError, match="max_steps=6"):
+        StepwiseHiBertConfig(max_steps=6, max_summary_sentences=4)
+    with pytest.raises(ValueError, match="max_sentences"):
+        HiBertConfig(max_sentences=0)
+
+
+def test_non_stepwise_model_scores_only_max_sentences_with_a_warning(minilm_tokenizer):
+    _, plain = tiny_models(max_sentences=3)
+    batch = document_batch(minilm_tokenizer, [SENTENCES])
+    with pytest.warns(UserWarning, match="first 3 sentences"):
+        logits = plain(**batch).logits
+    assert logits.shape == (1, 5)
+    assert (logits[0, 3:] == torch.finfo(logits.dtype).min).all() and (logits[0, :3] > -1e30).all()
+
+
+@pytest.fixture
+def encoder_folder(tmp_path, minilm_tokenizer):
+    """A tiny random 3-layer BERT saved like a pretrained encoder (with MiniLM's tokenizer)."""
+    torch.manual_seed(1)
+    folder = tmp_path / "encoder"
+    BertModel(tiny_bert_config(num_hidden_layers=3), add_pooling_layer=False).save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_from_encoder_splits_the_pretrained_layers(encoder_folder):
+    encoder = BertModel.from_pretrained(encoder_folder, add_pooling_layer=False)
+    model = StepwiseHiBertForExtractiveSummarization.from_encoder(
+        str(encoder_folder), sentence_encoder_layers=2, document_layers=2, max_sentences=16, max_sentence_tokens=10
+    )
+    assert len(model.sentence_encoder.encoder.layer) == 2
+    torch.testing.assert_close(
+        model.sentence_encoder.encoder.layer[1].output.dense.weight, encoder.encoder.layer[1].output.dense.weight
+    )
+    # Document layers copy the top two layers (1 and 2); the summary attention starts as the self-attention.
+    top = model.document_layers[1]
+    torch.testing.assert_close(top.attention.query.weight, encoder.encoder.layer[2].attention.self.query.weight)
+    torch.testing.assert_close(top.feed_forward.intermediate.weight, encoder.encoder.layer[2].intermediate.dense.weight)
+    torch.testing.assert_close(top.summary_attention.value.weight, encoder.encoder.layer[2].attention.self.value.weight)
+    torch.testing.assert_close(
+        top.summary_attention.output.LayerNorm.weight, encoder.encoder.layer[2].attention.output.LayerNorm.weight
+    )
+    with pytest.raises(ValueError, match="sentence_encoder_layers=4"):
+        StepwiseHiBertForExtractiveSummarization.from_encoder(str(encoder_folder), sentence_encoder_layers=4)
+
+
+def trained_like_checkpoint(encoder_folder, tmp_path):
+    """A Stepwise HiBERT with LoRA as the training script sets it up (random LoRA so it matters), saved."""
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(2)
+    base = StepwiseHiBertForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
+    lora = LoraConfig(
+        r=4,
+        target_modules=r"document_layers\.(\d+)\.(?!summary_attention).*\b(query|value)",
+        modules_to_save=list(base.new_modules),
+        init_lora_weights=False,
+    )
+    peft_model = get_peft_model(base, lora).eval()
+    with torch.no_grad():  # new modules start from a fixed init: move them so a load that skipped them would show
+        for parameter in peft_model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.01 * torch.randn_like(parameter))
+    return peft_model, save_adapter_checkpoint(peft_model, str(tmp_path / "checkpoint"), {"results": {"rouge1": 1.0}})
+
+
+def test_adapter_checkpoint_reloads_the_same_model(encoder_folder, tmp_path, minilm_tokenizer):
+    peft_model, checkpoint = trained_like_checkpoint(encoder_folder, tmp_path)
+    assert (checkpoint / "README.md").read_text().count("Stepwise HiBERT") >= 1
+    batch = document_batch(minilm_tokenizer, [SENTENCES])
+    summary = torch.tensor([[-1], [3]])
+    rows = torch.tensor([0, 0])
+    with torch.no_grad():
+        expected = peft_model(**batch, summary_indices=summary, row_documents=rows).logits
+        loaded = load_model(str(checkpoint))(**batch, summary_indices=summary, row_documents=rows).logits
+    torch.testing.assert_close(loaded, expected, atol=3e-3, rtol=3e-3)  # the adapter ships in fp16
+
+
+def model_scorer(model, batch):
+    """Step logits computed directly by the model, one full forward per row (no reuse), for the search."""
+
+    def score_rows(document_indices, prefixes):
+        rows = []
+        for d, prefix in zip(document_indices, prefixes):
+            single = {key: value[d : d + 1] for key, value in batch.items()}
+            summary = torch.tensor([list(prefix)], dtype=torch.long).view(1, -1)
+            rows.append(model(**single, summary_indices=summary).logits[0])
+        width = max(row.shape[0] for row in rows)
+        return torch.stack([torch.cat([row[:-1], row.new_full((width - row.shape[0],), -1e30), row[-1:]]) for row in rows])
+
+    return score_rows
+
+
+def test_pipeline_gives_the_beam_of_the_model(minilm_tokenizer):
+    stepwise, _ = tiny_models()
+    summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
+    result = summarizer(ARTICLE, beam_size=2, max_steps=3, return_steps=True)
+    batch = document_batch(minilm_tokenizer, [SENTENCES])
+    with torch.no_grad():
+        best = stepwise_beam_search(model_scorer(stepwise, batch), [SENTENCES], beam_size=2, max_steps=3)[0]
+    assert result["selection_order"] == list(best.sentences)
+    assert result["sentences"] == sorted(best.sentences)
+    assert result["summary"] == "\n".join(SENTENCES[i] for i in sorted(best.sentences))
+    assert [step["sentence"] for step in result["steps"]] == [step.sentence for step in best.steps]
+    assert [step["score"] for step in result["steps"]] == pytest.approx([s.score for s in best.steps], abs=1e-5)
+    assert result["score"] == pytest.approx(best.score, abs=1e-5)
+    by_sentence = {step["sentence"]: step["probability"] for step in result["steps"]}
+    assert result["scores"] == [by_sentence[i] for i in result["sentences"]]
+    for step in result["steps"]:
+        assert len(step["distribution"]) == len(SENTENCES) + 1
+        assert sum(step["distribution"]) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_pipeline_batches_and_input_forms_agree(minilm_tokenizer):
+    stepwise, _ = tiny_models()
+    summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
+    documents = [ARTICLE, {"sentences": SENTENCES[:2]}, " ".join(SENTENCES[1:4]), ""]
+    one_by_one = [summarizer(document) for document in documents]
+    batched = summarizer(documents, batch_size=3)
+    for got, expected in zip(batched, one_by_one):
+        assert got["selection_order"] == expected["selection_order"]
+        assert got["score"] == pytest.approx(expected["score"], abs=1e-5)
+    assert one_by_one[3] == {
+        "summary": "", "sentences": [], "scores": [], "selection_order": [], "steps": [], "score": 0.0
+    }
+    assert summarizer({"sentences": SENTENCES}) == one_by_one[0]
+
+
+def test_pipeline_budgets_and_bad_options(minilm_tokenizer):
+    stepwise, plain = tiny_models()
+    with pytest.raises(ValueError, match="not a stepwise model"):
+        pipeline("stepwise-summarization", model=plain, tokenizer=minilm_tokenizer)
+    summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
+    assert len(summarizer(ARTICLE, num_sentences=1)["sentences"]) == 1
+    assert sum(len(s.split()) for s in summarizer(ARTICLE, max_words=16)["summary"].split("\n")) <= 16
+    with pytest.raises(ValueError, match="beam_size must be a positive integer"):
+        summarizer(ARTICLE, beam_size=0)
+    with pytest.raises(ValueError, match="max_summary_sentences"):
+        summarizer(ARTICLE, max_steps=20)
+
+
+def test_pipeline_cuts_long_documents_with_a_warning(minilm_tokenizer):
+    stepwise, _ = tiny_models(max_sentences=3)
+    summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
+    with pytest.warns(UserWarning, match="limit of 3 sentences"):
+        result = summarizer(ARTICLE)
+    assert all(index < 3 for index in result["sentences"])
+
+
+def test_non_stepwise_hibert_serves_the_extractive_pipeline(minilm_tokenizer):
+    _, plain = tiny_models()
+    summarizer = pipeline("extractive-summarization", model=plain, tokenizer=minilm_tokenizer)
+    result = summarizer(ARTICLE, num_sentences=2, trigram_blocking=False)
+    with torch.no_grad():
+        probabilities = torch.sigmoid(plain(**document_batch(minilm_tokenizer, [SENTENCES])).logits[0]).tolist()
+    chosen = sorted(sorted(range(5), key=lambda i: -probabilities[i])[:2])
+    assert result["sentences"] == chosen
+    assert result["scores"] == pytest.approx([probabilities[i] for i in chosen], abs=1e-6)
+
+
+def training_script():
+    import importlib.util
+
+    from conftest import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("train_stepwise", REPO_ROOT / "training_scripts" / "train_stepwise.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+NEWS = [
+    "The storm hit the northern coast on Friday night.",
+    "Thousands of homes lost power across the region.",
+    "A local bakery celebrated its fiftieth anniversary.",
+    "Officials said power would be back by Monday.",
+]
+HIGHLIGHTS = "Storm hit the northern coast on Friday .\nThousands of homes lost power ."
+
+
+def test_training_rows_follow_the_oracle_in_selection_order():
+    from sumformers.scoring import greedy_oracle
+
+    script = training_script()
+    order = script.oracle_in_selection_order(NEWS, HIGHLIGHTS, max_sentences=4)
+    assert sorted(order) == greedy_oracle(NEWS, HIGHLIGHTS, max_sentences=4)
+    assert order == [0, 1]  # sentence 0 covers more of the highlights, so the greedy search takes it first
+    features = [{"oracle": [2, 0], "labels": [1.0, 0.0, 1.0]}, {"oracle": [1], "labels": [0.0, 1.0]}]
+    for feature in features:
+        feature["sentence_vectors"] = torch.zeros(len(feature["labels"]), 4)
+    batch = script.StepwiseCollator(pad_token_id=0, stepwise=True)(features)
+    # One row per step: prefixes [], [2], [2, 0] then [], [1]; END is the sentence axis' width (3).
+    assert batch["summary_indices"].tolist() == [[-1, -1], [2, -1], [2, 0], [-1, -1], [1, -1]]
+    assert batch["row_documents"].tolist() == [0, 0, 0, 1, 1]
+    assert batch["labels"].tolist() == [2, 0, 3, 1, 3]
+    assert batch["sentence_mask"].tolist() == [[True, True, True], [True, True, False]]
+
+
+def test_rouge_gain_targets_rank_sentences_by_gain_and_end_when_nothing_helps():
+    script = training_script()
+    first = script.rouge_gain_targets(NEWS, HIGHLIGHTS, [], temperature=10.0)
+    assert len(first) == len(NEWS) + 1 and sum(first) == pytest.approx(1.0)
+    assert max(range(len(first)), key=first.__getitem__) == 0 and first[2] < first[1]
+    done = script.rouge_gain_targets(NEWS, HIGHLIGHTS, [0, 1], temperature=10.0)
+    assert done[0] == 0.0 and done[1] == 0.0  # already chosen
+    assert max(range(len(done)), key=done.__getitem__) == len(NEWS)  # no sentence raises ROUGE: END
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", ["stepwise_hibert", "hibert", "stepwise_etcsum"])
+def test_training_script_saves_a_small_loadable_checkpoint(model_type, encoder_folder, tmp_path):
+    from conftest import REPO_ROOT
+
+    data = tmp_path / "train.jsonl"
+    with data.open("w") as handle:
+        for number in range(6):
+            handle.write(json.dumps({"document": " ".join(NEWS[number % 2 :] + NEWS), "summary": HIGHLIGHTS}) + "\n")
+    output = tmp_path / "run"
+    overrides = {"max_sentences": 16, "max_sentence_tokens": 10}
+    if "hibert" in model_type:
+        overrides.update(sentence_encoder_layers=2, document_layers=2)
+    else:
+        overrides.update(local_radius=4, relative_pos_max_distance=3)
+    command = [
+        sys.executable, str(REPO_ROOT / "training_scripts" / "train_stepwise.py"), "--model_type", model_type,
+        "--model_name_or_path", str(encoder_folder), "--train_file", str(data), "--validation_file", str(data),
+        "--eval_split", "train[:2]", "--output_dir", str(output), "--per_device_train_batch_size", "2",
+        "--max_steps", "2", "--do_train", "--do_eval", "--use_cpu", "--config_overrides", json.dumps(overrides),
+        "--sentence_vector_cache", str(tmp_path / "vectors.pt"), "--step_targets", "rouge_gain",
+    ]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    final = output / "final"
+    assert (final / "adapter_model.safetensors").stat().st_size < 20 * 2**20
+    model = load_model(str(final))
+    assert model.config.model_type == model_type
+    assert set(json.loads((output / "eval_results.json").read_text())) == {"rouge1", "rouge2", "rougeLsum"}
+    if "hibert" in model_type:
+        assert (tmp_path / "vectors.pt").is_file()  # the frozen sentence encoder's vectors, kept for the next run
+
+
+def test_cli_summarizes_with_a_stepwise_model(minilm_tokenizer, tmp_path):
+    from sumformers import cli
+
+    stepwise, _ = tiny_models()
+    folder = tmp_path / "model"
+    stepwise.save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"id": str(i), "document": ARTICLE}) + "\n" for i in range(3)))
+    output = tmp_path / "out.jsonl"
+    arguments = ["summarize", str(source), "--model", str(folder), "--output", str(output), "--num-sentences", "2"]
+    assert cli.main(arguments) == 0
+    rows = [json.loads(line) for line in output.read_text().splitlines()]
+    expected = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)(ARTICLE, num_sentences=2)
+    assert [row["id"] for row in rows] == ["0", "1", "2"]
+    assert all(row["selection_order"] == expected["selection_order"] for row in rows)
+    assert 1 <= len(rows[0]["sentences"]) <= 2
+
+
+REMOTE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.modules["sumformers"] = None  # make `import sumformers` fail
+    from transformers import pipeline
+    summarizer = pipeline(model=sys.argv[1], trust_remote_code=True)
+    result = summarizer(sys.argv[2], beam_size=2, max_steps=3)
+    print(json.dumps({"task": summarizer.task, "model": type(summarizer.model).__name__, "result": result}))
+    """
+)
+
+
+@pytest.mark.slow  # a fresh interpreter loads the remote code (20-60 s on the shared machine)
+def test_exported_repo_gives_the_in_package_beam_without_sumformers(encoder_folder, tmp_path):
+    from sumformers.hub import load_pipeline
+
+    _, checkpoint = trained_like_checkpoint(encoder_folder, tmp_path)
+    repo = export_model(str(checkpoint), str(tmp_path / "repo"))
+    config = json.loads((repo / "config.json").read_text())
+    assert config["custom_pipelines"]["stepwise-summarization"]["impl"] == (
+        "stepwise_summarization.StepwiseSummarizationPipeline"
+    )
+    assert {"stepwise_decoding.py", "modeling_stepwise_hibert.py", "text.py", "features.py"} <= {
+        path.name for path in repo.glob("*.py")
+    }
+    completed = subprocess.run(
+        [sys.executable, "-c", REMOTE_SCRIPT, str(repo), ARTICLE],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    remote = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert remote["task"] == "stepwise-summarization"
+    assert remote["model"] == "StepwiseHiBertForExtractiveSummarization"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = load_pipeline(str(checkpoint))(ARTICLE, beam_size=2, max_steps=3)
+    assert remote["result"]["selection_order"] == expected["selection_order"]
+    assert remote["result"]["score"] == pytest.approx(expected["score"], abs=1e-4)

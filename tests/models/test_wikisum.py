@@ -1,0 +1,442 @@
+"""WikiSum decoder (T-D / T-DMCA): masks seen through the model, backends, cache, MoE, loss, pipeline, CLI, export."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from sumformers import WikiSumCache, WikiSumConfig, WikiSumForCausalLM
+from sumformers.hub import export_model, load_model, shipped_checkpoints
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models on a shared 2-core machine run many times faster on one thread than on two."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+TOKEN_IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, separator_token_id=3, paragraph_separator_token_id=2)
+
+
+def tiny_config(**overrides) -> WikiSumConfig:
+    settings = dict(
+        vocab_size=64,
+        embedding_size=16,
+        hidden_size=32,
+        num_attention_heads=4,
+        intermediate_size=64,
+        local_block_size=4,
+        compression_stride=3,
+        hidden_dropout=0.0,
+        **TOKEN_IDS,
+    )
+    settings.update(overrides)
+    return WikiSumConfig(**settings)
+
+
+def tiny_model(implementation="eager", seed=0, **overrides) -> WikiSumForCausalLM:
+    torch.manual_seed(seed)
+    model = WikiSumForCausalLM._from_config(tiny_config(**overrides), attn_implementation=implementation).eval()
+    with torch.no_grad():  # larger embeddings give peaked logits, so greedy choices are not near-ties
+        model.model.embed_tokens.weight.mul_(30)
+    return model
+
+
+def random_ids(batch=2, length=23, seed=1):
+    return torch.randint(4, 64, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@torch.no_grad()
+def logits(model, ids, **kwargs):
+    return model(ids, **kwargs).logits
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What each attention type lets a position see, observed through the model's outputs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def changed_positions(model, position, length=18):
+    """Positions whose logits change when the token at `position` changes."""
+    ids = random_ids(1, length)
+    other = ids.clone()
+    other[0, position] = (other[0, position] + 1 - 4) % 60 + 4
+    difference = (logits(model, ids) - logits(model, other)).abs().amax(-1)[0]
+    return [index for index in range(length) if difference[index] > 1e-6]
+
+
+@pytest.mark.parametrize("layer_type", ["full", "local", "compressed"])
+def test_no_position_depends_on_later_tokens(layer_type):
+    model = tiny_model(attention_layers=[layer_type] * 2)
+    for position in (0, 5, 11):
+        assert min(changed_positions(model, position), default=position) >= position
+
+
+def test_one_local_layer_sees_its_block_and_the_previous_one():
+    # blocks of 4: position 5 (block 1) is read by positions 5-7 (rest of block 1) and 8-11 (block 2), not by 12+
+    assert changed_positions(tiny_model(attention_layers=["local"]), 5) == [5, 6, 7, 8, 9, 10, 11]
+
+
+def test_compressed_layers_see_only_completed_earlier_slots():
+    # stride 3: position 7 lies in slot 2 (positions 6-8). Positions 7 and 8 share that slot and never see it; it is
+    # visible from position 9 on. Through any number of compressed layers nothing else reaches positions 6-8.
+    model = tiny_model(attention_layers=["compressed"] * 3)
+    changed = changed_positions(model, 7)
+    assert changed[0] == 7 and 8 not in changed and 9 in changed
+    # the first slot's queries (0-2) see only the null slot: they depend on nothing but their own token
+    assert [position for position in changed_positions(model, 0) if position < 3] == [0]
+
+
+def test_full_layers_reach_every_later_position():
+    assert changed_positions(tiny_model(attention_layers=["full"]), 5) == list(range(5, 18))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Backends
+# ----------------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "implementation",
+    # compiling flex_attention on a shared CPU takes a minute or more
+    ["sdpa", "blocked", pytest.param("flex_attention", marks=pytest.mark.slow)],
+)
+def test_backends_equal_eager_in_the_model(implementation):
+    layers = dict(attention_layers=["local", "compressed", "full", "local", "compressed"], moe_layers=[1])
+    reference = tiny_model("eager", **layers)
+    model = tiny_model(implementation, **layers)
+    model.load_state_dict(reference.state_dict())
+    ids = random_ids(2, 37)
+    mask = torch.ones_like(ids)
+    mask[1, :5] = 0  # left padding
+    expected = logits(reference, ids, attention_mask=mask)
+    actual = logits(model, ids, attention_mask=mask)
+    real = mask.bool()
+    torch.testing.assert_close(actual[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
+def test_blocked_backend_trains_like_eager():
+    layers = dict(attention_layers=["local", "compressed", "full"])
+    reference, model = tiny_model("eager", **layers), tiny_model("blocked", **layers)
+    ids = random_ids(2, 21)
+    for candidate in (reference, model):
+        candidate(ids, labels=ids).loss.backward()
+    for (name, expected), (_, actual) in zip(reference.named_parameters(), model.named_parameters()):
+        torch.testing.assert_close(actual.grad, expected.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loss and cache
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_loss_is_next_token_cross_entropy_on_every_token():
+    model = tiny_model(attention_layers=["local", "compressed"])
+    ids = random_ids(2, 10)
+    labels = ids.clone()
+    labels[1, 7:] = -100
+    output = model(ids, labels=labels)
+    log_probabilities = torch.log_softmax(output.logits.double(), dim=-1)
+    targets = [(row, t) for row in range(2) for t in range(9) if labels[row, t + 1] != -100]
+    expected = -sum(log_probabilities[row, t, labels[row, t + 1]] for row, t in targets) / len(targets)
+    assert output.loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "blocked"])
+def test_incremental_forward_equals_full_forward(implementation):
+    model = tiny_model(implementation, attention_layers=["local", "compressed", "full"], moe_layers=[0])
+    ids = random_ids(2, 14)
+    mask = torch.ones_like(ids)
+    mask[0, :3] = 0
+    expected = logits(model, ids, attention_mask=mask)
+    with torch.no_grad():
+        step = model(ids[:, :5], attention_mask=mask[:, :5], use_cache=True)
+        cache, pieces = step.past_key_values, [step.logits]
+        # a chunk of three tokens, then one token at a time
+        for start, stop in [(5, 8)] + [(t, t + 1) for t in range(8, 14)]:
+            step = model(ids[:, start:stop], attention_mask=mask[:, :stop], past_key_values=cache, use_cache=True)
+            pieces.append(step.logits)
+    assert isinstance(cache, WikiSumCache) and cache.get_seq_length() == 14
+    real = mask.bool()
+    torch.testing.assert_close(torch.cat(pieces, dim=1)[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
+def test_cache_keeps_a_bounded_window_and_completed_slots():
+    model = tiny_model(attention_layers=["local", "compressed"])
+    cache = WikiSumCache(model.config)
+    with torch.no_grad():
+        model(random_ids(1, 1), past_key_values=cache, use_cache=True)
+        sizes = []
+        for length in range(2, 20):
+            model(
+                random_ids(1, 1, seed=length),
+                attention_mask=torch.ones(1, length),
+                past_key_values=cache,
+                use_cache=True,
+            )
+            local, compressed = cache.layers
+            sizes.append(
+                (local.keys.shape[2], local.window_start, compressed.keys.shape[1], compressed.pending_keys.shape[1])
+            )
+    # after 19 tokens: blocks of 4 -> keys from position 12 (previous block start), 7 kept; 6 slots + 1 pending
+    assert sizes[-1] == (7, 12, 6, 1)
+    assert max(size[0] for size in sizes) <= 2 * 4 - 1
+
+
+@pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=4, length_penalty=0.6)], ids=["greedy", "beam"])
+def test_generation_with_cache_equals_generation_without(settings):
+    model = tiny_model("sdpa", attention_layers=["local", "compressed", "local", "compressed", "full"], moe_layers=[2])
+    ids = random_ids(2, 11)
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    common = dict(attention_mask=mask, max_new_tokens=24, min_new_tokens=24, do_sample=False, **settings)
+    cached = model.generate(ids, use_cache=True, **common)
+    uncached = model.generate(ids, use_cache=False, **common)
+    assert cached.shape == (2, 35)
+    assert torch.equal(cached, uncached)
+    # the generated tokens are not a trivial repetition: the comparison covers many distinct decoding states
+    assert len(set(cached[:, 11:].flatten().tolist())) > 5
+
+
+def test_a_foreign_cache_is_refused():
+    from transformers import DynamicCache
+
+    with pytest.raises(ValueError, match="WikiSumCache"):
+        tiny_model()(random_ids(1, 4), past_key_values=DynamicCache(), use_cache=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Mixture of experts
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def moe_layer(num_experts=4, top_k=2):
+    torch.manual_seed(0)
+    model = WikiSumForCausalLM(tiny_config(moe_layers=[0], num_experts=num_experts, num_experts_per_token=top_k))
+    return model.model.layers[0].feed_forward
+
+
+def test_moe_routes_each_token_to_k_experts():
+    moe = moe_layer()
+    hidden = torch.randn(3, 5, 32)
+    with torch.no_grad():
+        output = moe(hidden)
+    assert ((output.gates > 0).sum(-1) == 2).all()
+    torch.testing.assert_close(output.gates.sum(-1), torch.ones(15))
+    flat = hidden.reshape(-1, 32)
+    expected = sum(output.gates[:, [e]] * moe.experts[e](flat) for e in range(4))
+    torch.testing.assert_close(output.hidden_states.reshape(-1, 32), expected, atol=1e-6, rtol=1e-5)
+    top_two = moe.router(flat).topk(2).indices.sort().values
+    assert torch.equal((output.gates > 0).nonzero()[:, 1].view(-1, 2), top_two)
+
+
+def test_moe_balance_loss_is_zero_for_balanced_routing_and_grows_with_imbalance():
+    moe = moe_layer()
+    with torch.no_grad():
+        # token t is a one-hot on dimension t; the router gives it equal logits for experts t and t+1 (mod 4)
+        moe.router.weight.zero_()
+        for token in range(4):
+            moe.router.weight[token, token] = moe.router.weight[(token + 1) % 4, token] = 5.0
+        balanced = moe(torch.eye(32)[:4][None])
+        # every expert gets two tokens with gate 1/2 each: importance and load are equal across experts
+        assert balanced.aux_loss.item() == pytest.approx(0.0, abs=1e-9)
+        # all four tokens to experts 0 and 1: importance (2, 2, 0, 0) and load (4, 4, 0, 0), cv^2 = 1 each
+        moe.router.weight.zero_()
+        moe.router.weight[0, :4] = moe.router.weight[1, :4] = 5.0
+        assert moe(torch.eye(32)[:4][None]).aux_loss.item() == pytest.approx(2.0)
+        # padding tokens do not count
+        mask = torch.tensor([[True, True, False, False]])
+        assert moe(torch.eye(32)[:4][None], token_mask=mask).aux_loss.item() == pytest.approx(2.0)
+
+
+def test_moe_loss_is_added_to_the_language_model_loss():
+    model = tiny_model(moe_layers=[0, 2], num_experts=4, router_aux_loss_coef=0.5)
+    ids = random_ids(2, 9)
+    output = model(ids, labels=ids)
+    language_model_loss = torch.nn.functional.cross_entropy(
+        output.logits[:, :-1].reshape(-1, 64), ids[:, 1:].reshape(-1)
+    )
+    assert output.aux_loss > 0
+    assert output.loss.item() == pytest.approx((language_model_loss + 0.5 * output.aux_loss).item(), rel=1e-5)
+
+
+def test_config_rejects_bad_layouts():
+    with pytest.raises(ValueError, match="attention_layers"):
+        WikiSumConfig(attention_layers=["local", "dilated"])
+    with pytest.raises(ValueError, match="moe_layers"):
+        WikiSumConfig(moe_layers=[7])
+    assert WikiSumConfig().variant == "T-DMCA" and WikiSumConfig(attention_layers=["full"] * 2).variant == "T-D"
+    assert WikiSumConfig(moe_layers=[1]).variant == "T-DMCA-MoE"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Pipeline, CLI and export (MiniLM tokenizer, so a MiniLM-sized vocabulary)
+# ----------------------------------------------------------------------------------------------------------------
+
+TITLE = "Solar power in cities"
+DOCUMENTS = [
+    "Cities install solar panels on public roofs.\n\nThe weather was mild last week.",
+    "Solar power now supplies a tenth of the power used in cities.\n\nA new stadium opened downtown.",
+]
+
+
+@pytest.fixture
+def saved_wikisum(minilm_tokenizer, tmp_path):
+    torch.manual_seed(0)
+    config = WikiSumConfig(
+        embedding_size=16,
+        hidden_size=32,
+        num_attention_heads=4,
+        intermediate_size=64,
+        local_block_size=8,
+        attention_layers=["local", "compressed", "full"],
+        moe_layers=[1],
+        num_experts=2,
+        max_input_tokens=48,
+    )
+    model = WikiSumForCausalLM(config).eval()
+    model.generation_config.max_new_tokens = 6
+    folder = tmp_path / "source"
+    model.save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_pipeline_feeds_ranked_paragraphs_within_L(saved_wikisum, minilm_tokenizer):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    assert summarizer.task == "wikisum"
+    result = summarizer({"title": TITLE, "documents": DOCUMENTS}, max_input_tokens=30)
+    # tf-idf against the title: both solar paragraphs first; the title, [SEP]s and paragraphs fill L = 30 tokens
+    assert [p["index"] for p in result["paragraphs"]][:2] == [2, 0]
+    assert result["input_tokens"] == 31  # L tokens and the separator
+    title_tokens = len(minilm_tokenizer(TITLE, add_special_tokens=False)["input_ids"]) + 2
+    assert sum(p["tokens"] for p in result["paragraphs"]) == 30 - title_tokens
+    assert isinstance(result["summary"], str)
+    identity = summarizer({"title": TITLE, "documents": DOCUMENTS}, ranker="identity", max_input_tokens=30)
+    assert [p["index"] for p in identity["paragraphs"]] == [0, 1, 2][: len(identity["paragraphs"])]
+    with pytest.raises(ValueError, match="reference"):
+        summarizer({"title": TITLE, "documents": DOCUMENTS}, ranker="oracle")
+    with pytest.raises(ValueError, match="unknown wikisum pipeline option"):
+        summarizer("text", num_sentences=3)
+
+
+def test_pipeline_batches_give_the_single_results(saved_wikisum):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    inputs = [{"title": TITLE, "documents": DOCUMENTS}, "One long text.\nWith two lines.", {"document": "Short."}]
+    single = [summarizer(item) for item in inputs]
+    assert summarizer(inputs, batch_size=2) == single
+
+
+def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):
+    from sumformers.cli import main
+
+    source = tmp_path / "input.jsonl"
+    source.write_text(
+        json.dumps({"id": "a", "title": TITLE, "documents": DOCUMENTS})
+        + "\n"
+        + json.dumps({"id": "b", "document": "x y z"})
+        + "\n"
+    )
+    assert (
+        main(
+            [
+                "summarize",
+                "--model",
+                str(saved_wikisum),
+                "--ranker",
+                "textrank",
+                "--max-input-tokens",
+                "24",
+                str(source),
+            ]
+        )
+        == 0
+    )
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["id"] for row in rows] == ["a", "b"]
+    assert rows[0]["input_tokens"] == 25 and rows[0]["paragraphs"]
+    with pytest.raises(SystemExit):
+        main(["summarize", "--model", str(saved_wikisum), "--num-sentences", "2", str(source)])
+    assert "does not apply to a wikisum model" in capsys.readouterr().err
+
+
+REMOTE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.modules["sumformers"] = None  # make `import sumformers` fail
+    import torch
+    from transformers import AutoModelForCausalLM, pipeline
+    repo, title, documents = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    summarizer = pipeline(model=repo, trust_remote_code=True)
+    result = summarizer({"title": title, "documents": documents}, num_beams=2)
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 103]])
+    generated = model.generate(ids, max_new_tokens=8, num_beams=2)
+    print(json.dumps({"task": summarizer.task, "result": result, "generated": generated.tolist()}))
+    """
+)
+
+
+@pytest.mark.slow  # a fresh interpreter imports transformers and loads the remote code (30-60 s here)
+def test_export_round_trip_generates_the_same_tokens(saved_wikisum, tmp_path):
+    import sumformers
+
+    repo = export_model(str(saved_wikisum), str(tmp_path / "repo"))
+    config = json.loads((repo / "config.json").read_text())
+    assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_wikisum.WikiSumForCausalLM"
+    assert config["custom_pipelines"]["wikisum"]["impl"] == "wikisum.WikiSumPipeline"
+    assert {"ranking.py", "attention.py", "wikisum.py", "modeling_wikisum.py"} <= {p.name for p in repo.glob("*.py")}
+    assert json.loads((repo / "generation_config.json").read_text())["max_new_tokens"] == 6
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    completed = subprocess.run(
+        [sys.executable, "-c", REMOTE_SCRIPT, str(repo), TITLE, json.dumps(DOCUMENTS)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    remote = json.loads(completed.stdout.strip().splitlines()[-1])
+    local_pipeline = sumformers.load_pipeline(str(saved_wikisum))
+    assert remote["task"] == "wikisum"
+    assert remote["result"] == local_pipeline({"title": TITLE, "documents": DOCUMENTS}, num_beams=2)
+    local = load_model(str(saved_wikisum)).generate(
+        torch.tensor([[1, 2, 3, 4, 5, 6, 7, 8, 103]]), max_new_tokens=8, num_beams=2
+    )
+    assert remote["generated"] == local.tolist()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The shipped checkpoint
+# ----------------------------------------------------------------------------------------------------------------
+
+SHIPPED = "wikisum-tdmca-qmsum-fewsum"
+
+
+@pytest.mark.skipif(SHIPPED not in shipped_checkpoints(), reason="the trained WikiSum checkpoint is not shipped")
+def test_shipped_checkpoint_is_small_fp16_and_summarizes():
+    from safetensors import safe_open
+
+    folder = Path(shipped_checkpoints()[SHIPPED])
+    assert sum(path.stat().st_size for path in folder.iterdir()) <= 20 * 2**20
+    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+        assert {weights.get_tensor(name).dtype for name in weights.keys()} == {torch.float16}
+    model = load_model(SHIPPED)
+    assert model.dtype == torch.float32 and model.config.variant == "T-DMCA"
+    import sumformers
+
+    result = sumformers.load_pipeline(SHIPPED)({"title": TITLE, "documents": DOCUMENTS}, max_new_tokens=20, num_beams=1)
+    assert result["summary"].strip() and result["paragraphs"][0]["index"] == 2

@@ -1,0 +1,374 @@
+"""Train Stepwise HiBERT / Stepwise ETCSum (Narayan et al. 2020) or their non-stepwise variants with the Trainer.
+
+    accelerate launch training_scripts/train_stepwise.py --model_type stepwise_hibert \
+        --train_file ../shared/data/cnn_dailymail/train.jsonl --validation_file ../shared/data/cnn_dailymail/validation.jsonl \
+        --train_split "train+validation[300:]" --eval_split "validation[:300]" --output_dir runs/stepwise-hibert \
+        --do_train --do_eval
+
+Data: every document's greedy oracle (ROUGE-1 F + ROUGE-2 F, PreSumm's `greedy_selection`) in the order the greedy
+search picks the sentences. Stepwise models learn one (document, step) row per oracle sentence and one for the end of
+the summary: the first k-1 oracle sentences as the partial summary, the k-th (or END) as the target, cross-entropy. A
+batch holds whole documents, and each document is encoded once for all its rows where the model allows it (HiBERT:
+sentence vectors). Non-stepwise models learn 0/1 oracle labels with binary cross-entropy.
+
+HiBERT's sentence encoder is frozen by default (`--precompute_sentence_vectors`): the sentence vectors of every
+document are then computed once before training, which makes an epoch cost only the small document encoder. LoRA
+(`--use_lora`, default) adapts the pretrained layers the model trains (HiBERT: the document layers; ETCSum: the encoder
+layers in `--lora_layers`); the layers the model creates are trained in full and saved with the adapter.
+
+Evaluation runs the model's own pipeline (`stepwise-summarization` with beam search, or `extractive-summarization`
+with top k) on the eval split and reports ROUGE. Resumes from the newest checkpoint in --output_dir.
+"""
+
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+from transformers import AutoTokenizer, Trainer, pipeline
+
+from sumformers import ARCHITECTURES
+from sumformers.encoders import resolve_encoder
+from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
+from sumformers.scoring import greedy_oracle, rouge_per_example, rouge_scores
+from sumformers.text import split_sentences
+from sumformers.training import (
+    document_text,
+    last_checkpoint,
+    load_splits,
+    parse_arguments,
+    save_final_model,
+    take_push_to_hub,
+)
+
+logger = logging.getLogger("train_stepwise")
+
+
+@dataclass
+class StepwiseArguments:
+    model_type: str = field(
+        default="stepwise_hibert",
+        metadata={"help": "stepwise_hibert, hibert, stepwise_etcsum or etcsum"},
+    )
+    max_length: int | None = field(
+        default=None, metadata={"help": "Document tokens (BERTSum layout); default and maximum: the model's limit."}
+    )
+    oracle_max_sentences: int = field(default=4, metadata={"help": "Longest oracle summary (the paper's 4 steps)."})
+    step_targets: str = field(
+        default="oracle",
+        metadata={
+            "help": "Stepwise targets: 'oracle' (the next oracle sentence or END, the paper's) or 'rouge_gain' (a "
+            "distribution over sentences and END from each one's ROUGE gain given the oracle prefix, NeuSum's)."
+        },
+    )
+    gain_temperature: float = field(default=20.0, metadata={"help": "Sharpness of the 'rouge_gain' targets."})
+    precompute_sentence_vectors: bool = field(
+        default=True, metadata={"help": "HiBERT: freeze the sentence encoder and encode every sentence once."}
+    )
+    sentence_vector_cache: str | None = field(
+        default=None,
+        metadata={
+            "help": "HiBERT: a file keeping precomputed sentence vectors between runs (keyed by the sentence "
+            "encoder's settings and the document's tokens), e.g. for the stepwise and non-stepwise models."
+        },
+    )
+    config_overrides: str | None = field(
+        default=None,
+        metadata={"help": "JSON object of model config settings, e.g. '{\"document_layers\": 2, \"local_radius\": 84}'."},
+    )
+    # Decoding for evaluation, saved as the model's pipeline defaults.
+    num_sentences: int = field(default=3, metadata={"help": "Non-stepwise models: sentences per summary."})
+    beam_size: int = field(default=3)
+    # (`--max_steps` is the Trainer's number of optimizer steps)
+    beam_max_steps: int = field(default=4, metadata={"help": "Stepwise models: most sentences per summary."})
+    min_sentences: int = field(default=1, metadata={"help": "Stepwise models: END only from this length on."})
+    trigram_blocking: bool = field(default=False)
+
+
+def oracle_in_selection_order(sentences: list[str], reference: str, max_sentences: int) -> list[int]:
+    """The greedy oracle's sentences in the order the greedy search adds them (`greedy_oracle` returns them sorted;
+    the greedy search is deterministic, so its k-sentence result extends its (k-1)-sentence result by one)."""
+    order: list[int] = []
+    for size in range(1, max_sentences + 1):
+        selected = greedy_oracle(sentences, reference, max_sentences=size)
+        if len(selected) < size:
+            break
+        order.extend(index for index in selected if index not in order)
+    return order
+
+
+def build_features(example, tokenizer, config, data_args, stepwise_args) -> dict | None:
+    """One document: BERTSum-layout inputs and its oracle (selection order), or None when nothing can be learned."""
+    sentences = split_sentences(document_text(example[data_args.text_column]))[: config.max_sentences]
+    limit = min(stepwise_args.max_length or config.max_position_embeddings, config.max_position_embeddings)
+    encoded = encode_sentences(
+        tokenizer,
+        sentences,
+        max_length=limit,
+        max_sentence_tokens=config.max_sentence_tokens,
+        min_sentence_tokens=config.min_sentence_tokens,
+        warn_on_truncation=False,
+    )
+    kept = sentences[: encoded["num_sentences"]]
+    oracle = oracle_in_selection_order(kept, example[data_args.summary_column], stepwise_args.oracle_max_sentences)
+    if not oracle:
+        return None
+    encoded["oracle"] = oracle
+    encoded["labels"] = [float(index in oracle) for index in range(len(kept))]
+    if stepwise_args.step_targets == "rouge_gain":
+        reference = example[data_args.summary_column]
+        encoded["step_targets"] = [
+            rouge_gain_targets(kept, reference, oracle[:step], stepwise_args.gain_temperature)
+            for step in range(len(oracle) + 1)
+        ]
+    return encoded
+
+
+def rouge_gain_targets(sentences: list[str], reference: str, prefix: list[int], temperature: float) -> list[float]:
+    """NeuSum's step targets (Zhou et al. 2018) with an end unit: every sentence's gain in the oracle's objective
+    (ROUGE-1 F + ROUGE-2 F) when added to `prefix`, END's gain 0; gains min-max scaled over the candidates, then a
+    softmax at `temperature`. Returns probabilities over the sentences and END (last); sentences in `prefix` get 0."""
+    def objective(indices):
+        summary = "\n".join(sentences[i] for i in sorted(indices))
+        scores = rouge_per_example([summary], [reference])[0]
+        return scores["rouge1"] + scores["rouge2"]
+
+    base = objective(prefix) if prefix else 0.0
+    candidates = [i for i in range(len(sentences)) if i not in prefix]
+    gains = [objective(prefix + [i]) - base for i in candidates] + [0.0]
+    low, high = min(gains), max(gains)
+    scaled = [(gain - low) / (high - low) if high > low else 1.0 for gain in gains]
+    weights = torch.softmax(temperature * torch.tensor(scaled), dim=0).tolist()
+    targets = [0.0] * (len(sentences) + 1)
+    for index, weight in zip(candidates + [len(sentences)], weights):
+        targets[index] = weight
+    return targets
+
+
+class StepwiseCollator:
+    """Pads documents (token inputs, or precomputed `sentence_vectors`) and, for stepwise models, lays out one row
+    per (document, step): `summary_indices` (oracle prefix, -1 padding), `row_documents`, `labels` (the next oracle
+    sentence, or the sentence axis' width for the end of the summary; with `step_targets` features, a distribution
+    over the sentence axis and the end)."""
+
+    def __init__(self, pad_token_id: int, stepwise: bool):
+        self.pad_token_id = pad_token_id
+        self.stepwise = stepwise
+
+    def __call__(self, features: list[dict]) -> dict:
+        if "sentence_vectors" in features[0]:
+            width = max(len(feature["labels"]) for feature in features)
+            batch = {
+                "sentence_vectors": torch.stack(
+                    [F.pad(f["sentence_vectors"], (0, 0, 0, width - len(f["labels"]))) for f in features]
+                ),
+                "sentence_mask": torch.tensor([[i < len(f["labels"]) for i in range(width)] for f in features]),
+                "labels": torch.tensor([f["labels"] + [-100.0] * (width - len(f["labels"])) for f in features]),
+            }
+        else:
+            batch = collate_sentence_batch(features, self.pad_token_id)
+        if not self.stepwise:
+            return batch
+        width = batch["sentence_mask"].shape[1]
+        prefixes, targets, documents = [], [], []
+        for document, feature in enumerate(features):
+            oracle = feature["oracle"]
+            for step in range(len(oracle) + 1):
+                prefixes.append(oracle[:step])
+                if "step_targets" in feature:
+                    *sentences, end = feature["step_targets"][step]
+                    targets.append(sentences + [0.0] * (width - len(sentences)) + [end])
+                else:
+                    targets.append(oracle[step] if step < len(oracle) else width)
+                documents.append(document)
+        longest = max(len(prefix) for prefix in prefixes)
+        batch["summary_indices"] = torch.tensor([prefix + [-1] * (longest - len(prefix)) for prefix in prefixes])
+        batch["row_documents"] = torch.tensor(documents)
+        batch["labels"] = torch.tensor(targets)
+        return batch
+
+
+def _vector_key(model, feature) -> str:
+    """What a document's sentence vectors depend on: the frozen sentence encoder's settings and the tokens."""
+    config = model.config
+    settings = [config.encoder_name_or_path, config.sentence_encoder_layers, config.sentence_pooling]
+    settings += [config.max_sentence_tokens, feature["input_ids"], feature["cls_positions"]]
+    return hashlib.sha1(json.dumps(settings).encode()).hexdigest()
+
+
+@torch.no_grad()
+def add_sentence_vectors(model, features: list[dict], pad_token_id: int, cache_path: str | None, batch_size: int = 16):
+    """Encode every document's sentences once with the (frozen) sentence encoder, reusing a cache file if given."""
+    cache = torch.load(cache_path) if cache_path and Path(cache_path).is_file() else {}
+    keys = [_vector_key(model, feature) for feature in features]
+    missing = [index for index, key in enumerate(keys) if key not in cache]
+    logger.info("sentence vectors: %d documents cached, %d to encode", len(features) - len(missing), len(missing))
+    model.eval()
+    for start in range(0, len(missing), batch_size):
+        chunk = missing[start : start + batch_size]
+        batch = collate_sentence_batch([features[index] for index in chunk], pad_token_id)
+        vectors = model.sentence_vectors(
+            batch["input_ids"], batch["attention_mask"], batch["cls_positions"], batch["sentence_mask"]
+        )
+        for row, index in enumerate(chunk):
+            cache[keys[index]] = vectors[row, : len(features[index]["labels"])].clone()
+        if start % (batch_size * 10) == 0:
+            logger.info("sentence vectors: %d / %d documents", start + len(chunk), len(missing))
+    model.train()
+    if cache_path and missing:
+        Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+        torch.save(cache, cache_path)
+    for key, feature in zip(keys, features):
+        feature["sentence_vectors"] = cache[key]
+
+
+def apply_lora(model, model_args, modules_to_save: list[str]):
+    """LoRA on the pretrained linear layers under the model class's `lora_layer_prefix` (HiBERT: the document
+    layers, ETCSum: the encoder layers), restricted to --lora_target_modules names and --lora_layers indices; the
+    new modules (`new_modules`, including HiBERT's document-to-summary attention) train in full."""
+    if not model_args.use_lora:
+        return model
+    from peft import LoraConfig, get_peft_model
+
+    names = "|".join(re.escape(name.strip()) for name in model_args.lora_target_modules.split(",") if name.strip())
+    layers = (
+        "|".join(str(int(index)) for index in model_args.lora_layers.split(",")) if model_args.lora_layers else r"\d+"
+    )
+    target = rf"{model.lora_layer_prefix}\.({layers})\.(?!summary_attention).*\b({names})"
+    config = LoraConfig(
+        r=model_args.lora_r,
+        lora_alpha=model_args.lora_alpha,
+        lora_dropout=model_args.lora_dropout,
+        target_modules=target,
+        modules_to_save=modules_to_save,
+    )
+    peft_model = get_peft_model(model, config)
+    trainable, total = peft_model.get_nb_trainable_parameters()
+    logger.info("LoRA on %s: %d trainable of %d parameters", target, trainable, total)
+    return peft_model
+
+
+def evaluate_rouge(model, tokenizer, dataset, data_args, stepwise_args, stepwise: bool) -> dict:
+    documents = [document_text(value) for value in dataset[data_args.text_column]]
+    if stepwise:
+        summarizer = pipeline("stepwise-summarization", model=model, tokenizer=tokenizer, batch_size=8)
+        options = dict(
+            beam_size=stepwise_args.beam_size,
+            max_steps=stepwise_args.beam_max_steps,
+            min_sentences=stepwise_args.min_sentences,
+        )
+    else:
+        summarizer = pipeline("extractive-summarization", model=model, tokenizer=tokenizer, batch_size=8)
+        options = dict(num_sentences=stepwise_args.num_sentences)
+    if stepwise_args.max_length:
+        options["max_length"] = stepwise_args.max_length
+    outputs = summarizer(documents, trigram_blocking=stepwise_args.trigram_blocking, **options)
+    return rouge_scores([output["summary"] for output in outputs], list(dataset[data_args.summary_column]))
+
+
+def main():
+    model_args, data_args, training_args, stepwise_args = parse_arguments(StepwiseArguments)
+    logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
+    if stepwise_args.model_type not in ("stepwise_hibert", "hibert", "stepwise_etcsum", "etcsum"):
+        raise ValueError(f"unknown --model_type {stepwise_args.model_type!r}")
+    push = take_push_to_hub(training_args)
+    train_dataset, eval_dataset = load_splits(data_args)
+
+    source = model_args.model_name_or_path
+    if is_sumformers_model(source):
+        model, tokenizer = load_model(source), load_tokenizer(source)  # continue from a sumformers model
+    else:
+        architecture = ARCHITECTURES[stepwise_args.model_type]
+        overrides = json.loads(stepwise_args.config_overrides or "{}")
+        decoding = dict(trigram_blocking=stepwise_args.trigram_blocking)
+        if stepwise_args.model_type.startswith("stepwise"):
+            decoding.update(
+                beam_size=stepwise_args.beam_size,
+                max_steps=stepwise_args.beam_max_steps,
+                min_sentences=stepwise_args.min_sentences,
+            )
+        else:
+            decoding.update(num_sentences=stepwise_args.num_sentences)
+        encoder = resolve_encoder(source)
+        model = architecture.model_class.from_encoder(encoder, encoder_name_or_path=source, **decoding, **overrides)
+        tokenizer = AutoTokenizer.from_pretrained(encoder)
+    stepwise = hasattr(model, "prepare_document")
+    config = model.config
+
+    card_info = {
+        "model_name": Path(training_args.output_dir).name,
+        "datasets": [data_args.dataset_name or "local-jsonl"],
+        "dataset_name": data_args.dataset_name or Path(data_args.validation_file or data_args.train_file or "").parent.name,
+        "split": data_args.eval_split,
+    }
+    if training_args.do_train and train_dataset is not None:
+        features = [
+            feature
+            for feature in (
+                build_features(example, tokenizer, config, data_args, stepwise_args) for example in train_dataset
+            )
+            if feature is not None
+        ]
+        logger.info("%d of %d training documents have an oracle summary", len(features), len(train_dataset))
+        precomputed = stepwise_args.precompute_sentence_vectors and hasattr(model, "sentence_vectors")
+        if precomputed:
+            model.sentence_encoder.requires_grad_(False)
+            add_sentence_vectors(model, features, tokenizer.pad_token_id, stepwise_args.sentence_vector_cache)
+            for feature in features:  # the token inputs are not needed any more
+                for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
+                    feature.pop(key)
+        model = apply_lora(model, model_args, modules_to_save=list(model.new_modules))
+        trainer = Trainer(
+            model=model,
+            args=training_args,
+            train_dataset=features,
+            data_collator=StepwiseCollator(tokenizer.pad_token_id, stepwise),
+        )
+        checkpoint = last_checkpoint(training_args)
+        if checkpoint:
+            logger.info("resuming from %s", checkpoint)
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+        rows = sum(len(f["oracle"]) + 1 for f in features) if stepwise else len(features)
+        card_info["training"] = (
+            f"{len(features)} documents ({rows} training rows) from `{data_args.train_split}` of "
+            f"{data_args.dataset_name or data_args.train_file}, {training_args.num_train_epochs} epochs, batch "
+            f"{training_args.per_device_train_batch_size} documents x {training_args.world_size} processes, learning "
+            f"rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
+            f"(use_lora={model_args.use_lora}; new layers trained in full"
+            f"{', sentence encoder frozen' if precomputed else ''}), greedy-oracle targets (ROUGE-1 F + ROUGE-2 F, "
+            f"at most {stepwise_args.oracle_max_sentences} sentences, in selection order); final training loss "
+            f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+        )
+    else:
+        trainer = Trainer(model=model, args=training_args)
+
+    if not trainer.is_world_process_zero():
+        return
+    if training_args.do_eval and eval_dataset is not None:
+        trainer.model.eval()
+        scores = evaluate_rouge(trainer.model, tokenizer, eval_dataset, data_args, stepwise_args, stepwise)
+        logger.info("eval ROUGE on %d documents: %s", len(eval_dataset), scores)
+        card_info["results"] = scores
+        decoding = (
+            f"beam {stepwise_args.beam_size}, {stepwise_args.min_sentences} to {stepwise_args.beam_max_steps} sentences"
+            if stepwise
+            else f"top {stepwise_args.num_sentences} sentences"
+        )
+        card_info["evaluation"] = (
+            f"{len(eval_dataset)} documents of `{data_args.eval_split}`, {decoding}, trigram blocking "
+            f"{stepwise_args.trigram_blocking}: ROUGE-1 {scores['rouge1']:.2f}, ROUGE-2 {scores['rouge2']:.2f}, "
+            f"ROUGE-Lsum {scores['rougeLsum']:.2f}."
+        )
+        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(training_args.output_dir) / "eval_results.json").write_text(json.dumps(scores, indent=2) + "\n")
+    if training_args.do_train:
+        save_final_model(trainer, tokenizer, training_args, card_info, push=push)
+
+
+if __name__ == "__main__":
+    main()

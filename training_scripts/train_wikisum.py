@@ -1,0 +1,316 @@
+"""Train a WikiSum decoder (Liu et al. 2018: T-D / T-DMCA) with the Trainer.
+
+    OMP_NUM_THREADS=1 accelerate launch training_scripts/train_wikisum.py \
+        --train_file ../shared/data/qmsum/train.jsonl,../shared/data/fewsum/train.jsonl \
+        --validation_file ../shared/data/qmsum/validation.jsonl,../shared/data/fewsum/validation.jsonl \
+        --output_dir runs/wikisum --max_steps 240 --do_train --do_eval
+
+Each example is ``[title ; paragraphs ranked by --ranker and cut at --max_input_tokens (L) ; separator ; summary]``,
+built by the pipeline's own `encode_wikisum_input`, and the loss is on every token (the paper's T-D objective). The
+title is the dataset's topic or product name: QMSum's topic list, FewSum's product category. With
+`--qmsum_specific_queries`, every QMSum query/answer pair is one more example with the query as its title.
+
+The decoder trains fully from scratch (the LoRA options of the shared arguments do not apply); its word embeddings
+start from the encoder given by --model_name_or_path (PCA of MiniLM's by default), or training continues from a
+saved WikiSum model. Evaluation: log-perplexity of the summary tokens and ROUGE of the `wikisum` pipeline's summaries
+on the validation files. `--ship_to DIR` also writes the final model with fp16 weights (a small shippable checkpoint).
+Resumes from the newest checkpoint in --output_dir.
+"""
+
+import json
+import logging
+import math
+import random
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from sumformers.pipelines.wikisum import encode_wikisum_input
+from transformers import AutoTokenizer, GenerationConfig, Trainer, pipeline
+
+from sumformers import WikiSumConfig, WikiSumForCausalLM
+from sumformers.encoders import portable_encoder_name, resolve_encoder
+from sumformers.evaluation import read_jsonl
+from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
+from sumformers.ranking import rank_paragraphs, split_paragraphs
+from sumformers.scoring import rouge_scores
+from sumformers.training import last_checkpoint, parse_arguments, save_final_model, take_push_to_hub
+
+logger = logging.getLogger("train_wikisum")
+
+# QMSum transcripts mark non-speech events inline ("{disfmarker}", "{vocalsound}"): noise for ranking and modelling.
+_TRANSCRIPT_MARKUP = re.compile(r"\{\w+\}")
+
+
+@dataclass
+class WikiSumArguments:
+    max_input_tokens: int = field(default=1024, metadata={"help": "L: tokens of title and ranked paragraphs."})
+    max_summary_tokens: int = field(default=192, metadata={"help": "Summary tokens kept for training."})
+    ranker: str = field(default="tfidf", metadata={"help": "Stage-1 ranker: identity, tfidf, textrank, sumbasic."})
+    attention_layers: str = field(
+        default="local,compressed,local,compressed,local",
+        metadata={"help": "Comma-separated layer types: full, local, compressed (T-D: all full)."},
+    )
+    hidden_size: int = field(default=256)
+    embedding_size: int = field(default=128)
+    intermediate_size: int = field(default=1024)
+    num_attention_heads: int = field(default=4)
+    local_block_size: int = field(default=256)
+    moe_layers: str = field(default="", metadata={"help": "Comma-separated layer indices with a mixture of experts."})
+    num_experts: int = field(default=8)
+    num_experts_per_token: int = field(default=2)
+    hidden_dropout: float = field(default=0.1)
+    qmsum_specific_queries: bool = field(default=True, metadata={"help": "Add QMSum's query/answer pairs."})
+    num_beams: int = field(default=4, metadata={"help": "Beam size saved in the generation config (paper: 4)."})
+    length_penalty: float = field(default=0.6, metadata={"help": "Length penalty saved in the generation config."})
+    max_new_tokens: int = field(default=160)
+    no_repeat_ngram_size: int = field(default=3, metadata={"help": "0 = off (the paper uses none)."})
+    eval_generate_samples: int = field(default=20, metadata={"help": "Validation examples summarized for ROUGE."})
+    ship_to: str | None = field(default=None, metadata={"help": "Also write the final model with fp16 weights here."})
+
+
+def _topic_title(row: dict) -> str:
+    """QMSum: its topic list; FewSum: the product category; otherwise the row's title or nothing."""
+    if isinstance(row.get("title"), str):
+        return row["title"]
+    if isinstance(row.get("topics"), list):
+        return "; ".join(topic["topic"] for topic in row["topics"] if isinstance(topic, dict) and topic.get("topic"))
+    if isinstance(row.get("category"), str):
+        return row["category"].replace("_", " ")
+    return ""
+
+
+def _without_markup(document: str) -> str:
+    """Drop transcript markup, keep the line breaks (one turn or paragraph a line)."""
+    return "\n".join(" ".join(_TRANSCRIPT_MARKUP.sub(" ", line).split()) for line in document.split("\n"))
+
+
+def read_wikisum_examples(path: str, specific_queries: bool = False) -> list[dict]:
+    """Rows of a shared-data JSONL file as {"id", "title", "documents", "summary"}; with `specific_queries`, QMSum's
+    query/answer pairs are added with the query as title."""
+    examples = []
+    for row in read_jsonl(path):
+        documents = row["documents"] if isinstance(row.get("documents"), list) else [row["document"]]
+        documents = [_without_markup(document) for document in documents]
+        examples.append(
+            {"id": row["id"], "title": _topic_title(row), "documents": documents, "summary": row["summary"]}
+        )
+        if specific_queries:
+            for number, query in enumerate(row.get("specific_queries") or []):
+                examples.append(
+                    {
+                        "id": f"{row['id']}-q{number}",
+                        "title": query["query"],
+                        "documents": documents,
+                        "summary": query["answer"],
+                    }
+                )
+    return examples
+
+
+def read_files(paths: str | None, specific_queries: bool = False) -> list[list[dict]]:
+    """The examples of each comma-separated file."""
+    return [read_wikisum_examples(path, specific_queries) for path in (paths or "").split(",") if path]
+
+
+def take_evenly(groups: list[list[dict]], count: int) -> list[dict]:
+    """The first examples of each group, `count` in all, as evenly as the groups allow."""
+    taken, position = [], 0
+    while len(taken) < count and any(position < len(group) for group in groups):
+        taken += [group[position] for group in groups if position < len(group)][: count - len(taken)]
+        position += 1
+    return taken
+
+
+def encode_example(example: dict, tokenizer, config: WikiSumConfig, args: WikiSumArguments) -> dict:
+    ranked = rank_paragraphs(split_paragraphs(example["documents"]), title=example["title"], ranker=args.ranker)
+    input_ids, _ = encode_wikisum_input(tokenizer, config, example["title"], ranked, args.max_input_tokens)
+    summary_ids = tokenizer(example["summary"], add_special_tokens=False, verbose=False)["input_ids"][
+        : args.max_summary_tokens
+    ]
+    return {"input_ids": input_ids, "summary_start": len(input_ids), "summary_ids": summary_ids + [config.eos_token_id]}
+
+
+def collate(batch: list[dict], pad_token_id: int) -> dict:
+    """Right-padded [input ; separator ; summary] with labels on every real token (T-D)."""
+    sequences = [item["input_ids"] + item["summary_ids"] for item in batch]
+    width = max(len(sequence) for sequence in sequences)
+    input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros(len(batch), width, dtype=torch.long)
+    for row, sequence in enumerate(sequences):
+        input_ids[row, : len(sequence)] = torch.tensor(sequence)
+        attention_mask[row, : len(sequence)] = 1
+    labels = input_ids.masked_fill(attention_mask == 0, -100)
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+@torch.no_grad()
+def summary_log_perplexity(model, encoded: list[dict]) -> float:
+    """Mean negative log-likelihood (nats) per summary token (the separator predicts the first one, the last
+    summary token predicts the end token)."""
+    model.eval()
+    total, count = 0.0, 0
+    for item in encoded:
+        ids = torch.tensor([item["input_ids"] + item["summary_ids"]], device=model.device)
+        logits = model(ids).logits[0, item["summary_start"] - 1 : -1].float()
+        targets = ids[0, item["summary_start"] :]
+        total += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+        count += targets.numel()
+    return total / max(count, 1)
+
+
+def evaluate_summaries(model, tokenizer, examples: list[dict], args: WikiSumArguments) -> dict:
+    summarizer = pipeline("wikisum", model=model, tokenizer=tokenizer)
+    outputs = summarizer(
+        [{"title": example["title"], "documents": example["documents"]} for example in examples],
+        ranker=args.ranker,
+        max_input_tokens=args.max_input_tokens,
+    )
+    return rouge_scores([output["summary"] for output in outputs], [example["summary"] for example in examples])
+
+
+def write_fp16_copy(source: Path, target: Path) -> Path:
+    """The saved model with its weights stored in fp16 (loaded back as fp32: the config keeps dtype float32)."""
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("training_args.bin"))
+    weights = target / "model.safetensors"
+    tensors = load_file(weights)
+    save_file(
+        {k: v.half() if v.is_floating_point() else v for k, v in tensors.items()}, weights, metadata={"format": "pt"}
+    )
+    return target
+
+
+def build_model(model_args, args: WikiSumArguments):
+    source = model_args.model_name_or_path
+    if is_sumformers_model(source):
+        return load_model(source).train(), load_tokenizer(source)
+    encoder = resolve_encoder(source)
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    if tokenizer.mask_token_id is None or tokenizer.sep_token_id is None:
+        raise ValueError("the tokenizer needs a mask token (the input/summary separator) and a sep token")
+    config = WikiSumConfig(
+        vocab_size=len(tokenizer),
+        embedding_size=args.embedding_size,
+        hidden_size=args.hidden_size,
+        attention_layers=[name.strip() for name in args.attention_layers.split(",")],
+        num_attention_heads=args.num_attention_heads,
+        intermediate_size=args.intermediate_size,
+        local_block_size=args.local_block_size,
+        moe_layers=[int(index) for index in args.moe_layers.split(",") if index.strip()],
+        num_experts=args.num_experts,
+        num_experts_per_token=args.num_experts_per_token,
+        hidden_dropout=args.hidden_dropout,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        separator_token_id=tokenizer.mask_token_id,
+        paragraph_separator_token_id=tokenizer.sep_token_id,
+        max_input_tokens=args.max_input_tokens,
+        ranker=args.ranker,
+        encoder_name_or_path=portable_encoder_name(source),
+        # blocked attention trains on CPU with memory linear in length
+        attn_implementation="blocked",
+    )
+    return WikiSumForCausalLM.from_encoder(encoder, config=config), tokenizer
+
+
+def main():
+    model_args, data_args, training_args, args = parse_arguments(WikiSumArguments)
+    logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
+    push = take_push_to_hub(training_args)
+    model, tokenizer = build_model(model_args, args)
+    model.generation_config = GenerationConfig(
+        num_beams=args.num_beams,
+        length_penalty=args.length_penalty,
+        max_new_tokens=args.max_new_tokens,
+        no_repeat_ngram_size=args.no_repeat_ngram_size,
+        bos_token_id=model.config.bos_token_id,
+        eos_token_id=model.config.eos_token_id,
+        pad_token_id=model.config.pad_token_id,
+    )
+    logger.info("%s: %.2fM parameters", model.config.variant, sum(p.numel() for p in model.parameters()) / 1e6)
+
+    train_examples = [
+        example for group in read_files(data_args.train_file, args.qmsum_specific_queries) for example in group
+    ]
+    eval_groups = read_files(data_args.validation_file)
+    eval_examples = take_evenly(eval_groups, data_args.max_eval_samples or sum(map(len, eval_groups)))
+    if data_args.max_train_samples:
+        train_examples = random.Random(training_args.seed).sample(
+            train_examples, min(data_args.max_train_samples, len(train_examples))
+        )
+    card_info = {
+        "model_name": Path(args.ship_to or training_args.output_dir).name,
+        "datasets": ["qmsum", "fewsum"],
+        "dataset_name": "QMSum + FewSum (validation)",
+        "split": "validation",
+    }
+
+    encoded = []
+    if training_args.do_train:
+        if not train_examples:
+            raise ValueError("give --train_file (comma-separated JSONL files)")
+        with training_args.main_process_first(desc="ranking and tokenizing"):
+            encoded = [encode_example(example, tokenizer, model.config, args) for example in train_examples]
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=encoded or None,
+        data_collator=lambda batch: collate(batch, model.config.pad_token_id),
+    )
+    if training_args.do_train:
+        checkpoint = last_checkpoint(training_args)
+        if checkpoint:
+            logger.info("resuming from %s", checkpoint)
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+        tokens = sum(len(item["input_ids"]) + len(item["summary_ids"]) for item in encoded)
+        card_info["training"] = (
+            f"{model.config.variant} ({', '.join(model.config.attention_layers)}; hidden {model.config.hidden_size}, "
+            f"embeddings {model.config.embedding_size} tied, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
+            f"parameters) trained from scratch (word embeddings from a PCA of MiniLM's) on {len(encoded)} examples "
+            f"({tokens} tokens) of {data_args.train_file}; input = title + {args.ranker}-ranked paragraphs cut at "
+            f"L={args.max_input_tokens} tokens; loss on every token; {trainer.state.global_step} steps of batch "
+            f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
+            f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}; "
+            f"final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s on CPU."
+        )
+
+    if not trainer.is_world_process_zero():
+        return
+    if training_args.do_eval and eval_examples:
+        model.eval()
+        encoded_eval = [encode_example(example, tokenizer, model.config, args) for example in eval_examples]
+        log_perplexity = summary_log_perplexity(model, encoded_eval)
+        sample = take_evenly(eval_groups, args.eval_generate_samples)
+        scores = evaluate_summaries(model, tokenizer, sample, args)
+        results = {
+            **scores,
+            "summary_log_perplexity": log_perplexity,
+            "perplexity_examples": len(eval_examples),
+            "rouge_examples": len(sample),
+        }
+        logger.info("eval: %s", results)
+        card_info["results"] = scores
+        card_info["evaluation"] = (
+            f"Log-perplexity of the reference summary tokens (nats per WordPiece) on {len(eval_examples)} untouched "
+            f"validation examples: {log_perplexity:.3f} (perplexity {math.exp(log_perplexity):.1f}). ROUGE of the "
+            f"`wikisum` pipeline's summaries ({args.ranker} ranking, L={args.max_input_tokens}, beam "
+            f"{args.num_beams}, length penalty {args.length_penalty}, no-repeat {args.no_repeat_ngram_size}-grams) on "
+            f"{len(sample)} validation examples (the first of each file in turn): ROUGE-1 {scores['rouge1']:.2f}, "
+            f"ROUGE-2 {scores['rouge2']:.2f}, ROUGE-Lsum {scores['rougeLsum']:.2f}."
+        )
+        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(training_args.output_dir) / "eval_results.json").write_text(json.dumps(results, indent=2) + "\n")
+    if training_args.do_train:
+        final = save_final_model(trainer, tokenizer, training_args, card_info, push=push)
+        if args.ship_to:
+            logger.info("fp16 checkpoint: %s", write_fp16_copy(final, Path(args.ship_to)))
+
+
+if __name__ == "__main__":
+    main()

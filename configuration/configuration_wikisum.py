@@ -4,8 +4,9 @@ experts)."""
 
 from transformers import PretrainedConfig
 
+from ..ranking import RANKERS
+
 ATTENTION_LAYER_TYPES = ("full", "local", "compressed")
-RANKERS = ("identity", "tfidf", "textrank", "sumbasic", "oracle")
 
 
 class WikiSumConfig(PretrainedConfig):

@@ -17,7 +17,7 @@ Rankers (``RANKERS``), each giving one score per paragraph; ties keep the input 
   mean probability at the moment a paragraph was picked.
 - ``oracle``: the paper's cheating ranker, recall of the reference's distinct word bigrams.
 
-Words are lowercased runs of letters and digits; TextRank and SumBasic drop English stop words (content words).
+Words are lowercased runs of letters and digits; TextRank and SumBasic drop `STOP_WORDS` (content words only).
 
 This module is copied flat into exported Hub repos: it imports only the standard library and numpy.
 """
@@ -34,6 +34,7 @@ import numpy as np
 
 __all__ = [
     "RANKERS",
+    "STOP_WORDS",
     "Paragraph",
     "RankedParagraph",
     "split_paragraphs",
@@ -52,7 +53,7 @@ RANKERS = ("identity", "tfidf", "textrank", "sumbasic", "oracle")
 _WORD_RE = re.compile(r"[^\W_]+")
 _BLANK_LINES_RE = re.compile(r"\n\s*\n")
 
-# Function words that carry no topic; kept short and plain so that any tokenizer given the same list agrees.
+# Function words that carry no topic, and the fillers of transcribed speech (QMSum turns are full of them).
 STOP_WORDS = frozenset(
     """
     a about above after again against all am an and any are as at be because been before being below between both

@@ -277,7 +277,8 @@ def main():
             f"L={args.max_input_tokens} tokens; loss on every token; {trainer.state.global_step} steps of batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}; "
-            f"final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s on CPU."
+            f"{trainer.state.epoch:.2f} epochs, mean training loss {result.training_loss:.4f}, "
+            f"{result.metrics.get('train_runtime', 0):.0f} s on CPU."
         )
 
     if not trainer.is_world_process_zero():

@@ -390,7 +390,6 @@ REMOTE_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a fresh interpreter imports transformers and loads the remote code (30-60 s here)
 def test_export_round_trip_generates_the_same_tokens(saved_wikisum, tmp_path):
     import sumformers
 

@@ -11,7 +11,8 @@ memory, quadratic time).
 Each case runs in a fresh subprocess. Memory is the resident set: `peak` is the highest resident set during the
 measured pass minus the resident set just before it (weights and inputs already in memory), `process peak` the
 highest resident set of the whole process during the pass (Python, libraries and weights included). Training steps
-are forward + backward with every parameter trainable (no optimizer state).
+are forward + backward with every parameter trainable (no optimizer state), with and without gradient checkpointing
+(each layer's activations recomputed in the backward pass, as `train_hetformer.py --gradient_checkpointing` trains).
 
     OMP_NUM_THREADS=1 python benchmarks/hetformer_memory.py     # writes benchmarks/results/hetformer_memory.{md,json,png}
 """
@@ -39,6 +40,7 @@ CASES = {
     "hetformer_blocked": "HetFormer, blocked backend, forward",
     "hetformer_flex": "HetFormer, flex_attention (compiled), forward",
     "hetformer_blocked_train": "HetFormer, blocked backend, forward + backward",
+    "hetformer_blocked_train_checkpointed": "HetFormer, blocked backend, forward + backward, gradient checkpointing",
     "full_eager": "full attention (BertModel, eager), forward",
     "full_sdpa": "full attention (BertModel, SDPA kernel), forward",
     "longformer": "LongformerModel (window 512), forward",
@@ -49,6 +51,9 @@ SKIPPED = {
     # Sentence nodes sit in every 128-token tile, so the node pattern's BlockMask has every tile: flex does the full
     # quadratic work there (and recompiles per length); at 4,096 tokens it is already several times slower than blocked.
     ("hetformer_flex", 16384): "quadratic on CPU here (node tiles everywhere): over 15 min, stopped",
+    # Activations of all six layers are kept for the backward pass: about 4x the 4,096-token peak (3.9 GiB); the
+    # one attempt, with other jobs on this 24 GiB machine, was killed by the kernel. The checkpointed row is the fix.
+    ("hetformer_blocked_train", 16384): "about 4x the 4,096-token peak (~15 GiB); killed for memory here",
 }
 
 
@@ -94,14 +99,19 @@ def build_case(case, length):
 
     torch.manual_seed(0)
     if case.startswith("hetformer"):
-        encoder = BertConfig(**SIZE, max_position_embeddings=MAX_POSITIONS, type_vocab_size=2)
+        # attention dropout 0, as train_hetformer.py trains: CPU SDPA has no fused kernel with dropout, and its
+        # fallback keeps every block's score matrix for the backward pass
+        encoder = BertConfig(**SIZE, max_position_embeddings=MAX_POSITIONS, type_vocab_size=2,
+                             attention_probs_dropout_prob=0.0)
         implementation = "flex_attention" if case == "hetformer_flex" else "blocked"
         model = HetFormerForExtractiveSummarization._from_config(
             HetFormerConfig(encoder_config=encoder.to_dict()), attn_implementation=implementation
         )
         inputs = hetformer_inputs(length)
-        if case == "hetformer_blocked_train":
+        if case.startswith("hetformer_blocked_train"):
             model.train()
+            if case.endswith("checkpointed"):  # what `train_hetformer.py --gradient_checkpointing` does: keep layer inputs
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
             return lambda: model(**inputs).loss.backward()
         model.eval()
         inputs.pop("labels")
@@ -147,6 +157,8 @@ def measure(case, length, threads, timeout):
         finished = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
     except subprocess.TimeoutExpired:
         return {"skipped": f"timed out after {timeout} s"}
+    if finished.returncode < 0:
+        return {"skipped": f"killed by signal {-finished.returncode} (memory)"}
     if finished.returncode != 0:
         return {"skipped": "failed: " + (finished.stderr.strip().splitlines() or ["?"])[-1][:160]}
     return json.loads(finished.stdout.strip().splitlines()[-1])
@@ -180,7 +192,11 @@ def target_lines(results) -> list[str]:
         verdict = "met" if het <= full / 2 else "NOT met"
         lines.append(f"- 4,096 tokens: HetFormer {het:,.0f} MiB vs full attention (eager) {full:,.0f} MiB: "
                      f"{het / full:.2f}x, target <= 0.5x {verdict}.")
-    for case, budget, what in (("hetformer_blocked", 2048, "inference"), ("hetformer_blocked_train", 8192, "training step")):
+    for case, budget, what in (
+        ("hetformer_blocked", 2048, "inference"),
+        ("hetformer_blocked_train", 8192, "training step"),
+        ("hetformer_blocked_train_checkpointed", 8192, "training step with gradient checkpointing"),
+    ):
         total = peak(case, 16384, "process_peak_mib")
         if total is not None:
             verdict = "met" if total <= budget else "NOT met"
@@ -199,7 +215,7 @@ def plot(results, path):
     for case, label in CASES.items():
         points = [(n, results[case][str(n)]["peak_mib"]) for n in LENGTHS if "peak_mib" in results[case][str(n)]]
         if points:
-            style = "--" if case.endswith("train") else "-"
+            style = "--" if "train" in case else "-"
             axis.plot(*zip(*points), style, marker="o", label=label)
     axis.set_xscale("log", base=2)
     axis.set_yscale("log")
@@ -219,18 +235,20 @@ def main():
     parser.add_argument("--threads", type=int, default=int(os.environ.get("OMP_NUM_THREADS", "1")))
     parser.add_argument("--timeout", type=int, default=1200, help="Seconds per case.")
     parser.add_argument("--output", default=str(RESULTS_DIR / "hetformer_memory"), help="Path without extension.")
+    parser.add_argument("--cases", nargs="+", choices=CASES, help="Re-measure only these, keeping the other results.")
     args = parser.parse_args()
     if args.worker:
         run_worker(args.worker[0], int(args.worker[1]))
         return
 
-    results = {}
-    for case in CASES:
+    output = Path(args.output)
+    previous = output.with_suffix(".json")
+    results = json.loads(previous.read_text()) if args.cases and previous.is_file() else {}
+    for case in args.cases or CASES:
         results[case] = {}
         for length in LENGTHS:
             results[case][str(length)] = measure(case, length, args.threads, args.timeout)
             print(case, length, results[case][str(length)], flush=True)
-    output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     report = "\n".join([
         f"Command: `OMP_NUM_THREADS={args.threads} python benchmarks/hetformer_memory.py` (CPU, {args.threads} thread(s), "

@@ -49,7 +49,12 @@ def parse_args():
     for name in MODELS:
         flag = "--" + name.lower().replace(" ", "_")
         parser.add_argument(flag, default=None, help=f"{name} checkpoint (default: the first of {MODELS[name][0]})")
-    parser.add_argument("--max_length", type=int, default=None, help="input tokens for every model (default: each model's)")
+    parser.add_argument(
+        "--etcsum_max_length",
+        type=int,
+        default=1024,
+        help="document tokens the ETCSum models read (CNN/DM articles average about 770); others use their own limit",
+    )
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_cnndm"))
@@ -93,31 +98,33 @@ def resolve_checkpoint(name: str, given: str | None) -> Path | None:
     return None
 
 
-def decoding_options(name: str, checkpoint: Path) -> tuple[dict, str]:
+def decoding_options(name: str, checkpoint: Path, args) -> tuple[dict, str]:
     """Pipeline options and their description: top 3, or the paper's beam 3 / at most 4 steps with the model's own
-    minimum length (its config's `min_sentences`)."""
+    minimum length (its config's `min_sentences`); ETCSum models read at most --etcsum_max_length tokens."""
     if MODELS[name][1] == "extractive-summarization":
-        return {"num_sentences": 3}, "top 3"
-    config = json.loads((checkpoint / "config.json").read_text())
-    minimum = config.get("min_sentences", 1)
-    return dict(beam_size=3, max_steps=4, min_sentences=minimum), f"beam 3, {minimum}-4 sentences"
+        options, description = {"num_sentences": 3}, "top 3"
+    else:
+        minimum = json.loads((checkpoint / "config.json").read_text()).get("min_sentences", 1)
+        options, description = dict(beam_size=3, max_steps=4, min_sentences=minimum), f"beam 3, {minimum}-4 sentences"
+    if "ETCSum" in name:
+        options["max_length"] = args.etcsum_max_length
+        description += f", {args.etcsum_max_length} tokens"
+    return options, description
 
 
 def model_summaries(name, checkpoint: Path, documents, blocking: bool, args) -> tuple[list[str], float]:
     """The model's summaries (cached by checkpoint, setting and documents) and the decoding seconds per document."""
     import sumformers
 
-    options, _ = decoding_options(name, checkpoint)
+    options, _ = decoding_options(name, checkpoint, args)
     modified = (checkpoint / "config.json").stat().st_mtime
-    key = json.dumps([str(checkpoint), modified, blocking, args.max_length, options, documents])
+    key = json.dumps([str(checkpoint), modified, blocking, options, documents])
     cache = Path(args.cache_dir) / f"{name.lower().replace(' ', '_')}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
     if cache.is_file():
         cached = json.loads(cache.read_text())
         return cached["summaries"], cached["seconds_per_document"]
     summarizer = sumformers.load_pipeline(str(checkpoint))
     options = dict(options, trigram_blocking=blocking, batch_size=args.batch_size)
-    if args.max_length:
-        options["max_length"] = args.max_length
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # truncation warnings, one per long document
@@ -179,7 +186,7 @@ def main():
             print(f"{name}, trigram blocking {blocking}: {checkpoint}", file=sys.stderr, flush=True)
             summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args)
             metrics = dict(summary_metrics(summaries, references), seconds=seconds)
-            rows.append((name, decoding_options(name, checkpoint)[1], "yes" if blocking else "no", metrics))
+            rows.append((name, decoding_options(name, checkpoint, args)[1], "yes" if blocking else "no", metrics))
     table = format_table(rows, len(documents), checkpoints)
     print(table)
     if args.output:

@@ -35,7 +35,7 @@ from sumformers import ARCHITECTURES
 from sumformers.encoders import resolve_encoder
 from sumformers.features import collate_sentence_batch, encode_sentences
 from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
-from sumformers.scoring import greedy_oracle, rouge_per_example, rouge_scores
+from sumformers.scoring import greedy_oracle, rouge_scores
 from sumformers.text import split_sentences
 from sumformers.training import (
     document_text,
@@ -59,14 +59,6 @@ class StepwiseArguments:
         default=None, metadata={"help": "Document tokens (BERTSum layout); default and maximum: the model's limit."}
     )
     oracle_max_sentences: int = field(default=4, metadata={"help": "Longest oracle summary (the paper's 4 steps)."})
-    step_targets: str = field(
-        default="oracle",
-        metadata={
-            "help": "Stepwise targets: 'oracle' (the next oracle sentence or END, the paper's) or 'rouge_gain' (a "
-            "distribution over sentences and END from each one's ROUGE gain given the oracle prefix, NeuSum's)."
-        },
-    )
-    gain_temperature: float = field(default=20.0, metadata={"help": "Sharpness of the 'rouge_gain' targets."})
     precompute_sentence_vectors: bool = field(
         default=True, metadata={"help": "HiBERT: freeze the sentence encoder and encode every sentence once."}
     )
@@ -120,41 +112,13 @@ def build_features(example, tokenizer, config, data_args, stepwise_args) -> dict
         return None
     encoded["oracle"] = oracle
     encoded["labels"] = [float(index in oracle) for index in range(len(kept))]
-    if stepwise_args.step_targets == "rouge_gain":
-        reference = example[data_args.summary_column]
-        encoded["step_targets"] = [
-            rouge_gain_targets(kept, reference, oracle[:step], stepwise_args.gain_temperature)
-            for step in range(len(oracle) + 1)
-        ]
     return encoded
-
-
-def rouge_gain_targets(sentences: list[str], reference: str, prefix: list[int], temperature: float) -> list[float]:
-    """NeuSum's step targets (Zhou et al. 2018) with an end unit: every sentence's gain in the oracle's objective
-    (ROUGE-1 F + ROUGE-2 F) when added to `prefix`, END's gain 0; gains min-max scaled over the candidates, then a
-    softmax at `temperature`. Returns probabilities over the sentences and END (last); sentences in `prefix` get 0."""
-    def objective(indices):
-        summary = "\n".join(sentences[i] for i in sorted(indices))
-        scores = rouge_per_example([summary], [reference])[0]
-        return scores["rouge1"] + scores["rouge2"]
-
-    base = objective(prefix) if prefix else 0.0
-    candidates = [i for i in range(len(sentences)) if i not in prefix]
-    gains = [objective(prefix + [i]) - base for i in candidates] + [0.0]
-    low, high = min(gains), max(gains)
-    scaled = [(gain - low) / (high - low) if high > low else 1.0 for gain in gains]
-    weights = torch.softmax(temperature * torch.tensor(scaled), dim=0).tolist()
-    targets = [0.0] * (len(sentences) + 1)
-    for index, weight in zip(candidates + [len(sentences)], weights):
-        targets[index] = weight
-    return targets
 
 
 class StepwiseCollator:
     """Pads documents (token inputs, or precomputed `sentence_vectors`) and, for stepwise models, lays out one row
     per (document, step): `summary_indices` (oracle prefix, -1 padding), `row_documents`, `labels` (the next oracle
-    sentence, or the sentence axis' width for the end of the summary; with `step_targets` features, a distribution
-    over the sentence axis and the end)."""
+    sentence, or the sentence axis' width for the end of the summary)."""
 
     def __init__(self, pad_token_id: int, stepwise: bool):
         self.pad_token_id = pad_token_id
@@ -180,11 +144,7 @@ class StepwiseCollator:
             oracle = feature["oracle"]
             for step in range(len(oracle) + 1):
                 prefixes.append(oracle[:step])
-                if "step_targets" in feature:
-                    *sentences, end = feature["step_targets"][step]
-                    targets.append(sentences + [0.0] * (width - len(sentences)) + [end])
-                else:
-                    targets.append(oracle[step] if step < len(oracle) else width)
+                targets.append(oracle[step] if step < len(oracle) else width)
                 documents.append(document)
         longest = max(len(prefix) for prefix in prefixes)
         batch["summary_indices"] = torch.tensor([prefix + [-1] * (longest - len(prefix)) for prefix in prefixes])

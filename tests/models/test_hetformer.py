@@ -473,3 +473,24 @@ def test_training_script_chunks_long_documents_and_saves_a_loadable_checkpoint(m
 
     result = sumformers.load_pipeline(str(output / "final"))("One point. Another point here. A third point.")
     assert len(result["sentences"]) == 2
+
+
+def test_shipped_checkpoint_picks_its_best_scored_sentences():
+    import sumformers
+    from sumformers.hub import shipped_checkpoints
+
+    folder = shipped_checkpoints()["hetformer-minilm-qmsum"]
+    assert sum(path.stat().st_size for path in folder.iterdir()) < 20 * 2**20
+    summarizer = sumformers.load_pipeline("hetformer-minilm-qmsum")
+    assert summarizer.model.config.attention_windows == [32, 64, 128, 128, 256, 512]
+    meeting = "\n".join([
+        "Project Manager: Okay, let's start with the budget for the new remote control.",
+        "Industrial Designer: The rubber case costs more than the plastic one.",
+        "Marketing: Users told us they want a remote that is easy to find.",
+        "Project Manager: So we agree on the plastic case and a locator beep.",
+        "User Interface: Yeah.",
+    ])
+    result = summarizer(meeting, num_sentences=2, trigram_blocking=False)
+    probabilities = summarizer.forward(summarizer.preprocess(meeting))["probabilities"][0]
+    assert result["sentences"] == sorted(probabilities.topk(2).indices.tolist())
+    assert result["scores"] == pytest.approx(probabilities[result["sentences"]].tolist())

@@ -352,16 +352,6 @@ def test_training_rows_follow_the_oracle_in_selection_order():
     assert batch["sentence_mask"].tolist() == [[True, True, True], [True, True, False]]
 
 
-def test_rouge_gain_targets_rank_sentences_by_gain_and_end_when_nothing_helps():
-    script = training_script()
-    first = script.rouge_gain_targets(NEWS, HIGHLIGHTS, [], temperature=10.0)
-    assert len(first) == len(NEWS) + 1 and sum(first) == pytest.approx(1.0)
-    assert max(range(len(first)), key=first.__getitem__) == 0 and first[2] < first[1]
-    done = script.rouge_gain_targets(NEWS, HIGHLIGHTS, [0, 1], temperature=10.0)
-    assert done[0] == 0.0 and done[1] == 0.0  # already chosen
-    assert max(range(len(done)), key=done.__getitem__) == len(NEWS)  # no sentence raises ROUGE: END
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["stepwise_hibert", "hibert", "stepwise_etcsum"])
 def test_training_script_saves_a_small_loadable_checkpoint(model_type, encoder_folder, tmp_path):
@@ -382,7 +372,7 @@ def test_training_script_saves_a_small_loadable_checkpoint(model_type, encoder_f
         "--model_name_or_path", str(encoder_folder), "--train_file", str(data), "--validation_file", str(data),
         "--eval_split", "train[:2]", "--output_dir", str(output), "--per_device_train_batch_size", "2",
         "--max_steps", "2", "--do_train", "--do_eval", "--use_cpu", "--config_overrides", json.dumps(overrides),
-        "--sentence_vector_cache", str(tmp_path / "vectors.pt"), "--step_targets", "rouge_gain",
+        "--sentence_vector_cache", str(tmp_path / "vectors.pt"),
     ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)

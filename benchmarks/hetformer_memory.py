@@ -111,7 +111,7 @@ def build_case(case, length):
         if case.startswith("hetformer_blocked_train"):
             model.train()
             if case.endswith("checkpointed"):  # what `train_hetformer.py --gradient_checkpointing` does: keep layer inputs
-                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+                model.activation_checkpointing_enable()  # transformers 5: non-reentrant
             return lambda: model(**inputs).loss.backward()
         model.eval()
         inputs.pop("labels")

@@ -34,12 +34,14 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         if metric in METRIC_NAMES
     ]
     model_name = card_info.get("model_name", f"sumformers-{config.model_type}")
+    # WikiSum's decoder writes new text; every other architecture picks sentences of the input
+    style = "abstractive-summarization" if config.model_type == "wikisum" else "extractive-summarization"
     card_data = ModelCardData(
         language="en",
         license="apache-2.0",
         library_name="transformers",
         pipeline_tag="summarization",
-        tags=["sumformers", "summarization", "extractive-summarization", config.model_type],
+        tags=["sumformers", "summarization", style, config.model_type],
         datasets=card_info.get("datasets"),
         metrics=["rouge"],
         base_model=encoder,

@@ -80,6 +80,17 @@ def test_export_writes_a_self_contained_repo(saved_model, tmp_path):
         assert "sumformers." not in code_file.read_text().replace("`sumformers.", ""), code_file.name
     card = ModelCard.load(repo / "README.md")
     assert card.data.base_model == "tiny-random-bert" and card.data.datasets == ["cnn_dailymail"]
+    assert "extractive-summarization" in card.data.tags and "abstractive-summarization" not in card.data.tags
+
+
+def test_cards_tag_wikisum_abstractive_and_extractors_extractive():
+    from sumformers import ARCHITECTURES
+    from sumformers.cards import build_model_card
+
+    for model_type, architecture in ARCHITECTURES.items():
+        tags = build_model_card(architecture.config_class(), {}).data.tags
+        style = "abstractive-summarization" if model_type == "wikisum" else "extractive-summarization"
+        assert style in tags and model_type in tags, (model_type, tags)
 
 
 def test_remote_code_gives_the_in_package_scores(saved_model, tmp_path):

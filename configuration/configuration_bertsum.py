@@ -1,10 +1,12 @@
 """Configuration of the BERTSum-style extractive summarizer (Liu & Lapata 2019, "Text Summarization with
 Pretrained Encoders"), over any BERT/RoBERTa encoder."""
 
-from transformers import AutoConfig, PretrainedConfig
+from transformers import PretrainedConfig
+
+from .summarizer_config import PretrainedEncoderConfigMixin, position_offset
 
 
-class BertSumConfig(PretrainedConfig):
+class BertSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
     Args:
         encoder_config (`dict`, *optional*):
@@ -46,13 +48,7 @@ class BertSumConfig(PretrainedConfig):
         trigram_blocking: bool = True,
         **kwargs,
     ):
-        if isinstance(encoder_config, PretrainedConfig):
-            encoder_config = encoder_config.to_dict()
-        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
-        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
-        encoder_config.pop("_name_or_path", None)
-        self.encoder_config = encoder_config
-        self.encoder_name_or_path = encoder_name_or_path
+        self.set_encoder(encoder_config, encoder_name_or_path)
         self.inter_sentence_layers = inter_sentence_layers
         self.inter_sentence_heads = inter_sentence_heads
         self.inter_sentence_ff_size = inter_sentence_ff_size
@@ -63,10 +59,6 @@ class BertSumConfig(PretrainedConfig):
         self.trigram_blocking = trigram_blocking
         super().__init__(**kwargs)
 
-    def get_encoder_config(self) -> PretrainedConfig:
-        settings = dict(self.encoder_config)
-        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
-
     @property
     def hidden_size(self) -> int:
         return self.get_encoder_config().hidden_size
@@ -74,6 +66,4 @@ class BertSumConfig(PretrainedConfig):
     @property
     def max_position_embeddings(self) -> int:
         encoder = self.get_encoder_config()
-        # RoBERTa reserves padding_idx + 1 positions before the first token.
-        offset = encoder.pad_token_id + 1 if encoder.model_type in ("roberta", "xlm-roberta", "camembert") else 0
-        return encoder.max_position_embeddings - offset
+        return encoder.max_position_embeddings - position_offset(encoder)

@@ -3,7 +3,9 @@ Long-Text Extractive Summarization"), over any BERT/RoBERTa encoder."""
 
 import math
 
-from transformers import AutoConfig, PretrainedConfig
+from transformers import PretrainedConfig
+
+from .summarizer_config import PretrainedEncoderConfigMixin, position_offset
 
 # The paper's best setting: token windows grow from 32 at the bottom layer to 512 at the top.
 SMALLEST_WINDOW, LARGEST_WINDOW = 32, 512
@@ -20,7 +22,7 @@ def growing_windows(num_layers: int, smallest: int = SMALLEST_WINDOW, largest: i
     return [int(2 ** round(low + (high - low) * layer / (num_layers - 1))) for layer in range(num_layers)]
 
 
-class HetFormerConfig(PretrainedConfig):
+class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
     Args:
         encoder_config (`dict`, *optional*):
@@ -78,13 +80,7 @@ class HetFormerConfig(PretrainedConfig):
         classifier_dropout: float = 0.1,
         **kwargs,
     ):
-        if isinstance(encoder_config, PretrainedConfig):
-            encoder_config = encoder_config.to_dict()
-        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
-        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
-        encoder_config.pop("_name_or_path", None)
-        self.encoder_config = encoder_config
-        self.encoder_name_or_path = encoder_name_or_path
+        self.set_encoder(encoder_config, encoder_name_or_path)
         num_layers = self.get_encoder_config().num_hidden_layers
         windows = list(attention_windows) if attention_windows is not None else growing_windows(num_layers)
         if len(windows) != num_layers:
@@ -106,10 +102,6 @@ class HetFormerConfig(PretrainedConfig):
         self.classifier_dropout = classifier_dropout
         super().__init__(**kwargs)
 
-    def get_encoder_config(self) -> PretrainedConfig:
-        settings = dict(self.encoder_config)
-        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
-
     @property
     def hidden_size(self) -> int:
         return self.get_encoder_config().hidden_size
@@ -117,8 +109,7 @@ class HetFormerConfig(PretrainedConfig):
     @property
     def position_offset(self) -> int:
         """Position rows before the first token: RoBERTa reserves padding_idx + 1 of them."""
-        encoder = self.get_encoder_config()
-        return encoder.pad_token_id + 1 if encoder.model_type in ("roberta", "xlm-roberta", "camembert") else 0
+        return position_offset(self.get_encoder_config())
 
     @property
     def max_position_embeddings(self) -> int:

@@ -2,10 +2,12 @@
 2020) over the document's tokens with one global token per sentence, non-stepwise (sigmoid per sentence) or stepwise
 (the partial summary's tokens appended to the document, a softmax over sentences and an end-of-summary unit)."""
 
-from transformers import AutoConfig, PretrainedConfig
+from transformers import PretrainedConfig
+
+from .summarizer_config import PretrainedEncoderConfigMixin, StepwiseConfigMixin, check_positive_integers
 
 
-class ETCSumConfig(PretrainedConfig):
+class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
     Args:
         encoder_config (`dict`, *optional*):
@@ -57,23 +59,15 @@ class ETCSumConfig(PretrainedConfig):
         trigram_blocking: bool = True,
         **kwargs,
     ):
-        if isinstance(encoder_config, PretrainedConfig):
-            encoder_config = encoder_config.to_dict()
-        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
-        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
-        encoder_config.pop("_name_or_path", None)
         # Dense attention would need a [heads, length, length] bias per row: default to the linear-memory backend.
         kwargs.setdefault("attn_implementation", "blocked")
-        for name, value in (
-            ("max_document_tokens", max_document_tokens),
-            ("max_sentences", max_sentences),
-            ("max_sentence_tokens", max_sentence_tokens),
-            ("local_radius", local_radius),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.encoder_config = encoder_config
-        self.encoder_name_or_path = encoder_name_or_path
+        self.set_encoder(encoder_config, encoder_name_or_path)
+        check_positive_integers(
+            max_document_tokens=max_document_tokens,
+            max_sentences=max_sentences,
+            max_sentence_tokens=max_sentence_tokens,
+            local_radius=local_radius,
+        )
         self.max_document_tokens = max_document_tokens
         self.max_sentences = max_sentences
         self.max_sentence_tokens = max_sentence_tokens
@@ -85,10 +79,6 @@ class ETCSumConfig(PretrainedConfig):
         self.num_sentences = num_sentences
         self.trigram_blocking = trigram_blocking
         super().__init__(**kwargs)
-
-    def get_encoder_config(self) -> PretrainedConfig:
-        settings = dict(self.encoder_config)
-        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
 
     @property
     def hidden_size(self) -> int:
@@ -105,7 +95,7 @@ class ETCSumConfig(PretrainedConfig):
         return self.max_document_tokens
 
 
-class StepwiseETCSumConfig(ETCSumConfig):
+class StepwiseETCSumConfig(StepwiseConfigMixin, ETCSumConfig):
     r"""
     Stepwise ETCSum: the document's tokens followed by the partial summary's (each summary sentence's tokens as in
     the document, token type 1), one global token per document and per summary sentence plus one for the end of the
@@ -126,25 +116,8 @@ class StepwiseETCSumConfig(ETCSumConfig):
 
     model_type = "stepwise_etcsum"
 
-    def __init__(
-        self,
-        max_summary_sentences: int = 8,
-        beam_size: int = 3,
-        max_steps: int = 4,
-        min_sentences: int = 1,
-        trigram_blocking: bool = False,
-        **kwargs,
-    ):
-        if max_steps > max_summary_sentences + 1:
-            raise ValueError(
-                f"max_steps={max_steps} needs summaries of {max_steps - 1} sentences, more than "
-                f"max_summary_sentences={max_summary_sentences}"
-            )
-        self.max_summary_sentences = max_summary_sentences
-        self.beam_size = beam_size
-        self.max_steps = max_steps
-        self.min_sentences = min_sentences
-        super().__init__(trigram_blocking=trigram_blocking, **kwargs)
+    # Named in the class body: transformers replaces an inherited one (see `summarizer_config`).
+    __init__ = StepwiseConfigMixin.__init__
 
     @property
     def long_length(self) -> int:

@@ -2,10 +2,12 @@
 Stepwise HiBERT (Narayan et al. 2020, "Stepwise Extractive Summarization and Planning with Structured
 Transformers"), over any BERT encoder (default: the bundled all-MiniLM-L6-v2)."""
 
-from transformers import AutoConfig, PretrainedConfig
+from transformers import PretrainedConfig
+
+from .summarizer_config import PretrainedEncoderConfigMixin, StepwiseConfigMixin, check_positive_integers
 
 
-class HiBertConfig(PretrainedConfig):
+class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
     Args:
         encoder_config (`dict`, *optional*):
@@ -48,23 +50,15 @@ class HiBertConfig(PretrainedConfig):
         trigram_blocking: bool = True,
         **kwargs,
     ):
-        if isinstance(encoder_config, PretrainedConfig):
-            encoder_config = encoder_config.to_dict()
-        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
-        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
-        encoder_config.pop("_name_or_path", None)
+        self.set_encoder(encoder_config, encoder_name_or_path)
         if sentence_pooling not in ("mean", "first"):
             raise ValueError(f"sentence_pooling must be 'mean' or 'first', got {sentence_pooling!r}")
-        for name, value in (
-            ("sentence_encoder_layers", sentence_encoder_layers),
-            ("document_layers", document_layers),
-            ("max_sentences", max_sentences),
-            ("max_sentence_tokens", max_sentence_tokens),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        self.encoder_config = encoder_config
-        self.encoder_name_or_path = encoder_name_or_path
+        check_positive_integers(
+            sentence_encoder_layers=sentence_encoder_layers,
+            document_layers=document_layers,
+            max_sentences=max_sentences,
+            max_sentence_tokens=max_sentence_tokens,
+        )
         self.sentence_encoder_layers = sentence_encoder_layers
         self.sentence_pooling = sentence_pooling
         self.document_layers = document_layers
@@ -74,10 +68,6 @@ class HiBertConfig(PretrainedConfig):
         self.num_sentences = num_sentences
         self.trigram_blocking = trigram_blocking
         super().__init__(**kwargs)
-
-    def get_encoder_config(self) -> PretrainedConfig:
-        settings = dict(self.encoder_config)
-        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
 
     @property
     def hidden_size(self) -> int:
@@ -89,7 +79,7 @@ class HiBertConfig(PretrainedConfig):
         return self.max_sentences * (self.max_sentence_tokens + 2)
 
 
-class StepwiseHiBertConfig(HiBertConfig):
+class StepwiseHiBertConfig(StepwiseConfigMixin, HiBertConfig):
     r"""
     Stepwise HiBERT: the HiBERT encoder, where every document layer also runs self-attention over the partial
     summary (parameters shared with the document self-attention) and document-to-summary attention, and a softmax
@@ -111,25 +101,8 @@ class StepwiseHiBertConfig(HiBertConfig):
 
     model_type = "stepwise_hibert"
 
-    def __init__(
-        self,
-        max_summary_sentences: int = 8,
-        beam_size: int = 3,
-        max_steps: int = 4,
-        min_sentences: int = 1,
-        trigram_blocking: bool = False,
-        **kwargs,
-    ):
-        if max_steps > max_summary_sentences + 1:
-            raise ValueError(
-                f"max_steps={max_steps} needs summaries of {max_steps - 1} sentences, more than "
-                f"max_summary_sentences={max_summary_sentences}"
-            )
-        self.max_summary_sentences = max_summary_sentences
-        self.beam_size = beam_size
-        self.max_steps = max_steps
-        self.min_sentences = min_sentences
-        super().__init__(trigram_blocking=trigram_blocking, **kwargs)
+    # Named in the class body: transformers replaces an inherited one (see `summarizer_config`).
+    __init__ = StepwiseConfigMixin.__init__
 
 
 __all__ = ["HiBertConfig", "StepwiseHiBertConfig"]

@@ -1,11 +1,15 @@
 """Transformer blocks whose parameter names follow transformers' `BertLayer`, so that pretrained BERT layers load into
 layers built from them (`bert_layer_state`): a layer holds `attention` (`query`, `key`, `value`, `output.dense`,
 `output.LayerNorm`) and `feed_forward` (`intermediate`, `output.dense`, `output.LayerNorm`). Post-LayerNorm, as in
-BERT. Used by the HiBERT document layers and the ETCSum encoder layers."""
+BERT. Used by the HiBERT document layers and the ETCSum encoder layers.
+
+Also what the models built over a pretrained BERT share: BERT's weight initialization (`init_bert_style_weights`)
+and loading the pretrained encoder with a config made from its settings (`load_encoder_and_config`)."""
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers import AutoModel
 from transformers.activations import ACT2FN
 
 
@@ -81,4 +85,37 @@ def bert_layer_state(bert_layer: nn.Module) -> dict[str, torch.Tensor]:
     return state
 
 
-__all__ = ["BertStyleAttention", "BertStyleFeedForward", "ResidualOutput", "bert_layer_state"]
+@torch.no_grad()
+def init_bert_style_weights(module: nn.Module, std: float, projections: tuple[type, ...] = (nn.Linear,)) -> None:
+    """BERT's initialization of `module` (for a model's `_init_weights`): normal(0, std) weights for `projections` and
+    embeddings, zero biases, LayerNorms at identity. Other modules are left to the caller."""
+    if isinstance(module, projections):
+        module.weight.normal_(mean=0.0, std=std)
+        if module.bias is not None:
+            module.bias.zero_()
+    elif isinstance(module, nn.Embedding):
+        module.weight.normal_(mean=0.0, std=std)
+    elif isinstance(module, nn.LayerNorm):
+        module.weight.fill_(1.0)
+        module.bias.zero_()
+
+
+def load_encoder_and_config(config_class, encoder_path: str, config=None, **config_kwargs):
+    """The pretrained encoder at `encoder_path` (without pooler) and the summarizer's config: `config` as it is (to
+    rebuild a saved model before loading its adapter), or else a `config_class` made from the encoder's settings and
+    `config_kwargs` (`encoder_name_or_path` defaulting to `encoder_path`)."""
+    encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
+    if config is None:
+        config_kwargs.setdefault("encoder_name_or_path", encoder_path)
+        config = config_class(encoder_config=encoder.config.to_dict(), **config_kwargs)
+    return encoder, config
+
+
+__all__ = [
+    "BertStyleAttention",
+    "BertStyleFeedForward",
+    "ResidualOutput",
+    "bert_layer_state",
+    "init_bert_style_weights",
+    "load_encoder_and_config",
+]

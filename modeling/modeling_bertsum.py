@@ -11,6 +11,8 @@ from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_bertsum import BertSumConfig
+from .bert_blocks import init_bert_style_weights
+from .sentence_scoring import sentence_logits_and_loss
 
 
 @dataclass
@@ -78,16 +80,7 @@ class BertSumPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        std = getattr(self.config.get_encoder_config(), "initializer_range", 0.02)
-        if isinstance(module, nn.Linear):
-            module.weight.normal_(mean=0.0, std=std)
-            if module.bias is not None:
-                module.bias.zero_()
-        elif isinstance(module, nn.Embedding):
-            module.weight.normal_(mean=0.0, std=std)
-        elif isinstance(module, nn.LayerNorm):
-            module.weight.fill_(1.0)
-            module.bias.zero_()
+        init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
 
 
 class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
@@ -146,12 +139,7 @@ class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
         sentence_states = torch.gather(token_states, 1, index)
         if self.inter_sentence is not None:
             sentence_states = self.inter_sentence(sentence_states, sentence_mask)
-        logits = self.scorer(sentence_states).squeeze(-1)
-        logits = logits.masked_fill(~sentence_mask, torch.finfo(logits.dtype).min)
-        loss = None
-        if labels is not None:
-            real = sentence_mask & (labels >= 0)
-            loss = nn.functional.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        logits, loss = sentence_logits_and_loss(self.scorer(sentence_states).squeeze(-1), sentence_mask, labels)
         return ExtractiveSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
 
 

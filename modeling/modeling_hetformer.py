@@ -28,10 +28,12 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput
 
 from ..configuration.configuration_hetformer import HetFormerConfig
+from ..configuration.summarizer_config import position_offset
 from ..entities import entity_clusters, ner_available
 from ..features import collate_sentence_batch, document_sentences, encode_sentences
 from .attention import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern, get_sparse_attention_function
 from .modeling_bertsum import ExtractiveSummarizerOutput
+from .sentence_scoring import sentence_logits_and_loss
 
 TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
 
@@ -448,8 +450,7 @@ class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
         encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
         if config is None:
             settings = encoder.config.to_dict()
-            offset = encoder.config.pad_token_id + 1 if encoder.config.model_type in ("roberta", "xlm-roberta", "camembert") else 0
-            settings["max_position_embeddings"] = max_position_embeddings + offset
+            settings["max_position_embeddings"] = max_position_embeddings + position_offset(encoder.config)
             settings["type_vocab_size"] = max(2, encoder.config.type_vocab_size)
             config_kwargs.setdefault("encoder_name_or_path", encoder_path)
             config = HetFormerConfig(encoder_config=settings, **config_kwargs)
@@ -486,11 +487,7 @@ class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
         index = cls_positions.unsqueeze(-1).expand(-1, -1, token_states.size(-1))
         sentence_states = torch.gather(token_states, 1, index)
         logits = self.scorer(self.dropout(sentence_states)).squeeze(-1)
-        logits = logits.masked_fill(~sentence_mask, torch.finfo(logits.dtype).min)
-        loss = None
-        if labels is not None:
-            real = sentence_mask & (labels >= 0)
-            loss = nn.functional.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        logits, loss = sentence_logits_and_loss(logits, sentence_mask, labels)
         return ExtractiveSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
 
     # -- the `extractive-summarization` pipeline's hook: HetFormer builds its own node sequence --------------------

@@ -22,18 +22,29 @@ Attention runs through `config._attn_implementation`: "blocked" (CPU training, l
 (inference; falls back to "blocked" where a CPU backward is needed), "sdpa" or "eager" (dense reference).
 """
 
-import warnings
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.nn import functional as F
-from transformers import AutoModel, PreTrainedModel
+from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
 from .attention import GlobalLocalPattern, get_sparse_attention_function
-from .bert_blocks import BertStyleFeedForward, ResidualOutput, bert_layer_state
+from .bert_blocks import (
+    BertStyleAttention,
+    BertStyleFeedForward,
+    bert_layer_state,
+    init_bert_style_weights,
+    load_encoder_and_config,
+)
+from .sentence_scoring import (
+    check_sentence_slots,
+    first_sentences,
+    next_choice_logits_and_loss,
+    slot_logits_and_loss,
+    step_rows,
+)
 
 # Global token types.
 DOCUMENT_SENTENCE, SUMMARY_SENTENCE, END_OF_SUMMARY = 0, 1, 2
@@ -66,26 +77,16 @@ class RelativePositionBias(nn.Module):
         self.weight = nn.Parameter(torch.zeros(vocab_size, num_heads))
 
 
-class ETCAttention(nn.Module):
-    """Global-local self-attention with BERT's parameter names and a per-layer relative-position bias."""
+class ETCAttention(BertStyleAttention):
+    """Global-local self-attention: BERT's projections and residual output (parameter names included), a sparse
+    pattern instead of dense attention, and a per-layer relative-position bias."""
 
     def __init__(self, encoder_config, config: ETCSumConfig):
-        super().__init__()
-        hidden = encoder_config.hidden_size
+        super().__init__(encoder_config)
         self.config = config
-        self.num_heads = encoder_config.num_attention_heads
-        self.query = nn.Linear(hidden, hidden)
-        self.key = nn.Linear(hidden, hidden)
-        self.value = nn.Linear(hidden, hidden)
-        self.attention_dropout = encoder_config.attention_probs_dropout_prob
-        self.output = ResidualOutput(hidden, hidden, encoder_config.hidden_dropout_prob, encoder_config.layer_norm_eps)
         self.relative_bias = RelativePositionBias(
             GlobalLocalPattern.relative_vocab_size(config.relative_pos_max_distance), self.num_heads
         )
-
-    def _heads(self, states: torch.Tensor) -> torch.Tensor:
-        batch, length, hidden = states.shape
-        return states.view(batch, length, self.num_heads, hidden // self.num_heads).transpose(1, 2)
 
     def forward(self, states: torch.Tensor, pattern: GlobalLocalPattern) -> torch.Tensor:
         attention = get_sparse_attention_function(self.config._attn_implementation)
@@ -180,17 +181,8 @@ class ETCSumPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        std = getattr(self.config.get_encoder_config(), "initializer_range", 0.02)
-        if isinstance(module, nn.Linear):
-            module.weight.normal_(mean=0.0, std=std)
-            if module.bias is not None:
-                module.bias.zero_()
-        elif isinstance(module, nn.Embedding):
-            module.weight.normal_(mean=0.0, std=std)
-        elif isinstance(module, nn.LayerNorm):
-            module.weight.fill_(1.0)
-            module.bias.zero_()
-        elif isinstance(module, RelativePositionBias):
+        init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
+        if isinstance(module, RelativePositionBias):
             module.weight.zero_()
 
     @classmethod
@@ -202,10 +194,7 @@ class ETCSumPreTrainedModel(PreTrainedModel):
         With `config`, its settings are used as they are (to rebuild a saved model before loading its adapter);
         otherwise a config is made from the encoder's and `config_kwargs`.
         """
-        encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
-        if config is None:
-            config_kwargs.setdefault("encoder_name_or_path", encoder_path)
-            config = cls.config_class(encoder_config=encoder.config.to_dict(), **config_kwargs)
+        encoder, config = load_encoder_and_config(cls.config_class, encoder_path, config, **config_kwargs)
         model = cls(config)
         model.embeddings.load_bert_embeddings(encoder.embeddings)
         for layer, pretrained in zip(model.layers, encoder.encoder.layer):
@@ -346,22 +335,14 @@ class ETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         (padding -100). Sentences past `max_sentences` get no score (the dtype's minimum), with a warning."""
         self._check_documents(input_ids, cls_positions, sentence_mask)
         sentence_mask = sentence_mask.bool()
-        given, limit = sentence_mask.shape[1], self.config.max_sentences
-        if given > limit and bool(sentence_mask[:, limit:].any()):
-            warnings.warn(f"Only the first {limit} sentences of a document are scored (max_sentences).", stacklevel=2)
-        kept_mask, kept_positions = sentence_mask[:, :limit], cls_positions[:, :limit]
+        limit = self.config.max_sentences
+        kept_mask, kept_positions = first_sentences(sentence_mask, limit), cls_positions[:, :limit]
         documents = torch.arange(input_ids.shape[0], device=input_ids.device)
         no_summary = torch.full((input_ids.shape[0], 0), -1, dtype=torch.long, device=input_ids.device)
         rows = self._layout(input_ids, attention_mask, kept_positions, kept_mask, no_summary, documents, end=False)
         sentence_states = self._first_token_states(self._encode(rows), rows, kept_positions, documents)
-        # Sentences past the limit keep a slot (the pipeline indexes scores by sentence) but get no score.
-        scored = F.pad(kept_mask, (0, given - kept_mask.shape[1]), value=False)
-        logits = F.pad(self.scorer(sentence_states).squeeze(-1), (0, given - kept_mask.shape[1]))
-        logits = logits.masked_fill(~scored, torch.finfo(logits.dtype).min)
-        loss = None
-        if labels is not None:
-            real = scored & (labels >= 0)
-            loss = F.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        logits = self.scorer(sentence_states).squeeze(-1)
+        logits, loss = slot_logits_and_loss(logits, kept_mask, sentence_mask.shape[1], labels)
         return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
 
 
@@ -384,11 +365,7 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         """What stays fixed while a summary grows: the document's inputs (each step re-encodes them with the
         summary, since document tokens attend to the summary's global tokens)."""
         self._check_documents(input_ids, cls_positions, sentence_mask)
-        if sentence_mask.shape[1] > self.config.max_sentences:
-            raise ValueError(
-                f"documents have {sentence_mask.shape[1]} sentence slots, more than max_sentences="
-                f"{self.config.max_sentences}"
-            )
+        check_sentence_slots(sentence_mask, self.config.max_sentences)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         return {
@@ -418,19 +395,9 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         sentence_mask = document["sentence_mask"]
         num_sentences = sentence_mask.shape[1]
         device = input_ids.device
-        if row_documents is None:
-            row_documents = torch.arange(input_ids.shape[0], device=device)
-        if summary_indices is None:
-            summary_indices = torch.full((row_documents.shape[0], 0), -1, dtype=torch.long, device=device)
-        if summary_indices.shape[0] != row_documents.shape[0]:
-            raise ValueError(
-                f"`summary_indices` has {summary_indices.shape[0]} rows but `row_documents` {row_documents.shape[0]}"
-            )
-        if summary_indices.shape[1] > self.config.max_summary_sentences:
-            raise ValueError(
-                f"partial summaries of {summary_indices.shape[1]} sentences exceed max_summary_sentences="
-                f"{self.config.max_summary_sentences}"
-            )
+        summary_indices, row_documents = step_rows(
+            summary_indices, row_documents, input_ids.shape[0], self.config.max_summary_sentences, device
+        )
         row_mask = sentence_mask[row_documents]
         chosen = summary_indices.clamp(min=0)
         named = row_mask.gather(1, chosen)[summary_indices >= 0]
@@ -450,10 +417,7 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         sentence_states = self._first_token_states(states, rows, cls_positions, row_documents)
         end_state = states[torch.arange(states.shape[0], device=device), rows.end_index].unsqueeze(1)
         logits = self.scorer(torch.cat([sentence_states, end_state], dim=1)).squeeze(-1)
-        in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=device)).any(1)
-        closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
-        logits = logits.masked_fill(closed, torch.finfo(logits.dtype).min)
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        logits, loss = next_choice_logits_and_loss(logits, row_mask, summary_indices, labels)
         return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
 
 

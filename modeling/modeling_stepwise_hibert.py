@@ -20,7 +20,6 @@ partial summary: the stepwise model computes them once per document (`prepare_do
 step and beam hypothesis, and training can precompute them when the sentence encoder is frozen.
 """
 
-import warnings
 from dataclasses import dataclass
 
 import torch
@@ -30,7 +29,20 @@ from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
-from .bert_blocks import BertStyleAttention, BertStyleFeedForward, bert_layer_state
+from .bert_blocks import (
+    BertStyleAttention,
+    BertStyleFeedForward,
+    bert_layer_state,
+    init_bert_style_weights,
+    load_encoder_and_config,
+)
+from .sentence_scoring import (
+    check_sentence_slots,
+    first_sentences,
+    next_choice_logits_and_loss,
+    slot_logits_and_loss,
+    step_rows,
+)
 
 
 @dataclass
@@ -144,16 +156,7 @@ class HiBertPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        std = getattr(self.config.get_encoder_config(), "initializer_range", 0.02)
-        if isinstance(module, nn.Linear):
-            module.weight.normal_(mean=0.0, std=std)
-            if module.bias is not None:
-                module.bias.zero_()
-        elif isinstance(module, nn.Embedding):
-            module.weight.normal_(mean=0.0, std=std)
-        elif isinstance(module, nn.LayerNorm):
-            module.weight.fill_(1.0)
-            module.bias.zero_()
+        init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
 
     @classmethod
     def from_encoder(cls, encoder_path: str, config: HiBertConfig | None = None, **config_kwargs):
@@ -164,10 +167,7 @@ class HiBertPreTrainedModel(PreTrainedModel):
         With `config`, its settings are used as they are (to rebuild a saved model before loading its adapter);
         otherwise a config is made from the encoder's and `config_kwargs`.
         """
-        encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
-        if config is None:
-            config_kwargs.setdefault("encoder_name_or_path", encoder_path)
-            config = cls.config_class(encoder_config=encoder.config.to_dict(), **config_kwargs)
+        encoder, config = load_encoder_and_config(cls.config_class, encoder_path, config, **config_kwargs)
         available = encoder.config.num_hidden_layers
         if config.sentence_encoder_layers > available or config.document_layers > available:
             raise ValueError(
@@ -243,24 +243,15 @@ class HiBertForExtractiveSummarization(HiBertPreTrainedModel):
         alone. Sentences past `max_sentences` get no score (the dtype's minimum), with a warning."""
         self._check_inputs(input_ids, cls_positions, sentence_mask, sentence_vectors)
         sentence_mask = sentence_mask.bool()
-        given, limit = sentence_mask.shape[1], self.config.max_sentences
-        if given > limit and bool(sentence_mask[:, limit:].any()):
-            warnings.warn(f"Only the first {limit} sentences of a document are scored (max_sentences).", stacklevel=2)
-        kept_mask = sentence_mask[:, :limit]
+        limit = self.config.max_sentences
+        kept_mask = first_sentences(sentence_mask, limit)
         if sentence_vectors is None:
             sentence_vectors = self.sentence_vectors(input_ids, attention_mask, cls_positions[:, :limit], kept_mask)
         states = self._embed_sentences(sentence_vectors[:, :limit], self.sentence_positions)
         keys = kept_mask | ~kept_mask.any(-1, keepdim=True)  # a document without sentences stays finite
         for layer in self.document_layers:
             states, _ = layer(states, keys)
-        # Sentences past the limit keep a slot (the pipeline indexes scores by sentence) but get no score.
-        scored = F.pad(kept_mask, (0, given - kept_mask.shape[1]), value=False)
-        logits = F.pad(self.scorer(states).squeeze(-1), (0, given - kept_mask.shape[1]))
-        logits = logits.masked_fill(~scored, torch.finfo(logits.dtype).min)
-        loss = None
-        if labels is not None:
-            real = scored & (labels >= 0)
-            loss = F.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        logits, loss = slot_logits_and_loss(self.scorer(states).squeeze(-1), kept_mask, sentence_mask.shape[1], labels)
         return HiBertSummarizerOutput(loss=loss, logits=logits, document_states=states)
 
 
@@ -296,11 +287,7 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         """What stays fixed while a summary grows: the sentence vectors (computed once) and the sentence mask."""
         self._check_inputs(input_ids, cls_positions, sentence_mask, sentence_vectors)
         sentence_mask = sentence_mask.bool()
-        if sentence_mask.shape[1] > self.config.max_sentences:
-            raise ValueError(
-                f"documents have {sentence_mask.shape[1]} sentence slots, more than max_sentences="
-                f"{self.config.max_sentences}"
-            )
+        check_sentence_slots(sentence_mask, self.config.max_sentences)
         if sentence_vectors is None:
             sentence_vectors = self.sentence_vectors(input_ids, attention_mask, cls_positions, sentence_mask)
         return {"sentence_vectors": sentence_vectors, "sentence_mask": sentence_mask}
@@ -326,19 +313,9 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         vectors, sentence_mask = document["sentence_vectors"], document["sentence_mask"]
         num_documents, num_sentences, hidden = vectors.shape
         device = vectors.device
-        if row_documents is None:
-            row_documents = torch.arange(num_documents, device=device)
-        if summary_indices is None:
-            summary_indices = torch.full((row_documents.shape[0], 0), -1, dtype=torch.long, device=device)
-        if summary_indices.shape[0] != row_documents.shape[0]:
-            raise ValueError(
-                f"`summary_indices` has {summary_indices.shape[0]} rows but `row_documents` {row_documents.shape[0]}"
-            )
-        if summary_indices.shape[1] > self.config.max_summary_sentences:
-            raise ValueError(
-                f"partial summaries of {summary_indices.shape[1]} sentences exceed max_summary_sentences="
-                f"{self.config.max_summary_sentences}"
-            )
+        summary_indices, row_documents = step_rows(
+            summary_indices, row_documents, num_documents, self.config.max_summary_sentences, device
+        )
         if bool((summary_indices >= num_sentences).any()):
             raise ValueError(f"`summary_indices` must be below the number of sentences ({num_sentences}) or -1")
 
@@ -351,19 +328,14 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         keys = F.pad(row_mask | ~row_mask.any(-1, keepdim=True), (0, 1), value=False)
 
         summary = summary_mask = None
-        in_summary = torch.zeros_like(row_mask)
         if summary_indices.shape[1] > 0:
             summary_mask = summary_indices >= 0
             picked = row_vectors.gather(1, summary_indices.clamp(min=0)[..., None].expand(-1, -1, hidden))
             summary = self._embed_sentences(picked, self.summary_positions)
-            in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=device)).any(1)
         for layer in self.document_layers:
             states, summary = layer(states, keys, summary, summary_mask)
 
-        logits = self.scorer(states).squeeze(-1)
-        closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
-        logits = logits.masked_fill(closed, torch.finfo(logits.dtype).min)
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
+        logits, loss = next_choice_logits_and_loss(self.scorer(states).squeeze(-1), row_mask, summary_indices, labels)
         return HiBertSummarizerOutput(loss=loss, logits=logits, document_states=states[:, :num_sentences])
 
 

@@ -29,6 +29,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, MoeCausalLMOu
 
 from ..configuration.configuration_wikisum import WikiSumConfig
 from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, get_sparse_attention_function
+from .bert_blocks import init_bert_style_weights
 
 
 def timing_signal(positions: torch.Tensor, channels: int, max_timescale: float = 1.0e4) -> torch.Tensor:
@@ -432,16 +433,8 @@ class WikiSumPreTrainedModel(PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         std = self.config.initializer_range
-        if isinstance(module, (nn.Linear, nn.Conv1d)):
-            module.weight.normal_(mean=0.0, std=std)
-            if module.bias is not None:
-                module.bias.zero_()
-        elif isinstance(module, nn.Embedding):
-            module.weight.normal_(mean=0.0, std=std)
-        elif isinstance(module, nn.LayerNorm):
-            module.weight.fill_(1.0)
-            module.bias.zero_()
-        elif isinstance(module, WikiSumAttention) and module.layer_type == "compressed":
+        init_bert_style_weights(module, std, projections=(nn.Linear, nn.Conv1d))
+        if isinstance(module, WikiSumAttention) and module.layer_type == "compressed":
             module.null_key.normal_(mean=0.0, std=std)
             module.null_value.normal_(mean=0.0, std=std)
 

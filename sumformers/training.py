@@ -1,5 +1,5 @@
 """What every training script shares: argument dataclasses, data loading (local JSONL or a Hub dataset), LoRA,
-resuming, saving the final model and evaluating it with ROUGE through its own pipeline."""
+resuming, recording the evaluation on the model card and saving the final model."""
 
 import json
 import logging
@@ -134,6 +134,41 @@ def last_checkpoint(training_args: TrainingArguments) -> str | None:
     if os.path.isdir(training_args.output_dir):
         return get_last_checkpoint(training_args.output_dir)
     return None
+
+
+def train_resuming(trainer, training_args: TrainingArguments):
+    """`trainer.train()`, resumed from `last_checkpoint` when there is one; returns the `TrainOutput`."""
+    checkpoint = last_checkpoint(training_args)
+    if checkpoint:
+        logger.info("resuming from %s", checkpoint)
+    return trainer.train(resume_from_checkpoint=checkpoint)
+
+
+def new_card_info(training_args: TrainingArguments, data_args: DataArguments, datasets: list[str]) -> dict:
+    """The model card's facts known before training: the model's name (the output folder's), its datasets, and the
+    evaluation data (dataset name, or the local files' folder, and split)."""
+    local_files = Path(data_args.validation_file or data_args.train_file or "")
+    return {
+        "model_name": Path(training_args.output_dir).name,
+        "datasets": datasets,
+        "dataset_name": data_args.dataset_name or local_files.parent.name,
+        "split": data_args.eval_split,
+    }
+
+
+def record_evaluation(
+    card_info: dict, training_args: TrainingArguments, scores: dict, setting: str, results: dict | None = None
+) -> None:
+    """Put ROUGE `scores` on the model card, after `setting` (what was evaluated, how), and write `results`
+    (default: the scores) to `<output_dir>/eval_results.json`."""
+    card_info["results"] = scores
+    card_info["evaluation"] = (
+        f"{setting}: ROUGE-1 {scores['rouge1']:.2f}, ROUGE-2 {scores['rouge2']:.2f}, "
+        f"ROUGE-Lsum {scores['rougeLsum']:.2f}."
+    )
+    output = Path(training_args.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    (output / "eval_results.json").write_text(json.dumps(scores if results is None else results, indent=2) + "\n")
 
 
 def take_push_to_hub(training_args: TrainingArguments) -> bool:

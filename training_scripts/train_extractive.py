@@ -8,7 +8,6 @@ Labels come from the greedy oracle (ROUGE-1 F + ROUGE-2 F); evaluation runs the 
 on the eval split and reports ROUGE. Resumes from the newest checkpoint in --output_dir.
 """
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,11 +23,13 @@ from sumformers.text import split_sentences
 from sumformers.training import (
     apply_lora,
     document_text,
-    last_checkpoint,
     load_splits,
+    new_card_info,
     parse_arguments,
+    record_evaluation,
     save_final_model,
     take_push_to_hub,
+    train_resuming,
 )
 
 logger = logging.getLogger("train_extractive")
@@ -81,12 +82,8 @@ def main():
     extractive_args.max_length = min(extractive_args.max_length, model.config.max_position_embeddings)
     model = apply_lora(model, model_args, modules_to_save=["inter_sentence", "scorer", "token_type_embeddings"])
 
-    card_info = {
-        "model_name": Path(training_args.output_dir).name,
-        "datasets": [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name],
-        "dataset_name": data_args.dataset_name or Path(data_args.validation_file or data_args.train_file or "").parent.name,
-        "split": data_args.eval_split,
-    }
+    datasets = [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name]
+    card_info = new_card_info(training_args, data_args, datasets)
     if training_args.do_train and train_dataset is not None:
         with training_args.main_process_first(desc="oracle labels"):
             features = train_dataset.map(
@@ -101,10 +98,7 @@ def main():
             train_dataset=features,
             data_collator=lambda batch: collate_sentence_batch(batch, tokenizer.pad_token_id),
         )
-        checkpoint = last_checkpoint(training_args)
-        if checkpoint:
-            logger.info("resuming from %s", checkpoint)
-        result = trainer.train(resume_from_checkpoint=checkpoint)
+        result = train_resuming(trainer, training_args)
         card_info["training"] = (
             f"{len(features)} documents from `{data_args.train_split}` of "
             f"{data_args.dataset_name or data_args.train_file}, {training_args.num_train_epochs} epochs, batch "
@@ -122,14 +116,11 @@ def main():
         model.eval()
         scores = evaluate_rouge(trainer.model, tokenizer, eval_dataset, data_args, extractive_args)
         logger.info("eval ROUGE on %d documents: %s", len(eval_dataset), scores)
-        card_info["results"] = scores
-        card_info["evaluation"] = (
+        setting = (
             f"{len(eval_dataset)} documents of `{data_args.eval_split}`, top {extractive_args.num_sentences} "
-            f"sentences, trigram blocking {extractive_args.trigram_blocking}: ROUGE-1 {scores['rouge1']:.2f}, "
-            f"ROUGE-2 {scores['rouge2']:.2f}, ROUGE-Lsum {scores['rougeLsum']:.2f}."
+            f"sentences, trigram blocking {extractive_args.trigram_blocking}"
         )
-        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(training_args.output_dir) / "eval_results.json").write_text(json.dumps(scores, indent=2) + "\n")
+        record_evaluation(card_info, training_args, scores, setting)
     if training_args.do_train:
         save_final_model(trainer, tokenizer, training_args, card_info, push=push)
 

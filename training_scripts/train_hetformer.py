@@ -17,11 +17,9 @@ whole inputs (up to `--eval_max_length` tokens) and reports ROUGE. Resumes from 
 --output_dir.
 """
 
-import json
 import logging
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from datasets import Features, List, Value
 from transformers import AutoTokenizer, Trainer, pipeline
@@ -35,11 +33,13 @@ from sumformers.scoring import greedy_oracle, rouge_scores
 from sumformers.text import split_sentences
 from sumformers.training import (
     apply_lora,
-    last_checkpoint,
     load_splits,
+    new_card_info,
     parse_arguments,
+    record_evaluation,
     save_final_model,
     take_push_to_hub,
+    train_resuming,
 )
 
 logger = logging.getLogger("train_hetformer")
@@ -171,12 +171,7 @@ def main():
     max_length = min(het_args.max_length, model.config.max_position_embeddings)
     model = apply_lora(model, model_args, modules_to_save=["scorer"])
 
-    card_info = {
-        "model_name": Path(training_args.output_dir).name,
-        "datasets": [data_args.dataset_name or "local-jsonl"],
-        "dataset_name": data_args.dataset_name or Path(data_args.validation_file or data_args.train_file or "").parent.name,
-        "split": data_args.eval_split,
-    }
+    card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
     if training_args.do_train and train_dataset is not None:
         prepare = dict(text_column=data_args.text_column, strip_markup=het_args.strip_markup, use_entities=het_args.use_entities)
         with training_args.main_process_first(desc="sentences and entities"):
@@ -206,10 +201,7 @@ def main():
             train_dataset=features,
             data_collator=lambda batch: collate_hetformer_batch(batch, tokenizer.pad_token_id),
         )
-        checkpoint = last_checkpoint(training_args)
-        if checkpoint:
-            logger.info("resuming from %s", checkpoint)
-        result = trainer.train(resume_from_checkpoint=checkpoint)
+        result = train_resuming(trainer, training_args)
         card_info["training"] = (
             f"{len(features)} training examples ({len(train_dataset)} inputs of `{data_args.train_split}` of "
             f"{data_args.dataset_name or data_args.train_file}, cut into chunks of at most {max_length} tokens), "
@@ -232,15 +224,12 @@ def main():
             trainer.model, tokenizer, eval_dataset, data_args.text_column, data_args.summary_column, het_args
         )
         logger.info("eval ROUGE on %d inputs: %s", len(eval_dataset), scores)
-        card_info["results"] = scores
-        card_info["evaluation"] = (
+        setting = (
             f"{len(eval_dataset)} inputs of `{data_args.eval_split}`, top {het_args.num_sentences or 'default'} "
             f"sentences, trigram blocking {het_args.trigram_blocking}, at most "
-            f"{het_args.eval_max_length or model.config.max_position_embeddings} tokens: ROUGE-1 {scores['rouge1']:.2f}, "
-            f"ROUGE-2 {scores['rouge2']:.2f}, ROUGE-Lsum {scores['rougeLsum']:.2f}."
+            f"{het_args.eval_max_length or model.config.max_position_embeddings} tokens"
         )
-        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(training_args.output_dir) / "eval_results.json").write_text(json.dumps(scores, indent=2) + "\n")
+        record_evaluation(card_info, training_args, scores, setting)
     if training_args.do_train:
         save_final_model(trainer, tokenizer, training_args, card_info, push=push)
 

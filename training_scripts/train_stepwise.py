@@ -39,11 +39,13 @@ from sumformers.scoring import greedy_oracle, rouge_scores
 from sumformers.text import split_sentences
 from sumformers.training import (
     document_text,
-    last_checkpoint,
     load_splits,
+    new_card_info,
     parse_arguments,
+    record_evaluation,
     save_final_model,
     take_push_to_hub,
+    train_resuming,
 )
 
 logger = logging.getLogger("train_stepwise")
@@ -260,12 +262,7 @@ def main():
     stepwise = hasattr(model, "prepare_document")
     config = model.config
 
-    card_info = {
-        "model_name": Path(training_args.output_dir).name,
-        "datasets": [data_args.dataset_name or "local-jsonl"],
-        "dataset_name": data_args.dataset_name or Path(data_args.validation_file or data_args.train_file or "").parent.name,
-        "split": data_args.eval_split,
-    }
+    card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
     if training_args.do_train and train_dataset is not None:
         features = [
             feature
@@ -289,10 +286,7 @@ def main():
             train_dataset=features,
             data_collator=StepwiseCollator(tokenizer.pad_token_id, stepwise),
         )
-        checkpoint = last_checkpoint(training_args)
-        if checkpoint:
-            logger.info("resuming from %s", checkpoint)
-        result = trainer.train(resume_from_checkpoint=checkpoint)
+        result = train_resuming(trainer, training_args)
         rows = sum(len(f["oracle"]) + 1 for f in features) if stepwise else len(features)
         card_info["training"] = (
             f"{len(features)} documents ({rows} training rows) from `{data_args.train_split}` of "
@@ -313,19 +307,16 @@ def main():
         trainer.model.eval()
         scores = evaluate_rouge(trainer.model, tokenizer, eval_dataset, data_args, stepwise_args, stepwise)
         logger.info("eval ROUGE on %d documents: %s", len(eval_dataset), scores)
-        card_info["results"] = scores
         decoding = (
             f"beam {stepwise_args.beam_size}, {stepwise_args.min_sentences} to {stepwise_args.beam_max_steps} sentences"
             if stepwise
             else f"top {stepwise_args.num_sentences} sentences"
         )
-        card_info["evaluation"] = (
+        setting = (
             f"{len(eval_dataset)} documents of `{data_args.eval_split}`, {decoding}, trigram blocking "
-            f"{stepwise_args.trigram_blocking}: ROUGE-1 {scores['rouge1']:.2f}, ROUGE-2 {scores['rouge2']:.2f}, "
-            f"ROUGE-Lsum {scores['rougeLsum']:.2f}."
+            f"{stepwise_args.trigram_blocking}"
         )
-        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(training_args.output_dir) / "eval_results.json").write_text(json.dumps(scores, indent=2) + "\n")
+        record_evaluation(card_info, training_args, scores, setting)
     if training_args.do_train:
         save_final_model(trainer, tokenizer, training_args, card_info, push=push)
 

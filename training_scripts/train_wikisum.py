@@ -17,7 +17,6 @@ on the validation files. `--ship_to DIR` also writes the final model with fp16 w
 Resumes from the newest checkpoint in --output_dir.
 """
 
-import json
 import logging
 import math
 import random
@@ -37,7 +36,7 @@ from sumformers.evaluation import read_jsonl
 from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
 from sumformers.ranking import rank_paragraphs, split_paragraphs
 from sumformers.scoring import rouge_scores
-from sumformers.training import last_checkpoint, parse_arguments, save_final_model, take_push_to_hub
+from sumformers.training import parse_arguments, record_evaluation, save_final_model, take_push_to_hub, train_resuming
 
 logger = logging.getLogger("train_wikisum")
 
@@ -264,10 +263,7 @@ def main():
         data_collator=lambda batch: collate(batch, model.config.pad_token_id),
     )
     if training_args.do_train:
-        checkpoint = last_checkpoint(training_args)
-        if checkpoint:
-            logger.info("resuming from %s", checkpoint)
-        result = trainer.train(resume_from_checkpoint=checkpoint)
+        result = train_resuming(trainer, training_args)
         tokens = sum(len(item["input_ids"]) + len(item["summary_ids"]) for item in encoded)
         card_info["training"] = (
             f"{model.config.variant} ({', '.join(model.config.attention_layers)}; hidden {model.config.hidden_size}, "
@@ -296,17 +292,14 @@ def main():
             "rouge_examples": len(sample),
         }
         logger.info("eval: %s", results)
-        card_info["results"] = scores
-        card_info["evaluation"] = (
+        setting = (
             f"Log-perplexity of the reference summary tokens (nats per WordPiece) on {len(eval_examples)} untouched "
             f"validation examples: {log_perplexity:.3f} (perplexity {math.exp(log_perplexity):.1f}). ROUGE of the "
             f"`wikisum` pipeline's summaries ({args.ranker} ranking, L={args.max_input_tokens}, beam "
             f"{args.num_beams}, length penalty {args.length_penalty}, no-repeat {args.no_repeat_ngram_size}-grams) on "
-            f"{len(sample)} validation examples (the first of each file in turn): ROUGE-1 {scores['rouge1']:.2f}, "
-            f"ROUGE-2 {scores['rouge2']:.2f}, ROUGE-Lsum {scores['rougeLsum']:.2f}."
+            f"{len(sample)} validation examples (the first of each file in turn)"
         )
-        Path(training_args.output_dir).mkdir(parents=True, exist_ok=True)
-        (Path(training_args.output_dir) / "eval_results.json").write_text(json.dumps(results, indent=2) + "\n")
+        record_evaluation(card_info, training_args, scores, setting, results)
     if training_args.do_train:
         final = save_final_model(trainer, tokenizer, training_args, card_info, push=push)
         if args.ship_to:

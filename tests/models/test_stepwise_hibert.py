@@ -5,12 +5,20 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
-import warnings
 
 import pytest
 import torch
 from conftest import tiny_bert_config
+from stepwise_testing import (
+    ARTICLE,
+    SENTENCES,
+    beam_in_package,
+    beam_without_sumformers,
+    document_batch,
+    lora_checkpoint,
+    save_tiny_encoder,
+    trained_and_reloaded_logits,
+)
 from transformers import BertModel, pipeline
 
 from sumformers import (
@@ -19,19 +27,10 @@ from sumformers import (
     StepwiseHiBertConfig,
     StepwiseHiBertForExtractiveSummarization,
 )
-from sumformers.features import collate_sentence_batch, encode_sentences
-from sumformers.hub import export_model, load_model, save_adapter_checkpoint
+from sumformers.hub import export_model, load_model
 from sumformers.modeling.modeling_stepwise_hibert import sentence_blocks
 from sumformers.stepwise_decoding import stepwise_beam_search
 
-SENTENCES = [
-    "The council approved the new budget on Monday.",
-    "It includes money for schools and roads.",
-    "Critics said the plan raises taxes too quickly.",
-    "The mayor will sign it next week.",
-    "Residents can comment on the plan until Friday.",
-]
-ARTICLE = " ".join(SENTENCES)
 TINY = dict(sentence_encoder_layers=2, document_layers=2, max_sentences=16, max_sentence_tokens=10)
 
 
@@ -49,11 +48,6 @@ def tiny_models(**overrides):
     missing, unexpected = plain.load_state_dict(stepwise.state_dict(), strict=False)
     assert not missing and all(k.startswith(("summary_", "end_")) or ".summary_attention." in k for k in unexpected)
     return stepwise, plain
-
-
-def document_batch(tokenizer, documents, max_sentence_tokens=10):
-    features = [encode_sentences(tokenizer, sentences, max_sentence_tokens=max_sentence_tokens) for sentences in documents]
-    return collate_sentence_batch(features, tokenizer.pad_token_id)
 
 
 def test_sentence_blocks_cut_the_bertsum_layout_by_hand():
@@ -172,11 +166,7 @@ def test_non_stepwise_model_scores_only_max_sentences_with_a_warning(minilm_toke
 @pytest.fixture
 def encoder_folder(tmp_path, minilm_tokenizer):
     """A tiny random 3-layer BERT saved like a pretrained encoder (with MiniLM's tokenizer)."""
-    torch.manual_seed(1)
-    folder = tmp_path / "encoder"
-    BertModel(tiny_bert_config(num_hidden_layers=3), add_pooling_layer=False).save_pretrained(folder)
-    minilm_tokenizer.save_pretrained(folder)
-    return folder
+    return save_tiny_encoder(tmp_path / "encoder", minilm_tokenizer, num_hidden_layers=3)
 
 
 def test_from_encoder_splits_the_pretrained_layers(encoder_folder):
@@ -202,33 +192,15 @@ def test_from_encoder_splits_the_pretrained_layers(encoder_folder):
 
 def trained_like_checkpoint(encoder_folder, tmp_path):
     """A Stepwise HiBERT with LoRA as the training script sets it up (random LoRA so it matters), saved."""
-    from peft import LoraConfig, get_peft_model
-
     torch.manual_seed(2)
     base = StepwiseHiBertForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
-    lora = LoraConfig(
-        r=4,
-        target_modules=r"document_layers\.(\d+)\.(?!summary_attention).*\b(query|value)",
-        modules_to_save=list(base.new_modules),
-        init_lora_weights=False,
-    )
-    peft_model = get_peft_model(base, lora).eval()
-    with torch.no_grad():  # new modules start from a fixed init: move them so a load that skipped them would show
-        for parameter in peft_model.parameters():
-            if parameter.requires_grad:
-                parameter.add_(0.01 * torch.randn_like(parameter))
-    return peft_model, save_adapter_checkpoint(peft_model, str(tmp_path / "checkpoint"), {"results": {"rouge1": 1.0}})
+    return lora_checkpoint(base, "document_layers", noise=0.01, folder=tmp_path / "checkpoint")
 
 
 def test_adapter_checkpoint_reloads_the_same_model(encoder_folder, tmp_path, minilm_tokenizer):
     peft_model, checkpoint = trained_like_checkpoint(encoder_folder, tmp_path)
     assert (checkpoint / "README.md").read_text().count("Stepwise HiBERT") >= 1
-    batch = document_batch(minilm_tokenizer, [SENTENCES])
-    summary = torch.tensor([[-1], [3]])
-    rows = torch.tensor([0, 0])
-    with torch.no_grad():
-        expected = peft_model(**batch, summary_indices=summary, row_documents=rows).logits
-        loaded = load_model(str(checkpoint))(**batch, summary_indices=summary, row_documents=rows).logits
+    expected, loaded = trained_and_reloaded_logits(peft_model, checkpoint, minilm_tokenizer)
     torch.testing.assert_close(loaded, expected, atol=3e-3, rtol=3e-3)  # the adapter ships in fp16
 
 
@@ -405,22 +377,8 @@ def test_cli_summarizes_with_a_stepwise_model(minilm_tokenizer, tmp_path):
     assert 1 <= len(rows[0]["sentences"]) <= 2
 
 
-REMOTE_SCRIPT = textwrap.dedent(
-    """
-    import json, sys
-    sys.modules["sumformers"] = None  # make `import sumformers` fail
-    from transformers import pipeline
-    summarizer = pipeline(model=sys.argv[1], trust_remote_code=True)
-    result = summarizer(sys.argv[2], beam_size=2, max_steps=3)
-    print(json.dumps({"task": summarizer.task, "model": type(summarizer.model).__name__, "result": result}))
-    """
-)
-
-
 @pytest.mark.slow  # a fresh interpreter loads the remote code (20-60 s on the shared machine)
 def test_exported_repo_gives_the_in_package_beam_without_sumformers(encoder_folder, tmp_path):
-    from sumformers.hub import load_pipeline
-
     _, checkpoint = trained_like_checkpoint(encoder_folder, tmp_path)
     repo = export_model(str(checkpoint), str(tmp_path / "repo"))
     config = json.loads((repo / "config.json").read_text())
@@ -430,19 +388,9 @@ def test_exported_repo_gives_the_in_package_beam_without_sumformers(encoder_fold
     assert {"stepwise_decoding.py", "modeling_stepwise_hibert.py", "text.py", "features.py"} <= {
         path.name for path in repo.glob("*.py")
     }
-    completed = subprocess.run(
-        [sys.executable, "-c", REMOTE_SCRIPT, str(repo), ARTICLE],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    remote = json.loads(completed.stdout.strip().splitlines()[-1])
+    remote = beam_without_sumformers(repo)
     assert remote["task"] == "stepwise-summarization"
     assert remote["model"] == "StepwiseHiBertForExtractiveSummarization"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        expected = load_pipeline(str(checkpoint))(ARTICLE, beam_size=2, max_steps=3)
+    expected = beam_in_package(checkpoint)
     assert remote["result"]["selection_order"] == expected["selection_order"]
     assert remote["result"]["score"] == pytest.approx(expected["score"], abs=1e-4)

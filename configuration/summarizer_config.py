@@ -1,0 +1,69 @@
+"""What the summarizer configurations share: the settings of the pretrained BERT/RoBERTa encoder a model is built over
+(`encoder_config`, kept as a plain dict so that config.json stays readable, and `encoder_name_or_path`), their checks,
+and the settings of the stepwise models.
+
+transformers turns every config class into a dataclass, so the mixins here hold no annotated class attributes (they
+would become fields), and a config class that takes its `__init__` from a mixin must name it in its own body (an
+inherited one is replaced by a generated `__init__` that skips it)."""
+
+from transformers import AutoConfig, PretrainedConfig
+
+# Encoders that reserve padding_idx + 1 position rows before the first token.
+_ROBERTA_STYLE = ("roberta", "xlm-roberta", "camembert")
+
+
+class PretrainedEncoderConfigMixin:
+    """For a `PretrainedConfig` whose model is built over a pretrained encoder."""
+
+    def set_encoder(self, encoder_config: dict | PretrainedConfig | None, encoder_name_or_path: str | None) -> None:
+        """Keep the encoder's settings (default: a BERT config) and where its weights came from."""
+        if isinstance(encoder_config, PretrainedConfig):
+            encoder_config = encoder_config.to_dict()
+        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
+        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
+        encoder_config.pop("_name_or_path", None)
+        self.encoder_config = encoder_config
+        self.encoder_name_or_path = encoder_name_or_path
+
+    def get_encoder_config(self) -> PretrainedConfig:
+        settings = dict(self.encoder_config)
+        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+
+
+def position_offset(encoder_config: PretrainedConfig) -> int:
+    """Position rows before the first token: RoBERTa reserves padding_idx + 1 of them."""
+    return encoder_config.pad_token_id + 1 if encoder_config.model_type in _ROBERTA_STYLE else 0
+
+
+def check_positive_integers(**settings) -> None:
+    for name, value in settings.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+class StepwiseConfigMixin:
+    """The settings of a stepwise model (the longest partial summary it conditions on) and of its
+    `stepwise-summarization` pipeline, placed before a non-stepwise config class in the bases."""
+
+    def __init__(
+        self,
+        max_summary_sentences: int = 8,
+        beam_size: int = 3,
+        max_steps: int = 4,
+        min_sentences: int = 1,
+        trigram_blocking: bool = False,
+        **kwargs,
+    ):
+        if max_steps > max_summary_sentences + 1:
+            raise ValueError(
+                f"max_steps={max_steps} needs summaries of {max_steps - 1} sentences, more than "
+                f"max_summary_sentences={max_summary_sentences}"
+            )
+        self.max_summary_sentences = max_summary_sentences
+        self.beam_size = beam_size
+        self.max_steps = max_steps
+        self.min_sentences = min_sentences
+        super().__init__(trigram_blocking=trigram_blocking, **kwargs)
+
+
+__all__ = ["PretrainedEncoderConfigMixin", "StepwiseConfigMixin", "check_positive_integers", "position_offset"]

@@ -1,0 +1,90 @@
+"""Sentence scores and losses shared by the extractive summarizers.
+
+Non-stepwise models give one sigmoid score per sentence slot, trained with binary cross-entropy against 0/1 oracle
+labels. Stepwise models score the next choice for each (document, partial summary) row: a softmax over the document
+sentences plus an end-of-summary unit (the last column), trained with cross-entropy against the next oracle choice.
+"""
+
+import warnings
+
+import torch
+from torch.nn import functional as F
+
+
+def sentence_logits_and_loss(logits, sentence_mask, labels=None):
+    """Per-sentence `logits` [batch, sentences] with the padded slots set to the dtype's minimum, and with `labels`
+    (0/1, padding -100) the binary cross-entropy, mean over the labelled real sentences (else None)."""
+    logits = logits.masked_fill(~sentence_mask, torch.finfo(logits.dtype).min)
+    loss = None
+    if labels is not None:
+        real = sentence_mask & (labels >= 0)
+        loss = F.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+    return logits, loss
+
+
+def first_sentences(sentence_mask: torch.Tensor, max_sentences: int) -> torch.Tensor:
+    """The mask of the first `max_sentences` sentence slots, the ones a model with that limit scores; warns when real
+    sentences lie past them."""
+    if sentence_mask.shape[1] > max_sentences and bool(sentence_mask[:, max_sentences:].any()):
+        # stacklevel 3: the warning names the caller of the model's forward, as if raised there
+        warnings.warn(
+            f"Only the first {max_sentences} sentences of a document are scored (max_sentences).", stacklevel=3
+        )
+    return sentence_mask[:, :max_sentences]
+
+
+def slot_logits_and_loss(kept_logits, kept_mask, num_slots: int, labels=None):
+    """`sentence_logits_and_loss` for scores of the first sentences only (`first_sentences`): sentences past the
+    limit keep a slot (the pipeline indexes scores by sentence) but get no score."""
+    missing = num_slots - kept_mask.shape[1]
+    scored = F.pad(kept_mask, (0, missing), value=False)
+    return sentence_logits_and_loss(F.pad(kept_logits, (0, missing)), scored, labels)
+
+
+def check_sentence_slots(sentence_mask: torch.Tensor, max_sentences: int) -> None:
+    """Stepwise models read every sentence slot of a document: more than `max_sentences` is an error."""
+    if sentence_mask.shape[1] > max_sentences:
+        raise ValueError(
+            f"documents have {sentence_mask.shape[1]} sentence slots, more than max_sentences={max_sentences}"
+        )
+
+
+def step_rows(summary_indices, row_documents, num_documents: int, max_summary_sentences: int, device):
+    """The rows of a stepwise forward, checked: `summary_indices` [rows, k] (partial summaries as document sentence
+    indices, -1 padding; default: one empty summary per row) and `row_documents` [rows] (default: row i reads
+    document i)."""
+    if row_documents is None:
+        row_documents = torch.arange(num_documents, device=device)
+    if summary_indices is None:
+        summary_indices = torch.full((row_documents.shape[0], 0), -1, dtype=torch.long, device=device)
+    if summary_indices.shape[0] != row_documents.shape[0]:
+        raise ValueError(
+            f"`summary_indices` has {summary_indices.shape[0]} rows but `row_documents` {row_documents.shape[0]}"
+        )
+    if summary_indices.shape[1] > max_summary_sentences:
+        raise ValueError(
+            f"partial summaries of {summary_indices.shape[1]} sentences exceed max_summary_sentences="
+            f"{max_summary_sentences}"
+        )
+    return summary_indices, row_documents
+
+
+def next_choice_logits_and_loss(logits, row_mask, summary_indices, labels=None):
+    """Next-choice `logits` [rows, sentences + 1] (end-of-summary last) with padded sentences and those already in
+    the row's summary set to the dtype's minimum, and with `labels` [rows] the cross-entropy (else None)."""
+    num_sentences = row_mask.shape[1]
+    in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=row_mask.device)).any(1)
+    closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
+    logits = logits.masked_fill(closed, torch.finfo(logits.dtype).min)
+    loss = F.cross_entropy(logits, labels) if labels is not None else None
+    return logits, loss
+
+
+__all__ = [
+    "check_sentence_slots",
+    "first_sentences",
+    "next_choice_logits_and_loss",
+    "sentence_logits_and_loss",
+    "slot_logits_and_loss",
+    "step_rows",
+]

@@ -1,0 +1,105 @@
+"""What the Stepwise HiBERT and Stepwise ETCSum tests share: a short news document, its BERTSum-layout batch, a tiny
+pretrained-like encoder, an adapter checkpoint trained-like with LoRA, and the stepwise pipeline of an exported repo
+run without sumformers."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import torch
+from conftest import tiny_bert_config
+from transformers import BertModel
+
+from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.hub import load_model, load_pipeline, save_adapter_checkpoint
+
+SENTENCES = [
+    "The council approved the new budget on Monday.",
+    "It includes money for schools and roads.",
+    "Critics said the plan raises taxes too quickly.",
+    "The mayor will sign it next week.",
+    "Residents can comment on the plan until Friday.",
+]
+ARTICLE = " ".join(SENTENCES)
+# Beam settings of the exported-repo comparison.
+BEAM = dict(beam_size=2, max_steps=3)
+
+
+def document_batch(tokenizer, documents, max_sentence_tokens=10):
+    features = [encode_sentences(tokenizer, sentences, max_sentence_tokens=max_sentence_tokens) for sentences in documents]
+    return collate_sentence_batch(features, tokenizer.pad_token_id)
+
+
+def save_tiny_encoder(folder, tokenizer, **config_overrides):
+    """A tiny random BERT (seed 1) saved like a pretrained encoder, with MiniLM's tokenizer; returns the folder."""
+    torch.manual_seed(1)
+    BertModel(tiny_bert_config(**config_overrides), add_pooling_layer=False).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def lora_checkpoint(base, lora_layers: str, noise: float, folder):
+    """`base` with LoRA on the query/value projections of its pretrained layers under `lora_layers` (random LoRA, so
+    that it matters) and its new modules trained in full, as the training script sets it up; the new modules are
+    moved by `noise` (they start from a fixed init, so a load that skipped them would show). Returns the PEFT model
+    and the saved adapter checkpoint."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(
+        r=4,
+        target_modules=rf"{lora_layers}\.(\d+)\.(?!summary_attention).*\b(query|value)",
+        modules_to_save=list(base.new_modules),
+        init_lora_weights=False,
+    )
+    peft_model = get_peft_model(base, lora).eval()
+    with torch.no_grad():
+        for parameter in peft_model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(noise * torch.randn_like(parameter))
+    return peft_model, save_adapter_checkpoint(peft_model, str(folder), {"results": {"rouge1": 1.0}})
+
+
+def trained_and_reloaded_logits(peft_model, checkpoint, tokenizer):
+    """Step logits of `peft_model` and of its saved `checkpoint` loaded back, for SENTENCES with an empty and with
+    a one-sentence partial summary."""
+    batch = document_batch(tokenizer, [SENTENCES])
+    rows = dict(summary_indices=torch.tensor([[-1], [3]]), row_documents=torch.tensor([0, 0]))
+    with torch.no_grad():
+        expected = peft_model(**batch, **rows).logits
+        return expected, load_model(str(checkpoint))(**batch, **rows).logits
+
+
+REMOTE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    sys.modules["sumformers"] = None  # make `import sumformers` fail
+    from transformers import pipeline
+    summarizer = pipeline(model=sys.argv[1], trust_remote_code=True)
+    result = summarizer(sys.argv[2], **json.loads(sys.argv[3]))
+    print(json.dumps({"task": summarizer.task, "model": type(summarizer.model).__name__, "result": result}))
+    """
+)
+
+
+def beam_without_sumformers(repo) -> dict:
+    """The `stepwise-summarization` pipeline of an exported repo on ARTICLE, in a fresh interpreter where `import
+    sumformers` fails: {"task", "model" (class name), "result"}."""
+    completed = subprocess.run(
+        [sys.executable, "-c", REMOTE_SCRIPT, str(repo), ARTICLE, json.dumps(BEAM)],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def beam_in_package(checkpoint) -> dict:
+    """The same pipeline run from the checkpoint with sumformers."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_pipeline(str(checkpoint))(ARTICLE, **BEAM)

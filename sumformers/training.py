@@ -144,6 +144,11 @@ def train_resuming(trainer, training_args: TrainingArguments):
     return trainer.train(resume_from_checkpoint=checkpoint)
 
 
+def trained_length(trainer) -> str:
+    """How long the run trained, from the Trainer's state (so also right for --max_steps and resumed runs)."""
+    return f"{trainer.state.global_step} optimizer steps ({trainer.state.epoch:.2f} epochs)"
+
+
 def new_card_info(training_args: TrainingArguments, data_args: DataArguments, datasets: list[str]) -> dict:
     """The model card's facts known before training: the model's name (the output folder's), its datasets, and the
     evaluation data (dataset name, or the local files' folder, and split)."""

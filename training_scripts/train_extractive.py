@@ -30,6 +30,7 @@ from sumformers.training import (
     save_final_model,
     take_push_to_hub,
     train_resuming,
+    trained_length,
 )
 
 logger = logging.getLogger("train_extractive")
@@ -101,7 +102,7 @@ def main():
         result = train_resuming(trainer, training_args)
         card_info["training"] = (
             f"{len(features)} documents from `{data_args.train_split}` of "
-            f"{data_args.dataset_name or data_args.train_file}, {training_args.num_train_epochs} epochs, batch "
+            f"{data_args.dataset_name or data_args.train_file}, {trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes, learning rate "
             f"{training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}), max {extractive_args.max_length} tokens, greedy-oracle labels; "

@@ -40,6 +40,7 @@ from sumformers.training import (
     save_final_model,
     take_push_to_hub,
     train_resuming,
+    trained_length,
 )
 
 logger = logging.getLogger("train_hetformer")
@@ -205,7 +206,7 @@ def main():
         card_info["training"] = (
             f"{len(features)} training examples ({len(train_dataset)} inputs of `{data_args.train_split}` of "
             f"{data_args.dataset_name or data_args.train_file}, cut into chunks of at most {max_length} tokens), "
-            f"{f'{training_args.max_steps} steps' if training_args.max_steps > 0 else f'{training_args.num_train_epochs} epochs'}, batch "
+            f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}, "
             f"LoRA r={model_args.lora_r} on {model_args.lora_target_modules} of layers {model_args.lora_layers or 'all'} "

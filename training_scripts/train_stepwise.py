@@ -46,6 +46,7 @@ from sumformers.training import (
     save_final_model,
     take_push_to_hub,
     train_resuming,
+    trained_length,
 )
 
 logger = logging.getLogger("train_stepwise")
@@ -290,7 +291,7 @@ def main():
         rows = sum(len(f["oracle"]) + 1 for f in features) if stepwise else len(features)
         card_info["training"] = (
             f"{len(features)} documents ({rows} training rows) from `{data_args.train_split}` of "
-            f"{data_args.dataset_name or data_args.train_file}, {training_args.num_train_epochs} epochs, batch "
+            f"{data_args.dataset_name or data_args.train_file}, {trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} documents x {training_args.world_size} processes, learning "
             f"rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}; new layers trained in full"

@@ -244,6 +244,8 @@ def main():
     output = Path(args.output)
     previous = output.with_suffix(".json")
     results = json.loads(previous.read_text()) if args.cases and previous.is_file() else {}
+    for (case, length), reason in SKIPPED.items():  # kept results follow the current reasons too
+        results.setdefault(case, {})[str(length)] = {"skipped": reason}
     for case in args.cases or CASES:
         results[case] = {}
         for length in LENGTHS:
@@ -253,6 +255,11 @@ def main():
     report = "\n".join([
         f"Command: `OMP_NUM_THREADS={args.threads} python benchmarks/hetformer_memory.py` (CPU, {args.threads} thread(s), "
         "cores shared with other jobs: compare times only within this table).",
+        *(
+            [f"Rows re-measured in a later run (`--cases {' '.join(args.cases)}`): {', '.join(args.cases)}; the others "
+             "come from the earlier run, so compare their times with care."]
+            if args.cases else []
+        ),
         "",
         table(results),
         "",

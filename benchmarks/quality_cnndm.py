@@ -52,8 +52,9 @@ def parse_args():
     parser.add_argument(
         "--etcsum_max_length",
         type=int,
-        default=1024,
-        help="document tokens the ETCSum models read (CNN/DM articles average about 770); others use their own limit",
+        default=512,
+        help="document tokens the ETCSum models read (their training length; CNN/DM articles average about 770); "
+        "others use their own limit",
     )
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
@@ -141,6 +142,8 @@ def model_summaries(name, checkpoint: Path, documents, blocking: bool, args) -> 
 
 def format_table(rows: list[tuple[str, str, str, dict | str]], count: int, checkpoints: dict) -> str:
     lines = [
+        "Command: `" + " ".join(["python", "benchmarks/quality_cnndm.py", *sys.argv[1:]]) + "`",
+        "",
         f"CNN/DM validation documents {count} (held out from training); ROUGE F1 x 100 (rouge-score, stemming, "
         "rougeLsum over pysbd sentences); words = mean summary length; redundancy = % of summaries repeating a "
         "trigram across sentences.",

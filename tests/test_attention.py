@@ -351,7 +351,9 @@ def test_gradients_match_eager(name):
     for implementation in ("sdpa", "blocked"):
         grads = torch.autograd.grad((sparse_attention(q, k, v, pattern, implementation) * weights).sum(), wrt)
         for grad, expected in zip(grads, reference):
-            assert (grad - expected).abs().max() <= TOL, implementation
+            # relative too: a bias parameter's gradient sums over every query/key pair, so float32 summation order
+            # (thread count) moves it by more than TOL in absolute terms
+            torch.testing.assert_close(grad, expected, rtol=1e-4, atol=TOL, msg=implementation)
 
 
 @pytest.mark.parametrize("name", PATTERNS)

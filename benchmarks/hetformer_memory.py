@@ -158,7 +158,7 @@ def measure(case, length, threads, timeout):
     except subprocess.TimeoutExpired:
         return {"skipped": f"timed out after {timeout} s"}
     if finished.returncode < 0:
-        return {"skipped": f"killed by signal {-finished.returncode} (memory)"}
+        return {"skipped": f"killed by signal {-finished.returncode} (likely out of memory)"}
     if finished.returncode != 0:
         return {"skipped": "failed: " + (finished.stderr.strip().splitlines() or ["?"])[-1][:160]}
     return json.loads(finished.stdout.strip().splitlines()[-1])
@@ -256,8 +256,8 @@ def main():
         f"Command: `OMP_NUM_THREADS={args.threads} python benchmarks/hetformer_memory.py` (CPU, {args.threads} thread(s), "
         "cores shared with other jobs: compare times only within this table).",
         *(
-            [f"Rows re-measured in a later run (`--cases {' '.join(args.cases)}`): {', '.join(args.cases)}; the others "
-             "come from the earlier run, so compare their times with care."]
+            [f"Re-measured in a later run: `--cases {' '.join(args.cases)}`; the other rows come from the earlier run, "
+             "so compare their times with care."]
             if args.cases else []
         ),
         "",

@@ -13,6 +13,11 @@ run the `stepwise-summarization` pipeline with the paper's beam 3 and at most 4 
 unit. The oracle is PreSumm's greedy oracle (ROUGE-1 F + ROUGE-2 F, no length cap); trigram blocking does not apply
 to it. Predictions are cached per model and setting under --cache_dir, so the table can be rebuilt without
 re-decoding; a model whose checkpoint is missing gets a row saying so.
+
+`--max_words N` adds one row per system decoded under the same length budget, without trigram blocking: at most 4
+sentences (Lead: in document order, the others: in rank order or by beam search) and at most N whitespace words, a
+sentence that would exceed the budget being skipped. The references average about 34 words, so summary length
+moves ROUGE F1 by about as much as content does; these rows compare the systems at equal length.
 """
 
 import argparse
@@ -56,6 +61,7 @@ def parse_args():
         help="document tokens the ETCSum models read (their training length; CNN/DM articles average about 770); "
         "others use their own limit",
     )
+    parser.add_argument("--max_words", type=int, default=None, help="add rows under this word budget (see above)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_cnndm"))
@@ -73,13 +79,13 @@ def summary_metrics(summaries: list[str], references: list[str]) -> dict:
     return scores
 
 
-def baseline_summaries(documents: list[str], references: list[str]) -> dict:
+def baseline_summaries(documents: list[str], references: list[str], max_words: int | None) -> dict:
     from sumformers.scoring import greedy_oracle
     from sumformers.text import select_sentences, split_sentences
 
     sentences = [split_sentences(document) for document in documents]
     lead = [range(len(s)) for s in sentences]
-    return {
+    summaries = {
         # Lead-2 as well: stepwise models choose their length, and on these references (~34 words) two sentences
         # already score above three
         ("Lead-2", False): ["\n".join(s[i] for i in select_sentences(r, s, 2)) for s, r in zip(sentences, lead)],
@@ -91,6 +97,11 @@ def baseline_summaries(documents: list[str], references: list[str]) -> dict:
             "\n".join(s[i] for i in greedy_oracle(s, reference)) for s, reference in zip(sentences, references)
         ],
     }
+    if max_words:
+        summaries[("Lead", False, max_words)] = [
+            "\n".join(s[i] for i in select_sentences(r, s, 4, max_words=max_words)) for s, r in zip(sentences, lead)
+        ]
+    return summaries
 
 
 def resolve_checkpoint(name: str, given: str | None) -> Path | None:
@@ -102,25 +113,29 @@ def resolve_checkpoint(name: str, given: str | None) -> Path | None:
     return None
 
 
-def decoding_options(name: str, checkpoint: Path, args) -> tuple[dict, str]:
+def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = None) -> tuple[dict, str]:
     """Pipeline options and their description: top 3, or the paper's beam 3 / at most 4 steps with the model's own
-    minimum length (its config's `min_sentences`); ETCSum models read at most --etcsum_max_length tokens."""
+    minimum length (its config's `min_sentences`); under a word budget top 4 / at most 4 steps within `max_words`;
+    ETCSum models read at most --etcsum_max_length tokens."""
     if MODELS[name][1] == "extractive-summarization":
-        options, description = {"num_sentences": 3}, "top 3"
+        options, description = {"num_sentences": 4 if max_words else 3}, f"top {4 if max_words else 3}"
     else:
         minimum = json.loads((checkpoint / "config.json").read_text()).get("min_sentences", 1)
         options, description = dict(beam_size=3, max_steps=4, min_sentences=minimum), f"beam 3, {minimum}-4 sentences"
+    if max_words:
+        options["max_words"] = max_words
+        description += f", <= {max_words} words"
     if "ETCSum" in name:
         options["max_length"] = args.etcsum_max_length
         description += f", {args.etcsum_max_length} tokens"
     return options, description
 
 
-def model_summaries(name, checkpoint: Path, documents, blocking: bool, args) -> tuple[list[str], float]:
+def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max_words=None) -> tuple[list[str], float]:
     """The model's summaries (cached by checkpoint, setting and documents) and the decoding seconds per document."""
     import sumformers
 
-    options, _ = decoding_options(name, checkpoint, args)
+    options, _ = decoding_options(name, checkpoint, args, max_words)
     modified = (checkpoint / "config.json").stat().st_mtime
     key = json.dumps([str(checkpoint), modified, blocking, options, documents])
     cache = Path(args.cache_dir) / f"{name.lower().replace(' ', '_')}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
@@ -177,9 +192,12 @@ def main():
     references = [example["summary"] for example in examples]
 
     rows = []
-    for (name, blocking), summaries in baseline_summaries(documents, references).items():
+    for (name, blocking, *budget), summaries in baseline_summaries(documents, references, args.max_words).items():
         label = "n/a" if blocking is None else ("yes" if blocking else "no")
-        decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy oracle"
+        if budget:
+            decoding = f"first 4, <= {budget[0]} words"
+        else:
+            decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy oracle"
         rows.append((name, decoding, label, dict(summary_metrics(summaries, references), seconds=None)))
     checkpoints = {}
     for name in MODELS:
@@ -188,11 +206,13 @@ def main():
             rows.append((name, "-", "-", "checkpoint not found"))
             continue
         checkpoints[name] = checkpoint.relative_to(REPO) if checkpoint.is_relative_to(REPO) else checkpoint
-        for blocking in (False, True):
-            print(f"{name}, trigram blocking {blocking}: {checkpoint}", file=sys.stderr, flush=True)
-            summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args)
+        settings = [(False, None), (True, None)] + ([(False, args.max_words)] if args.max_words else [])
+        for blocking, max_words in settings:
+            print(f"{name}, trigram blocking {blocking}, budget {max_words}: {checkpoint}", file=sys.stderr, flush=True)
+            summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words)
             metrics = dict(summary_metrics(summaries, references), seconds=seconds)
-            rows.append((name, decoding_options(name, checkpoint, args)[1], "yes" if blocking else "no", metrics))
+            description = decoding_options(name, checkpoint, args, max_words)[1]
+            rows.append((name, description, "yes" if blocking else "no", metrics))
     table = format_table(rows, len(documents), checkpoints)
     print(table)
     if args.output:

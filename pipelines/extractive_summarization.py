@@ -14,7 +14,9 @@ class ExtractiveSummarizationPipeline(Pipeline):
     Inputs: a string (split into sentences with pysbd), or the sentences themselves as `{"sentences": [...]}`;
     a list of those is a batch (so a list of sentence lists is a batch of pre-split documents).
     Options: `num_sentences` (default: the model config's, 3), `trigram_blocking` (skip a sentence sharing a trigram
-    with one already chosen; default: the model config's), `max_length` (tokens; default the encoder's limit).
+    with one already chosen; default: the model config's), `max_words` (a budget in whitespace words: a sentence
+    that would exceed it is skipped, as in `stepwise-summarization`), `max_length` (tokens; default the encoder's
+    limit).
     Output per document: `summary` (chosen sentences in document order, one per line), `sentences` (their indices),
     `scores` (their probabilities).
 
@@ -28,7 +30,7 @@ class ExtractiveSummarizationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_tokenizer = True
 
-    def _sanitize_parameters(self, num_sentences=None, trigram_blocking=None, max_length=None, **kwargs):
+    def _sanitize_parameters(self, num_sentences=None, trigram_blocking=None, max_words=None, max_length=None, **kwargs):
         preprocess = {} if max_length is None else {"max_length": max_length}
         postprocess = {}
         if num_sentences is not None:
@@ -37,6 +39,10 @@ class ExtractiveSummarizationPipeline(Pipeline):
             postprocess["num_sentences"] = int(num_sentences)
         if trigram_blocking is not None:
             postprocess["trigram_blocking"] = bool(trigram_blocking)
+        if max_words is not None:
+            if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
+                raise ValueError(f"max_words must be a positive integer, got {max_words!r}")
+            postprocess["max_words"] = max_words
         return preprocess, {}, postprocess
 
     def preprocess(self, document, max_length=None):
@@ -76,7 +82,7 @@ class ExtractiveSummarizationPipeline(Pipeline):
             outputs["default_num_sentences"] = default_num_sentences
         return outputs
 
-    def postprocess(self, model_outputs, num_sentences=None, trigram_blocking=None):
+    def postprocess(self, model_outputs, num_sentences=None, trigram_blocking=None, max_words=None):
         sentences = model_outputs["sentences"]
         if isinstance(sentences, list) and len(sentences) == 1 and isinstance(sentences[0], tuple):
             sentences = sentences[0]
@@ -87,7 +93,9 @@ class ExtractiveSummarizationPipeline(Pipeline):
         if trigram_blocking is None:
             trigram_blocking = self.model.config.trigram_blocking
         ranked = sorted(range(len(sentences)), key=lambda i: -probabilities[i])
-        chosen = sorted(select_sentences(ranked, list(sentences), num_sentences, trigram_blocking=trigram_blocking))
+        chosen = sorted(
+            select_sentences(ranked, list(sentences), num_sentences, trigram_blocking=trigram_blocking, max_words=max_words)
+        )
         return {
             "summary": "\n".join(sentences[i] for i in chosen),
             "sentences": chosen,

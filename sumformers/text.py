@@ -128,17 +128,25 @@ def has_trigram_overlap(candidate: str, selected: Sequence[str]) -> bool:
 
 
 def select_sentences(
-    ranked_indices: Sequence[int], sentences: Sequence[str], k: int, trigram_blocking: bool = False
+    ranked_indices: Sequence[int],
+    sentences: Sequence[str],
+    k: int,
+    trigram_blocking: bool = False,
+    max_words: int | None = None,
 ) -> list[int]:
-    """Take up to ``k`` sentence indices in rank order, skipping repeats and, with ``trigram_blocking``,
-    candidates that share a trigram with an already selected sentence.
+    """Take up to ``k`` sentence indices in rank order, skipping repeats, with ``trigram_blocking`` candidates that
+    share a trigram with an already selected sentence, and with ``max_words`` candidates that would take the summary
+    past that many whitespace words (the stepwise decoder's budget rule).
 
     Returns the indices in selection (rank) order; callers sort them to print the summary in document order.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise ValueError(f"k must be a non-negative int, got {k!r}")
+    if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1):
+        raise ValueError(f"max_words must be a positive int or None, got {max_words!r}")
     selected: list[int] = []
     selected_trigrams: set[tuple[str, str, str]] = set()
+    words = 0
     for index in ranked_indices:
         if len(selected) >= k:
             break
@@ -146,12 +154,16 @@ def select_sentences(
             raise ValueError(f"sentence index {index} out of range for {len(sentences)} sentences")
         if index in selected:
             continue
+        length = len(sentences[index].split())
+        if max_words is not None and words + length > max_words:
+            continue
         if trigram_blocking:
             candidate_trigrams = trigrams(sentences[index])
             if not candidate_trigrams.isdisjoint(selected_trigrams):
                 continue
             selected_trigrams |= candidate_trigrams
         selected.append(index)
+        words += length
     return selected
 
 

@@ -73,6 +73,21 @@ def test_postprocess_picks_by_score_and_blocks_trigrams(summarizer):
     assert blocked["sentences"] == [0, 3] and blocked["scores"] == pytest.approx([0.9, 0.5])
 
 
+def test_word_budget_skips_top_sentences_that_do_not_fit(summarizer):
+    sentences = (
+        "The storm hit the coast on Friday.",  # 7 words
+        "Officials said the storm hit the coast hard and fast overnight.",  # 11 words
+        "Power was cut.",  # 3 words
+        "Schools will stay closed until Tuesday.",  # 6 words
+    )
+    outputs = {"probabilities": torch.tensor([[0.9, 0.8, 0.3, 0.5]]), "sentences": [sentences]}
+    budget = summarizer.postprocess(outputs, num_sentences=3, trigram_blocking=False, max_words=16)
+    assert budget["sentences"] == [0, 2, 3]  # 1 (7 + 11) does not fit; 3 (13) and 2 (16) do
+    assert summarizer.postprocess(outputs, num_sentences=3, trigram_blocking=False)["sentences"] == [0, 1, 3]
+    with pytest.raises(ValueError, match="max_words"):
+        summarizer(ARTICLE, max_words=0)
+
+
 def test_empty_and_whitespace_text_give_an_empty_summary(summarizer):
     for text in ("", "   \n\t "):
         assert summarizer(text) == {"summary": "", "sentences": [], "scores": []}

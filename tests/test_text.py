@@ -122,6 +122,17 @@ def test_select_sentences_rank_order_and_blocking():
         select_sentences([7], sentences, k=1)
 
 
+def test_select_sentences_word_budget_skips_sentences_that_do_not_fit():
+    sentences = ["the cat sat on the mat", "a dog ran in the park", "yesterday the cat sat down", "birds sing"]
+    ranking = [2, 0, 1, 3]  # 5, 6, 6 and 2 words
+    assert select_sentences(ranking, sentences, k=3, max_words=12) == [2, 0]  # 1 (17) and 3 (13) do not fit
+    assert select_sentences(ranking, sentences, k=3, max_words=13) == [2, 0, 3]
+    assert select_sentences(ranking, sentences, k=3, max_words=4) == [3]
+    assert select_sentences(ranking, sentences, k=3, max_words=11, trigram_blocking=True) == [2, 1]
+    with pytest.raises(ValueError, match="max_words"):
+        select_sentences(ranking, sentences, k=3, max_words=0)
+
+
 def test_novel_ngram_ratio_hand_computed():
     document = "The cat sat on the mat."
     summary = "The cat sat quietly."

@@ -132,7 +132,8 @@ def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = 
 
 
 def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max_words=None) -> tuple[list[str], float]:
-    """The model's summaries (cached by checkpoint, setting and documents) and the decoding seconds per document."""
+    """The model's summaries (cached by checkpoint, setting and documents) and the decoding time per document as
+    "seconds (threads)": a cached row keeps the thread count it was timed with."""
     import sumformers
 
     options, _ = decoding_options(name, checkpoint, args, max_words)
@@ -141,7 +142,7 @@ def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max
     cache = Path(args.cache_dir) / f"{name.lower().replace(' ', '_')}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
     if cache.is_file():
         cached = json.loads(cache.read_text())
-        return cached["summaries"], cached["seconds_per_document"]
+        return cached["summaries"], f"{cached['seconds_per_document']:.2f} ({cached.get('threads', 1)})"
     summarizer = sumformers.load_pipeline(str(checkpoint))
     options = dict(options, trigram_blocking=blocking, batch_size=args.batch_size)
     start = time.perf_counter()
@@ -151,8 +152,8 @@ def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max
     seconds = (time.perf_counter() - start) / len(documents)
     summaries = [output["summary"] for output in outputs]
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"summaries": summaries, "seconds_per_document": seconds}))
-    return summaries, seconds
+    cache.write_text(json.dumps({"summaries": summaries, "seconds_per_document": seconds, "threads": args.threads}))
+    return summaries, f"{seconds:.2f} ({args.threads})"
 
 
 def format_table(rows: list[tuple[str, str, str, dict | str]], count: int, checkpoints: dict) -> str:
@@ -163,7 +164,7 @@ def format_table(rows: list[tuple[str, str, str, dict | str]], count: int, check
         "rougeLsum over pysbd sentences); words = mean summary length; redundancy = % of summaries repeating a "
         "trigram across sentences.",
         "",
-        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % | s / doc |",
+        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % | s / doc (threads) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, decoding, blocking, result in rows:
@@ -171,7 +172,7 @@ def format_table(rows: list[tuple[str, str, str, dict | str]], count: int, check
             lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | | |")
             continue
         values = " | ".join(f"{result[column]:.2f}" if column != "mean_words" else f"{result[column]:.1f}" for column in COLUMNS)
-        seconds = f"{result['seconds']:.2f}" if result.get("seconds") is not None else ""
+        seconds = result.get("seconds") or ""
         lines.append(f"| {name} | {decoding} | {blocking} | {values} | {seconds} |")
     lines += ["", "Checkpoints: " + "; ".join(f"{name}: `{path}`" for name, path in checkpoints.items())]
     return "\n".join(lines)

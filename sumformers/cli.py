@@ -73,7 +73,11 @@ def read_documents(source: Path) -> list[dict]:
     return records
 
 
-_EXTRACTIVE_OPTIONS = {"num_sentences": "--num-sentences", "trigram_blocking": "--trigram-blocking"}
+_EXTRACTIVE_OPTIONS = {
+    "num_sentences": "--num-sentences",
+    "trigram_blocking": "--trigram-blocking",
+    "max_words": "--max-words",
+}
 _WIKISUM_OPTIONS = {
     "ranker": "--ranker",
     "max_input_tokens": "--max-input-tokens",
@@ -174,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     summarize.add_argument("--output", default=None, help="JSONL output file (default: standard output)")
     summarize.add_argument("--num-sentences", type=int, default=None)
     summarize.add_argument("--trigram-blocking", action=argparse.BooleanOptionalAction, default=None)
+    summarize.add_argument(
+        "--max-words", type=int, default=None, help="extractive models: summary budget in words (skip what exceeds it)"
+    )
     summarize.add_argument(
         "--ranker", default=None, choices=("identity", "tfidf", "textrank", "sumbasic"), help="wikisum: paragraph ranker"
     )

@@ -33,6 +33,12 @@ def test_summarize_a_text_file_writes_jsonl(model_dir, tmp_path):
     (row,) = read_jsonl(output)
     assert row["id"] == "article" and len(row["sentences"]) == 2 and len(row["scores"]) == 2
     assert row["summary"].count("\n") == 1
+    # A word budget: the sentences have 7-10 words, so within 12 words only the best-scored one fits.
+    assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "1"]) == 0
+    (best,) = read_jsonl(output)
+    assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--max-words", "12"]) == 0
+    (budgeted,) = read_jsonl(output)
+    assert budgeted["sentences"] == best["sentences"] and len(budgeted["summary"].split()) <= 12
 
 
 def test_summarize_jsonl_keeps_good_lines_and_reports_bad_ones(model_dir, tmp_path, capsys):

@@ -131,7 +131,7 @@ def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = 
     return options, description
 
 
-def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max_words=None) -> tuple[list[str], float]:
+def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max_words=None) -> tuple[list[str], str]:
     """The model's summaries (cached by checkpoint, setting and documents) and the decoding time per document as
     "seconds (threads)": a cached row keeps the thread count it was timed with."""
     import sumformers

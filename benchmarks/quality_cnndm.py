@@ -164,7 +164,8 @@ def format_table(rows: list[tuple[str, str, str, dict | str]], count: int, check
         "rougeLsum over pysbd sentences); words = mean summary length; redundancy = % of summaries repeating a "
         "trigram across sentences.",
         "",
-        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % | s / doc (threads) |",
+        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % "
+        "| s / doc (threads) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, decoding, blocking, result in rows:

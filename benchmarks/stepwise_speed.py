@@ -5,9 +5,10 @@
   1.5 times the non-stepwise time).
 - Stepwise ETCSum at 1,024 tokens: every step re-encodes document and partial summary for each live hypothesis
   (target: at most 4 s per article). The article is the first validation article whose first 30 sentences fill
-  the 1,024 tokens (most 30-sentence CNN articles take only 700-800), so the figure is for a full input. Attention through compiled FlexAttention by default (the inference path; the
-  relative-position bias is computed inside the kernel); `--etc_attention blocked` or `sdpa` time the others (about
-  twice as slow here: the band and bias tensors are materialized).
+  the 1,024 tokens (most 30-sentence CNN articles take only 700-800), so the figure is for a full input.
+  Attention through compiled FlexAttention by default (the inference path; the relative-position bias is computed
+  inside the kernel); `--etc_attention blocked` or `sdpa` time the others (about twice as slow here: the band and
+  bias tensors are materialized).
 
 Every figure is the median of --repeats full pipeline calls (sentence splitting, tokenization, model, search) after
 one warm-up call, in this process, with --threads threads. Trained checkpoints are used when found (their end-of-summary

@@ -30,7 +30,9 @@ class ExtractiveSummarizationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_tokenizer = True
 
-    def _sanitize_parameters(self, num_sentences=None, trigram_blocking=None, max_words=None, max_length=None, **kwargs):
+    def _sanitize_parameters(
+        self, num_sentences=None, trigram_blocking=None, max_words=None, max_length=None, **kwargs
+    ):
         preprocess = {} if max_length is None else {"max_length": max_length}
         postprocess = {}
         if num_sentences is not None:
@@ -93,9 +95,10 @@ class ExtractiveSummarizationPipeline(Pipeline):
         if trigram_blocking is None:
             trigram_blocking = self.model.config.trigram_blocking
         ranked = sorted(range(len(sentences)), key=lambda i: -probabilities[i])
-        chosen = sorted(
-            select_sentences(ranked, list(sentences), num_sentences, trigram_blocking=trigram_blocking, max_words=max_words)
+        chosen = select_sentences(
+            ranked, list(sentences), num_sentences, trigram_blocking=trigram_blocking, max_words=max_words
         )
+        chosen = sorted(chosen)
         return {
             "summary": "\n".join(sentences[i] for i in chosen),
             "sentences": chosen,

@@ -70,8 +70,8 @@ def parse_args():
 
 
 def summary_metrics(summaries: list[str], references: list[str]) -> dict:
-    from sumformers.scoring import rouge_scores
-    from sumformers.text import has_repeated_trigram, summary_length_stats, to_sentences
+    from sumformers.text.scoring import rouge_scores
+    from sumformers.text.sentences import has_repeated_trigram, summary_length_stats, to_sentences
 
     scores = rouge_scores(summaries, references)
     scores["mean_words"] = summary_length_stats(summaries)["mean_words"]
@@ -80,8 +80,8 @@ def summary_metrics(summaries: list[str], references: list[str]) -> dict:
 
 
 def baseline_summaries(documents: list[str], references: list[str], max_words: int | None) -> dict:
-    from sumformers.scoring import greedy_oracle
-    from sumformers.text import select_sentences, split_sentences
+    from sumformers.text.scoring import greedy_oracle
+    from sumformers.text.sentences import select_sentences, split_sentences
 
     sentences = [split_sentences(document) for document in documents]
     lead = [range(len(s)) for s in sentences]
@@ -185,7 +185,7 @@ def main():
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
 
-    from sumformers.evaluation import data_dir, read_jsonl
+    from sumformers.text.evaluation import data_dir, read_jsonl
 
     torch.set_num_threads(args.threads)
     data_file = Path(args.data_file) if args.data_file else data_dir() / "cnn_dailymail" / "validation.jsonl"

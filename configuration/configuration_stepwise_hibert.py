@@ -22,7 +22,7 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         document_layers (`int`, *optional*, defaults to 2):
             Transformer layers over the sentence vectors; they start as copies of the pretrained encoder's top
             `document_layers` layers.
-        max_sentences (`int`, *optional*, defaults to 128):
+        max_document_sentences (`int`, *optional*, defaults to 128):
             Document sentences the model reads (size of the document-sentence position table).
         max_sentence_tokens (`int`, *optional*, defaults to 30):
             Word pieces kept per sentence; with `[CLS]` and `[SEP]` a sentence is at most 32 tokens.
@@ -43,7 +43,7 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         sentence_encoder_layers: int = 6,
         sentence_pooling: str = "mean",
         document_layers: int = 2,
-        max_sentences: int = 128,
+        max_document_sentences: int = 128,
         max_sentence_tokens: int = 30,
         min_sentence_tokens: int = 5,
         num_sentences: int = 3,
@@ -56,13 +56,13 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         check_positive_integers(
             sentence_encoder_layers=sentence_encoder_layers,
             document_layers=document_layers,
-            max_sentences=max_sentences,
+            max_document_sentences=max_document_sentences,
             max_sentence_tokens=max_sentence_tokens,
         )
         self.sentence_encoder_layers = sentence_encoder_layers
         self.sentence_pooling = sentence_pooling
         self.document_layers = document_layers
-        self.max_sentences = max_sentences
+        self.max_document_sentences = max_document_sentences
         self.max_sentence_tokens = max_sentence_tokens
         self.min_sentence_tokens = min_sentence_tokens
         self.num_sentences = num_sentences
@@ -76,7 +76,7 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     @property
     def max_position_embeddings(self) -> int:
         """Input tokens in the BERTSum layout (`[CLS] sentence [SEP]` per sentence) that fill every sentence slot."""
-        return self.max_sentences * (self.max_sentence_tokens + 2)
+        return self.max_document_sentences * (self.max_sentence_tokens + 2)
 
 
 class StepwiseHiBertConfig(StepwiseConfigMixin, HiBertConfig):
@@ -90,8 +90,8 @@ class StepwiseHiBertConfig(StepwiseConfigMixin, HiBertConfig):
             Longest partial summary the model conditions on (size of the summary-sentence position table).
         beam_size (`int`, *optional*, defaults to 3):
             Beam of the `stepwise-summarization` pipeline (the paper's default).
-        max_steps (`int`, *optional*, defaults to 4):
-            Most sentences the pipeline extracts (the paper's default).
+        num_sentences (`int`, *optional*, defaults to 4):
+            Most sentences the `stepwise-summarization` pipeline extracts (the paper's 4 steps).
         min_sentences (`int`, *optional*, defaults to 1):
             Pipeline default: the end-of-summary unit can close the summary only from this length on.
         trigram_blocking (`bool`, *optional*, defaults to `False`):

@@ -4,7 +4,7 @@ experts)."""
 
 from transformers import PretrainedConfig
 
-from ..ranking import RANKERS
+from ..text.ranking import RANKERS
 
 ATTENTION_LAYER_TYPES = ("full", "local", "compressed")
 

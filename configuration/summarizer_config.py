@@ -49,21 +49,20 @@ class StepwiseConfigMixin:
         self,
         max_summary_sentences: int = 8,
         beam_size: int = 3,
-        max_steps: int = 4,
+        num_sentences: int = 4,
         min_sentences: int = 1,
         trigram_blocking: bool = False,
         **kwargs,
     ):
-        if max_steps > max_summary_sentences + 1:
+        if num_sentences > max_summary_sentences + 1:
             raise ValueError(
-                f"max_steps={max_steps} needs summaries of {max_steps - 1} sentences, more than "
+                f"num_sentences={num_sentences} needs partial summaries of {num_sentences - 1} sentences, more than "
                 f"max_summary_sentences={max_summary_sentences}"
             )
         self.max_summary_sentences = max_summary_sentences
         self.beam_size = beam_size
-        self.max_steps = max_steps
         self.min_sentences = min_sentences
-        super().__init__(trigram_blocking=trigram_blocking, **kwargs)
+        super().__init__(num_sentences=num_sentences, trigram_blocking=trigram_blocking, **kwargs)
 
 
 __all__ = ["PretrainedEncoderConfigMixin", "StepwiseConfigMixin", "check_positive_integers", "position_offset"]

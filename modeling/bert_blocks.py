@@ -9,7 +9,8 @@ and loading the pretrained encoder with a config made from its settings (`load_e
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import AutoModel
+
+from .pretrained_encoder import load_pretrained_encoder
 from transformers.activations import ACT2FN
 
 
@@ -104,7 +105,7 @@ def load_encoder_and_config(config_class, encoder_path: str, config=None, **conf
     """The pretrained encoder at `encoder_path` (without pooler) and the summarizer's config: `config` as it is (to
     rebuild a saved model before loading its adapter), or else a `config_class` made from the encoder's settings and
     `config_kwargs` (`encoder_name_or_path` defaulting to `encoder_path`)."""
-    encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
+    encoder = load_pretrained_encoder(encoder_path, add_pooling_layer=False)
     if config is None:
         config_kwargs.setdefault("encoder_name_or_path", encoder_path)
         config = config_class(encoder_config=encoder.config.to_dict(), **config_kwargs)

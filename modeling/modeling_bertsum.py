@@ -11,8 +11,11 @@ from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_bertsum import BertSumConfig
+from ..processing.processing_bertsum import BertSumProcessor
 from .bert_blocks import init_bert_style_weights
 from .sentence_scoring import sentence_logits_and_loss
+from .pretrained_encoder import load_pretrained_encoder
+from .summarizer_mixin import SummarizerMixin
 
 
 @dataclass
@@ -70,7 +73,7 @@ class InterSentenceEncoder(nn.Module):
         return self.norm(states) * sentence_mask.unsqueeze(-1)
 
 
-class BertSumPreTrainedModel(PreTrainedModel):
+class BertSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = BertSumConfig
     base_model_prefix = "bertsum"
     supports_gradient_checkpointing = True
@@ -84,8 +87,11 @@ class BertSumPreTrainedModel(PreTrainedModel):
 
 
 class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
-    # Loaded from the pretrained checkpoint by `from_encoder`; the other modules are new (and so saved with adapters).
     pretrained_modules = ("encoder",)
+    # The segment table is new for RoBERTa (grown from one type to two), so it is trained and saved too.
+    new_modules = ("inter_sentence", "scorer", "token_type_embeddings")
+    lora_layers = "encoder.encoder.layer"
+    processor_class = BertSumProcessor
 
     def __init__(self, config: BertSumConfig):
         super().__init__(config)
@@ -106,7 +112,7 @@ class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
         bundled copy). With `config`, its settings are used as they are (to rebuild a saved model before loading its
         adapter); otherwise a config is made from the encoder's and `config_kwargs`.
         """
-        encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
+        encoder = load_pretrained_encoder(encoder_path, add_pooling_layer=False)
         if encoder.config.type_vocab_size < 2:
             # RoBERTa has one segment type: interval segments need two, both start from the trained one.
             table = encoder.embeddings.token_type_embeddings

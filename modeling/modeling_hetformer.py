@@ -17,7 +17,6 @@ projections and everything after attention; the node and entity projections star
 linear scorer over the sentence nodes gives one logit per sentence (BCE against oracle labels).
 """
 
-import warnings
 from dataclasses import dataclass
 
 import torch
@@ -29,150 +28,14 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from ..configuration.configuration_hetformer import HetFormerConfig
 from ..configuration.summarizer_config import position_offset
-from ..entities import entity_clusters, ner_available
-from ..features import collate_sentence_batch, document_sentences, encode_sentences
+from ..processing.processing_hetformer import HetFormerProcessor
 from .attention import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern, get_sparse_attention_function
 from .modeling_bertsum import ExtractiveSummarizerOutput
 from .sentence_scoring import sentence_logits_and_loss
+from .pretrained_encoder import load_pretrained_encoder
+from .summarizer_mixin import SummarizerMixin
 
 TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Input structure: documents -> one node sequence
-# ----------------------------------------------------------------------------------------------------------------
-
-
-def input_documents(document) -> list[list[str]]:
-    """A pipeline input as documents, each a list of sentences.
-
-    One document: a string (split with pysbd), a list of sentence strings or ``{"sentences": [...]}``.
-    Several documents: ``{"documents": [...]}``, each a string or a list of sentences.
-    """
-    if isinstance(document, dict) and "documents" in document:
-        documents = document["documents"]
-        if isinstance(documents, str) or not isinstance(documents, (list, tuple)) or not documents:
-            raise ValueError("'documents' must be a non-empty list of documents (strings or lists of sentences)")
-        return [document_sentences(item) for item in documents]
-    return [document_sentences(document)]
-
-
-def _fair_shares(lengths: list[int], total: int) -> list[int]:
-    """Split a token budget over documents: short documents keep their length, long ones share the rest equally."""
-    shares = [0] * len(lengths)
-    remaining = total
-    order = sorted(range(len(lengths)), key=lambda index: lengths[index])
-    for rank, index in enumerate(order):
-        shares[index] = min(lengths[index], remaining // (len(lengths) - rank))
-        remaining -= shares[index]
-    return shares
-
-
-def _encode_document(tokenizer, sentences, budget, config) -> dict:
-    if budget < config.min_sentence_tokens + 2:
-        return encode_sentences(tokenizer, [], max_length=config.min_sentence_tokens + 2, warn_on_truncation=False)
-    return encode_sentences(
-        tokenizer,
-        sentences,
-        max_length=budget,
-        max_sentence_tokens=config.max_sentence_tokens,
-        min_sentence_tokens=config.min_sentence_tokens,
-        warn_on_truncation=False,
-    )
-
-
-def _sentence_token_spans(encoded: dict) -> list[tuple[int, int]]:
-    """(first token position, number of tokens kept) of each kept sentence, inside its ``[CLS] ... [SEP]``."""
-    starts = encoded["cls_positions"]
-    ends = starts[1:] + [len(encoded["input_ids"])]
-    return [(start + 1, end - start - 2) for start, end in zip(starts, ends)]
-
-
-def encode_documents(
-    tokenizer,
-    documents: list[list[str]],
-    config: HetFormerConfig,
-    max_length: int,
-    mentions: list[list[list[tuple[int, int, int]]]] | None = None,
-    warn_on_truncation: bool = True,
-) -> dict:
-    """Encode one input (one or several documents, each a list of sentences) into a HetFormer node sequence.
-
-    Layout: for each document, a document node (multi-document input with `config.use_document_nodes`), then
-    ``[CLS] sentence [SEP]`` per sentence with interval segments (`features.encode_sentences`); the `[CLS]` tokens are
-    the sentence nodes. Documents that do not all fit share `max_length` fairly. `mentions` (from
-    `entities.entity_clusters`: per document, per sentence, ``(start_char, end_char, cluster)``) mark every token
-    overlapping a mention with its cluster id.
-
-    Returns lists: `input_ids`, `token_type_ids`, `attention_mask`, `node_types`, `document_ids`, `entity_ids`,
-    `cls_positions` and `sentence_ids` (``(document, sentence)`` of each kept sentence, in order).
-    """
-    document_nodes = len(documents) > 1 and config.use_document_nodes
-    node_cost = int(document_nodes)
-    if max_length < config.min_sentence_tokens + 2 + node_cost:
-        raise ValueError(f"max_length={max_length} is too small to hold one sentence")
-    encoded = [_encode_document(tokenizer, sentences, max_length - node_cost, config) for sentences in documents]
-    lengths = [len(item["input_ids"]) + node_cost if item["cls_positions"] else 0 for item in encoded]
-    if sum(lengths) > max_length:
-        shares = _fair_shares(lengths, max_length)
-        encoded = [
-            _encode_document(tokenizer, sentences, share - node_cost, config) if share < length else item
-            for sentences, item, share, length in zip(documents, encoded, shares, lengths)
-        ]
-
-    result = {key: [] for key in ("input_ids", "token_type_ids", "node_types", "document_ids", "entity_ids")}
-    result.update(cls_positions=[], sentence_ids=[])
-    sentence_type = SENTENCE if config.use_sentence_nodes else TOKEN
-    for document, (sentences, item) in enumerate(zip(documents, encoded)):
-        if not item["cls_positions"]:
-            continue
-        offset = len(result["input_ids"])
-        if document_nodes:
-            result["input_ids"].append(tokenizer.cls_token_id)
-            result["token_type_ids"].append(0)
-            result["node_types"].append(DOCUMENT)
-            offset += 1
-        length = len(item["input_ids"])
-        result["input_ids"].extend(item["input_ids"])
-        result["token_type_ids"].extend(item["token_type_ids"])
-        node_types = [TOKEN] * length
-        for position in item["cls_positions"]:
-            node_types[position] = sentence_type
-        result["node_types"].extend(node_types)
-        result["document_ids"].extend([document] * (length + node_cost))
-        entity_ids = [-1] * length
-        if mentions is not None and any(mentions[document]):
-            offsets = tokenizer(list(sentences[: len(item["cls_positions"])]), add_special_tokens=False,
-                                return_offsets_mapping=True)["offset_mapping"]
-            for index, (first, count) in enumerate(_sentence_token_spans(item)):
-                for start, end, cluster in mentions[document][index]:
-                    for token, (token_start, token_end) in enumerate(offsets[index][:count]):
-                        if token_start < end and token_end > start:
-                            entity_ids[first + token] = cluster
-        result["entity_ids"].extend([-1] * node_cost + entity_ids)
-        result["cls_positions"].extend(offset + position for position in item["cls_positions"])
-        result["sentence_ids"].extend((document, index) for index in range(len(item["cls_positions"])))
-    result["attention_mask"] = [1] * len(result["input_ids"])
-
-    total = sum(len(sentences) for sentences in documents)
-    if warn_on_truncation and len(result["sentence_ids"]) < total:
-        warnings.warn(
-            f"Input truncated to the model's limit of {max_length} tokens: kept {len(result['sentence_ids'])} of "
-            f"{total} sentences.",
-            stacklevel=2,
-        )
-    return result
-
-
-def collate_hetformer_batch(features: list[dict], pad_token_id: int) -> dict:
-    """Pad encoded inputs (`encode_documents`, optionally with `labels`) into a batch of tensors."""
-    batch = collate_sentence_batch(features, pad_token_id)
-    length = batch["input_ids"].shape[1]
-    for key, padding in (("node_types", TOKEN), ("document_ids", 0), ("entity_ids", -1)):
-        batch[key] = torch.full((len(features), length), padding, dtype=torch.long)
-        for row, feature in enumerate(features):
-            batch[key][row, : len(feature[key])] = torch.tensor(feature[key], dtype=torch.long)
-    return batch
 
 
 def _positions(flags: torch.Tensor) -> torch.Tensor:
@@ -284,7 +147,7 @@ class HetFormerLayer(GradientCheckpointingLayer):
         return self.output(self.intermediate(attended), attended)
 
 
-class HetFormerPreTrainedModel(PreTrainedModel):
+class HetFormerPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = HetFormerConfig
     base_model_prefix = "hetformer"
     supports_gradient_checkpointing = True
@@ -330,7 +193,7 @@ class HetFormerModel(HetFormerPreTrainedModel):
         )
         self.post_init()
 
-    def load_pretrained_encoder(self, encoder: PreTrainedModel) -> None:
+    def load_encoder_weights(self, encoder: PreTrainedModel) -> None:
         """Copy a BERT/RoBERTa encoder's weights in: position embeddings tiled up to this model's length (the
         Longformer recipe), one token type copied to two if needed, node and entity projections from the token ones."""
         offset = self.config.position_offset
@@ -421,8 +284,12 @@ class HetFormerModel(HetFormerPreTrainedModel):
 
 
 class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
-    # Rebuilt from the pretrained encoder by `from_encoder`; the scorer is new (and so saved with adapters).
+    # The node and entity projections start as copies of the token ones and are adapted by LoRA like them.
     pretrained_modules = ("hetformer",)
+    new_modules = ("scorer",)
+    lora_layers = "hetformer.layer"
+    processor_class = HetFormerProcessor
+    reads_multiple_documents = True
 
     def __init__(self, config: HetFormerConfig):
         super().__init__(config)
@@ -447,7 +314,7 @@ class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
         included) are used as they are, to rebuild a saved model before loading its adapter; otherwise a config is
         made from the encoder's and `config_kwargs`.
         """
-        encoder = AutoModel.from_pretrained(encoder_path, add_pooling_layer=False)
+        encoder = load_pretrained_encoder(encoder_path, add_pooling_layer=False)
         if config is None:
             settings = encoder.config.to_dict()
             settings["max_position_embeddings"] = max_position_embeddings + position_offset(encoder.config)
@@ -455,7 +322,7 @@ class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
             config_kwargs.setdefault("encoder_name_or_path", encoder_path)
             config = HetFormerConfig(encoder_config=settings, **config_kwargs)
         model = cls._from_config(config, attn_implementation=attn_implementation)
-        model.hetformer.load_pretrained_encoder(encoder)
+        model.hetformer.load_encoder_weights(encoder)
         return model
 
     def forward(
@@ -490,42 +357,4 @@ class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
         logits, loss = sentence_logits_and_loss(logits, sentence_mask, labels)
         return ExtractiveSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
 
-    # -- the `extractive-summarization` pipeline's hook: HetFormer builds its own node sequence --------------------
-
-    def find_entities(self, documents: list[list[str]]):
-        """Entity clusters of `documents` (see `entities.entity_clusters`), or None when entities are off or spaCy
-        is not installed (with a warning: the model then runs without entity links)."""
-        if not self.config.use_entities:
-            return None
-        if not ner_available(self.config.entity_model):
-            warnings.warn(
-                f'spaCy or its model {self.config.entity_model!r} is missing (pip install "sumformers[ner]"): '
-                "HetFormer runs without entity links.",
-                stacklevel=2,
-            )
-            return None
-        return entity_clusters(documents, self.config.entity_model)
-
-    def prepare_extractive_inputs(self, tokenizer, document, max_length: int | None = None) -> dict:
-        """Model inputs for one pipeline input (see `input_documents`), a batch of one, plus `sentences` (the kept
-        sentences, a tuple) and `default_num_sentences` (the summary length for this kind of input)."""
-        documents = input_documents(document)
-        limit = min(max_length or self.config.max_position_embeddings, self.config.max_position_embeddings)
-        encoded = encode_documents(tokenizer, documents, self.config, limit, self.find_entities(documents))
-        sentences = tuple(documents[d][s] for d, s in encoded["sentence_ids"])
-        if not sentences:
-            # Nothing to score: one dummy sentence keeps the batch shapes valid; postprocess returns an empty summary.
-            encoded = encode_documents(tokenizer, [["."]], self.config, limit)
-        inputs = collate_hetformer_batch([encoded], tokenizer.pad_token_id)
-        default = self.config.multi_document_num_sentences if len(documents) > 1 else self.config.num_sentences
-        return {**inputs, "sentences": sentences, "default_num_sentences": torch.tensor([default])}
-
-
-__all__ = [
-    "HetFormerForExtractiveSummarization",
-    "HetFormerModel",
-    "HetFormerPreTrainedModel",
-    "collate_hetformer_batch",
-    "encode_documents",
-    "input_documents",
-]
+__all__ = ["HetFormerForExtractiveSummarization", "HetFormerModel", "HetFormerPreTrainedModel"]

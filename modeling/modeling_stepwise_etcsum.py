@@ -30,6 +30,7 @@ from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
+from ..processing.processing_stepwise_etcsum import ETCSumProcessor
 from .attention import GlobalLocalPattern, get_sparse_attention_function
 from .bert_blocks import (
     BertStyleAttention,
@@ -45,6 +46,7 @@ from .sentence_scoring import (
     slot_logits_and_loss,
     step_rows,
 )
+from .summarizer_mixin import SummarizerMixin
 
 # Global token types.
 DOCUMENT_SENTENCE, SUMMARY_SENTENCE, END_OF_SUMMARY = 0, 1, 2
@@ -154,7 +156,7 @@ class _Rows:
     end_index: torch.Tensor | None  # [rows]: the end token's global position
 
 
-class ETCSumPreTrainedModel(PreTrainedModel):
+class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = ETCSumConfig
     base_model_prefix = "etcsum"
     main_input_name = "input_ids"
@@ -167,7 +169,8 @@ class ETCSumPreTrainedModel(PreTrainedModel):
     # Rebuilt from the pretrained encoder by `from_encoder` (the relative-position biases inside the layers excepted,
     # see `new_modules`); everything else is new and saved with adapters.
     pretrained_modules = ("embeddings", "layers")
-    lora_layer_prefix = "layers"
+    lora_layers = "layers"
+    processor_class = ETCSumProcessor
 
     def __init__(self, config: ETCSumConfig, stepwise: bool):
         super().__init__(config)
@@ -176,7 +179,7 @@ class ETCSumPreTrainedModel(PreTrainedModel):
         self.embeddings = LongEmbeddings(encoder_config, config.long_length)
         self.layers = nn.ModuleList(ETCLayer(encoder_config, config) for _ in range(encoder_config.num_hidden_layers))
         self.global_embeddings = nn.Embedding(3 if stepwise else 1, hidden)
-        self.sentence_positions = nn.Embedding(config.max_sentences, hidden)
+        self.sentence_positions = nn.Embedding(config.max_document_sentences, hidden)
         self.scorer = nn.Linear(hidden, 1)
 
     @torch.no_grad()
@@ -332,10 +335,10 @@ class ETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         **kwargs,
     ) -> ETCSumSummarizerOutput:
         """BERTSum-layout inputs (as `extractive-summarization` gives them); `labels` [batch, sentences] are 0/1
-        (padding -100). Sentences past `max_sentences` get no score (the dtype's minimum), with a warning."""
+        (padding -100). Sentences past `max_document_sentences` get no score (the dtype's minimum), with a warning."""
         self._check_documents(input_ids, cls_positions, sentence_mask)
         sentence_mask = sentence_mask.bool()
-        limit = self.config.max_sentences
+        limit = self.config.max_document_sentences
         kept_mask, kept_positions = first_sentences(sentence_mask, limit), cls_positions[:, :limit]
         documents = torch.arange(input_ids.shape[0], device=input_ids.device)
         no_summary = torch.full((input_ids.shape[0], 0), -1, dtype=torch.long, device=input_ids.device)
@@ -354,6 +357,7 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
     """
 
     config_class = StepwiseETCSumConfig
+    is_stepwise = True
     new_modules = ("global_embeddings", "sentence_positions", "summary_positions", "relative_bias", "scorer")
 
     def __init__(self, config: StepwiseETCSumConfig):
@@ -365,7 +369,7 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         """What stays fixed while a summary grows: the document's inputs (each step re-encodes them with the
         summary, since document tokens attend to the summary's global tokens)."""
         self._check_documents(input_ids, cls_positions, sentence_mask)
-        check_sentence_slots(sentence_mask, self.config.max_sentences)
+        check_sentence_slots(sentence_mask, self.config.max_document_sentences)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         return {

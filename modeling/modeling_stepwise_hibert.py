@@ -29,6 +29,7 @@ from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
+from ..processing.processing_stepwise_hibert import HiBertProcessor
 from .bert_blocks import (
     BertStyleAttention,
     BertStyleFeedForward,
@@ -43,6 +44,7 @@ from .sentence_scoring import (
     slot_logits_and_loss,
     step_rows,
 )
+from .summarizer_mixin import SummarizerMixin
 
 
 @dataclass
@@ -128,17 +130,17 @@ def sentence_blocks(input_ids, attention_mask, cls_positions, sentence_mask, blo
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class HiBertPreTrainedModel(PreTrainedModel):
+class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = HiBertConfig
     base_model_prefix = "hibert"
     main_input_name = "input_ids"
     # `forward` takes **kwargs only to ignore them; the loss is already a mean.
     accepts_loss_kwargs = False
-    # Rebuilt from the pretrained encoder by `from_encoder`; every other top-level module is new (saved with adapters).
     pretrained_modules = ("sentence_encoder", "document_layers")
-    # LoRA adapts the pretrained layers under this prefix (the sentence encoder stays frozen, so that sentence vectors
-    # can be computed once).
-    lora_layer_prefix = "document_layers"
+    # LoRA adapts the document layers (the sentence encoder stays frozen, so that sentence vectors can be computed
+    # once).
+    lora_layers = "document_layers"
+    processor_class = HiBertProcessor
 
     def __init__(self, config: HiBertConfig, stepwise: bool):
         super().__init__(config)
@@ -149,7 +151,7 @@ class HiBertPreTrainedModel(PreTrainedModel):
             HiBertDocumentLayer(encoder_config, stepwise) for _ in range(config.document_layers)
         )
         hidden = encoder_config.hidden_size
-        self.sentence_positions = nn.Embedding(config.max_sentences, hidden)
+        self.sentence_positions = nn.Embedding(config.max_document_sentences, hidden)
         self.document_norm = nn.LayerNorm(hidden, eps=encoder_config.layer_norm_eps)
         self.dropout = nn.Dropout(encoder_config.hidden_dropout_prob)
         self.scorer = nn.Linear(hidden, 1)
@@ -240,10 +242,10 @@ class HiBertForExtractiveSummarization(HiBertPreTrainedModel):
     ) -> HiBertSummarizerOutput:
         """BERTSum-layout inputs (as `extractive-summarization` gives them) or precomputed `sentence_vectors`;
         `labels` [batch, sentences] are 0/1 (padding -100). Token type ids are not used: each sentence is encoded
-        alone. Sentences past `max_sentences` get no score (the dtype's minimum), with a warning."""
+        alone. Sentences past `max_document_sentences` get no score (the dtype's minimum), with a warning."""
         self._check_inputs(input_ids, cls_positions, sentence_mask, sentence_vectors)
         sentence_mask = sentence_mask.bool()
-        limit = self.config.max_sentences
+        limit = self.config.max_document_sentences
         kept_mask = first_sentences(sentence_mask, limit)
         if sentence_vectors is None:
             sentence_vectors = self.sentence_vectors(input_ids, attention_mask, cls_positions[:, :limit], kept_mask)
@@ -263,6 +265,7 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
     """
 
     config_class = StepwiseHiBertConfig
+    is_stepwise = True
     # Modules `from_encoder` does not take from the pretrained encoder as they are: trained in full and saved with
     # adapters (the document-to-summary attention starts as a copy of the self-attention but then learns its own).
     new_modules = (
@@ -287,7 +290,7 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         """What stays fixed while a summary grows: the sentence vectors (computed once) and the sentence mask."""
         self._check_inputs(input_ids, cls_positions, sentence_mask, sentence_vectors)
         sentence_mask = sentence_mask.bool()
-        check_sentence_slots(sentence_mask, self.config.max_sentences)
+        check_sentence_slots(sentence_mask, self.config.max_document_sentences)
         if sentence_vectors is None:
             sentence_vectors = self.sentence_vectors(input_ids, attention_mask, cls_positions, sentence_mask)
         return {"sentence_vectors": sentence_vectors, "sentence_mask": sentence_mask}

@@ -23,13 +23,16 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import AutoModel, GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, MoeCausalLMOutputWithPast
 
 from ..configuration.configuration_wikisum import WikiSumConfig
+from ..processing.processing_wikisum import WikiSumProcessor
 from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
+from .pretrained_encoder import load_pretrained_encoder
+from .summarizer_mixin import SummarizerMixin
 
 
 def timing_signal(positions: torch.Tensor, channels: int, max_timescale: float = 1.0e4) -> torch.Tensor:
@@ -421,7 +424,7 @@ class WikiSumModelOutput(BaseModelOutputWithPast):
     aux_loss: torch.FloatTensor | None = None
 
 
-class WikiSumPreTrainedModel(PreTrainedModel):
+class WikiSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = WikiSumConfig
     base_model_prefix = "model"
     _no_split_modules = ["WikiSumDecoderLayer"]
@@ -535,6 +538,9 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
     against the (tied) embedding table."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+    # Trained in full (no adapter): `from_encoder` takes only the token embeddings from a pretrained encoder.
+    processor_class = WikiSumProcessor
+    reads_multiple_documents = True
 
     def __init__(self, config: WikiSumConfig):
         super().__init__(config)
@@ -560,7 +566,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
     ) -> "WikiSumForCausalLM":
         """A new model whose word embeddings start from a pretrained BERT-style encoder's (default: the bundled
         MiniLM): the table is reduced to `embedding_size` columns by PCA and rescaled to the initializer's std."""
-        encoder = AutoModel.from_pretrained(encoder_path)
+        encoder = load_pretrained_encoder(encoder_path)
         table = encoder.get_input_embeddings().weight.detach().float()
         if config is None:
             config_kwargs.setdefault("encoder_name_or_path", encoder_path)

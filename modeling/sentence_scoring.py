@@ -22,15 +22,15 @@ def sentence_logits_and_loss(logits, sentence_mask, labels=None):
     return logits, loss
 
 
-def first_sentences(sentence_mask: torch.Tensor, max_sentences: int) -> torch.Tensor:
-    """The mask of the first `max_sentences` sentence slots, the ones a model with that limit scores; warns when real
+def first_sentences(sentence_mask: torch.Tensor, max_document_sentences: int) -> torch.Tensor:
+    """The mask of the first `max_document_sentences` sentence slots, the ones a model with that limit scores; warns when real
     sentences lie past them."""
-    if sentence_mask.shape[1] > max_sentences and bool(sentence_mask[:, max_sentences:].any()):
+    if sentence_mask.shape[1] > max_document_sentences and bool(sentence_mask[:, max_document_sentences:].any()):
         # stacklevel 3: the warning names the caller of the model's forward, as if raised there
         warnings.warn(
-            f"Only the first {max_sentences} sentences of a document are scored (max_sentences).", stacklevel=3
+            f"Only the first {max_document_sentences} sentences of a document are scored (max_document_sentences).", stacklevel=3
         )
-    return sentence_mask[:, :max_sentences]
+    return sentence_mask[:, :max_document_sentences]
 
 
 def slot_logits_and_loss(kept_logits, kept_mask, num_slots: int, labels=None):
@@ -41,11 +41,11 @@ def slot_logits_and_loss(kept_logits, kept_mask, num_slots: int, labels=None):
     return sentence_logits_and_loss(F.pad(kept_logits, (0, missing)), scored, labels)
 
 
-def check_sentence_slots(sentence_mask: torch.Tensor, max_sentences: int) -> None:
-    """Stepwise models read every sentence slot of a document: more than `max_sentences` is an error."""
-    if sentence_mask.shape[1] > max_sentences:
+def check_sentence_slots(sentence_mask: torch.Tensor, max_document_sentences: int) -> None:
+    """Stepwise models read every sentence slot of a document: more than `max_document_sentences` is an error."""
+    if sentence_mask.shape[1] > max_document_sentences:
         raise ValueError(
-            f"documents have {sentence_mask.shape[1]} sentence slots, more than max_sentences={max_sentences}"
+            f"documents have {sentence_mask.shape[1]} sentence slots, more than max_document_sentences={max_document_sentences}"
         )
 
 

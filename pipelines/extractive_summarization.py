@@ -2,13 +2,12 @@
 their indices and scores in document order."""
 
 import torch
-from transformers import Pipeline
 
-from ..features import document_sentences, encode_sentences
-from ..text import select_sentences
+from ..text.sentences import select_sentences
+from .base import SummarizationPipeline
 
 
-class ExtractiveSummarizationPipeline(Pipeline):
+class ExtractiveSummarizationPipeline(SummarizationPipeline):
     """Scores every sentence with a sentence-level extractive model and keeps the best `num_sentences`.
 
     Inputs: a string (split into sentences with pysbd), or the sentences themselves as `{"sentences": [...]}`;
@@ -20,15 +19,9 @@ class ExtractiveSummarizationPipeline(Pipeline):
     Output per document: `summary` (chosen sentences in document order, one per line), `sentences` (their indices),
     `scores` (their probabilities).
 
-    A model with its own input structure (HetFormer: sentence and document nodes, entity links; multi-document input
-    as `{"documents": [...]}`) encodes it itself: its `prepare_extractive_inputs(tokenizer, document, max_length)`
-    returns the model inputs, `sentences` and optionally `default_num_sentences`, the summary length for that input.
+    The model's processor turns each input into its tensors: models that read several documents (HetFormer) also
+    take `{"documents": [...]}`, and may set the default summary length for that kind of input.
     """
-
-    _load_processor = False
-    _load_image_processor = False
-    _load_feature_extractor = False
-    _load_tokenizer = True
 
     def _sanitize_parameters(
         self, num_sentences=None, trigram_blocking=None, max_words=None, max_length=None, **kwargs
@@ -48,31 +41,7 @@ class ExtractiveSummarizationPipeline(Pipeline):
         return preprocess, {}, postprocess
 
     def preprocess(self, document, max_length=None):
-        prepare = getattr(self.model, "prepare_extractive_inputs", None)
-        if prepare is not None:
-            return prepare(self.tokenizer, document, max_length=max_length)
-        sentences = document_sentences(document)
-        limit = min(max_length or self.model.config.max_position_embeddings, self.model.config.max_position_embeddings)
-        encoded = encode_sentences(
-            self.tokenizer,
-            sentences,
-            max_length=limit,
-            max_sentence_tokens=self.model.config.max_sentence_tokens,
-            min_sentence_tokens=self.model.config.min_sentence_tokens,
-        )
-        if not encoded["cls_positions"]:
-            # Nothing to score: one dummy sentence keeps the batch shapes valid; postprocess returns an empty summary.
-            encoded = encode_sentences(self.tokenizer, ["."], max_length=limit)
-            encoded["num_sentences"] = 0
-        return {
-            "input_ids": torch.tensor([encoded["input_ids"]]),
-            "token_type_ids": torch.tensor([encoded["token_type_ids"]]),
-            "attention_mask": torch.tensor([encoded["attention_mask"]]),
-            "cls_positions": torch.tensor([encoded["cls_positions"]]),
-            "sentence_mask": torch.ones(1, len(encoded["cls_positions"]), dtype=torch.bool),
-            # A tuple (not a list) so that a batch of them can be told apart from one document.
-            "sentences": tuple(sentences[: encoded["num_sentences"]]),
-        }
+        return self.model_processor(document, max_length=max_length)
 
     def _forward(self, model_inputs):
         sentences = model_inputs.pop("sentences")

@@ -1,13 +1,10 @@
 """The `stepwise-summarization` pipeline: a stepwise extractive model (Stepwise HiBERT, Stepwise ETCSum) picks one
 sentence at a time, conditioned on what it already picked, with beam search over the steps (Narayan et al. 2020)."""
 
-import warnings
-
 import torch
-from transformers import Pipeline
 
-from ..features import document_sentences, encode_sentences
-from ..stepwise_decoding import stepwise_beam_search
+from .base import SummarizationPipeline
+from .stepwise_decoding import stepwise_beam_search
 
 
 def _positive(name, value):
@@ -16,18 +13,18 @@ def _positive(name, value):
     return value
 
 
-class StepwiseSummarizationPipeline(Pipeline):
+class StepwiseSummarizationPipeline(SummarizationPipeline):
     """Beam search over extraction steps with a stepwise model.
 
     Inputs: a string (split into sentences with pysbd), or the sentences themselves as `{"sentences": [...]}`; a list
     of those is a batch (so a list of sentence lists is a batch of pre-split documents).
 
     Options (defaults from the model config, which follow the paper):
-    - `beam_size` (3) and `max_steps` (4, the most sentences extracted);
+    - `beam_size` (3) and `num_sentences` (4: the most sentences extracted, one per step; the summary may stop
+      earlier at the end-of-summary unit);
     - `trigram_blocking`: never pick a sentence sharing a trigram with one already picked;
     - `min_sentences` (1): the end-of-summary unit can close the summary only from this length on;
-    - `num_sentences` / `max_words`: a length budget in sentences / whitespace words (a sentence that would exceed it
-      is never picked; the summary may stop earlier at the end-of-summary unit);
+    - `max_words`: a length budget in whitespace words (a sentence that would exceed it is never picked);
     - `return_steps`: add each step's whole distribution over the sentences and the end unit;
     - `max_length`: input tokens (default and maximum: the model's limit).
 
@@ -38,15 +35,9 @@ class StepwiseSummarizationPipeline(Pipeline):
     score).
     """
 
-    _load_processor = False
-    _load_image_processor = False
-    _load_feature_extractor = False
-    _load_tokenizer = True
-
     def _sanitize_parameters(
         self,
         beam_size=None,
-        max_steps=None,
         trigram_blocking=None,
         min_sentences=None,
         num_sentences=None,
@@ -55,7 +46,7 @@ class StepwiseSummarizationPipeline(Pipeline):
         max_length=None,
         **kwargs,
     ):
-        if not hasattr(self.model, "prepare_document"):
+        if not self.model.is_stepwise:
             raise ValueError(
                 f"{type(self.model).__name__} is not a stepwise model; use the `extractive-summarization` pipeline"
             )
@@ -63,53 +54,25 @@ class StepwiseSummarizationPipeline(Pipeline):
         preprocess = {} if max_length is None else {"max_length": _positive("max_length", max_length)}
         forward = {
             "beam_size": _positive("beam_size", beam_size if beam_size is not None else config.beam_size),
-            "max_steps": _positive("max_steps", max_steps if max_steps is not None else config.max_steps),
+            "num_sentences": _positive(
+                "num_sentences", num_sentences if num_sentences is not None else config.num_sentences
+            ),
             "trigram_blocking": bool(config.trigram_blocking if trigram_blocking is None else trigram_blocking),
             "min_sentences": _positive(
                 "min_sentences", min_sentences if min_sentences is not None else config.min_sentences
             ),
-            "max_sentences": None if num_sentences is None else _positive("num_sentences", num_sentences),
             "max_words": None if max_words is None else _positive("max_words", max_words),
             "return_distributions": bool(return_steps),
         }
-        if forward["max_steps"] > config.max_summary_sentences + 1:
+        if forward["num_sentences"] > config.max_summary_sentences + 1:
             raise ValueError(
-                f"max_steps={forward['max_steps']} is more than this model can condition on "
+                f"num_sentences={forward['num_sentences']} is more than this model can condition on "
                 f"(max_summary_sentences={config.max_summary_sentences})"
             )
         return preprocess, forward, {}
 
     def preprocess(self, document, max_length=None):
-        config = self.model.config
-        sentences = document_sentences(document)
-        if len(sentences) > config.max_sentences:
-            warnings.warn(
-                f"Input truncated to the model's limit of {config.max_sentences} sentences: kept "
-                f"{config.max_sentences} of {len(sentences)}.",
-                stacklevel=2,
-            )
-            sentences = sentences[: config.max_sentences]
-        limit = min(max_length or config.max_position_embeddings, config.max_position_embeddings)
-        encoded = encode_sentences(
-            self.tokenizer,
-            sentences,
-            max_length=limit,
-            max_sentence_tokens=config.max_sentence_tokens,
-            min_sentence_tokens=config.min_sentence_tokens,
-        )
-        if not encoded["cls_positions"]:
-            # Nothing to choose from: one dummy sentence keeps the batch shapes valid; the search skips it.
-            encoded = encode_sentences(self.tokenizer, ["."], max_length=limit)
-            encoded["num_sentences"] = 0
-        return {
-            "input_ids": torch.tensor([encoded["input_ids"]]),
-            "token_type_ids": torch.tensor([encoded["token_type_ids"]]),
-            "attention_mask": torch.tensor([encoded["attention_mask"]]),
-            "cls_positions": torch.tensor([encoded["cls_positions"]]),
-            "sentence_mask": torch.ones(1, len(encoded["cls_positions"]), dtype=torch.bool),
-            # A tuple (not a list) so that a batch of them can be told apart from one document.
-            "sentences": tuple(sentences[: encoded["num_sentences"]]),
-        }
+        return self.model_processor(document, max_length=max_length)
 
     def _forward(self, model_inputs, **search_options):
         sentences = model_inputs.pop("sentences")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .encoders import portable_encoder_name
+from .modeling.pretrained_encoder import portable_encoder_name
 
 METRIC_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeLsum": "ROUGE-L (sum)"}
 

@@ -134,7 +134,7 @@ def summarize_command(args) -> int:
 
 
 def evaluate_command(args) -> int:
-    from .evaluation import evaluate_file
+    from .text.evaluation import evaluate_file
 
     if (args.predictions is None) == (args.baseline is None):
         _fail("give exactly one of --predictions or --baseline")

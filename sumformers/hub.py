@@ -1,9 +1,10 @@
 """Loading, saving and exporting models.
 
 Two on-disk forms:
-- a *checkpoint* (what ships in `checkpoints/` and what training writes): `config.json` plus a PEFT adapter
-  (`adapter_config.json`, `adapter_model.safetensors`: LoRA and the task layers, fp16) over a pretrained encoder that
-  is installed separately (default: the bundled MiniLM). Small enough to ship in the package.
+- a *checkpoint* (what ships in `checkpoints/` and what training writes): `config.json`, the tokenizer and a PEFT
+  adapter (`adapter_config.json`, `adapter_model.safetensors`: LoRA and the new modules, fp16) over a pretrained encoder
+  that is installed separately (default: the bundled MiniLM). Small enough to ship in the package; it loads the
+  standard way (`AutoModel.from_pretrained`, `pipeline(task, model=...)`: see `modeling.summarizer_mixin`).
 - an *exported repo* (what `sumformers export` writes and what goes to the Hub): self-contained, with the LoRA merged
   into `model.safetensors`, the tokenizer, a model card, and the remote code as flat files so that
   `AutoModel.from_pretrained(repo, trust_remote_code=True)` works with only transformers and torch installed.
@@ -22,7 +23,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 from transformers import pipeline as transformers_pipeline
 
 from .cards import build_model_card
-from .encoders import portable_encoder_name, resolve_encoder
+from .modeling.pretrained_encoder import portable_encoder_name
 from .registry import architecture_for
 
 DEFAULT_MODEL = "bertsum-minilm-cnndm"
@@ -47,10 +48,6 @@ def resolve_model(name_or_path: str | None) -> str:
     return str(name_or_path)
 
 
-def is_adapter_checkpoint(path: str) -> bool:
-    return (Path(path) / "adapter_config.json").is_file()
-
-
 def is_sumformers_model(path: str) -> bool:
     """Whether a local folder holds a sumformers model (rather than, say, a plain BERT encoder)."""
     from .registry import ARCHITECTURES
@@ -60,55 +57,46 @@ def is_sumformers_model(path: str) -> bool:
 
 
 def load_model(name_or_path: str | None = None, **kwargs) -> PreTrainedModel:
-    """Load a sumformers model for inference: a shipped checkpoint's name, a checkpoint folder, an exported repo or a
-    Hub id. Adapter checkpoints are rebuilt over their encoder and merged, so the result is a plain model."""
+    """A sumformers model for inference (a shipped checkpoint's name, a folder or a Hub id), through the Auto class
+    it is registered with; `from_pretrained` keyword arguments (`dtype=`, `attn_implementation=`, ...) pass on."""
     path = resolve_model(name_or_path)
-    if not is_adapter_checkpoint(path):
-        config = AutoConfig.from_pretrained(path, **kwargs)
-        return architecture_for(config).model_class.from_pretrained(path, use_safetensors=True, **kwargs).eval()
-    from peft import PeftModel
-
     config = AutoConfig.from_pretrained(path)
-    base = architecture_for(config).model_class.from_encoder(resolve_encoder(config.encoder_name_or_path), config=config)
-    return PeftModel.from_pretrained(base, path).merge_and_unload().eval()
+    return architecture_for(config).auto_class.from_pretrained(path, **kwargs).eval()
 
 
 def load_tokenizer(name_or_path: str | None = None):
-    """The tokenizer saved with a model, or for an adapter checkpoint without one, its encoder's."""
-    path = resolve_model(name_or_path)
-    if (Path(path) / "tokenizer_config.json").is_file() or not is_adapter_checkpoint(path):
-        return AutoTokenizer.from_pretrained(path)
-    config = AutoConfig.from_pretrained(path)
-    return AutoTokenizer.from_pretrained(resolve_encoder(config.encoder_name_or_path))
+    """The tokenizer saved with a model."""
+    return AutoTokenizer.from_pretrained(resolve_model(name_or_path))
 
 
 def load_pipeline(name_or_path: str | None = None, task: str | None = None, **pipeline_kwargs):
-    """`transformers.pipeline` for a sumformers model (shipped name, checkpoint, export or Hub id)."""
-    model = load_model(name_or_path)
-    task = task or architecture_for(model.config).task
-    return transformers_pipeline(task, model=model, tokenizer=load_tokenizer(name_or_path), **pipeline_kwargs)
+    """`transformers.pipeline(task, model=...)` for a sumformers model, where the model may also be a shipped
+    checkpoint's name (default: the bundled default model) and the task defaults to the model's."""
+    path = resolve_model(name_or_path)
+    task = task or architecture_for(AutoConfig.from_pretrained(path)).task
+    return transformers_pipeline(task, model=path, **pipeline_kwargs)
 
 
-def save_adapter_checkpoint(peft_model, output_dir: str, card_info: dict | None = None) -> Path:
-    """Save a PEFT-wrapped sumformers model as a small checkpoint: config, adapter in fp16, card info."""
-    # The checkpoint rebuilds the base with `from_encoder` (which loads the modules named in the model class's
-    # `pretrained_modules` from the pretrained encoder): every other top-level module must be in the adapter.
+def save_adapter_checkpoint(peft_model, output_dir: str, tokenizer, card_info: dict | None = None) -> Path:
+    """Save a PEFT-wrapped sumformers model as a small checkpoint: config, tokenizer, adapter in fp16, card info."""
+    # The checkpoint rebuilds the base with `from_encoder` (which loads the model's `pretrained_modules` from the
+    # pretrained encoder): every other top-level module must be in the adapter.
     base = peft_model.get_base_model()
     saved_modules = set(peft_model.peft_config["default"].modules_to_save or [])
-    pretrained = set(getattr(base, "pretrained_modules", ("encoder",)))
     unsaved = {
         name.split(".")[0]
         for name, _ in base.named_parameters()
-        if name.split(".")[0] not in pretrained | saved_modules
+        if name.split(".")[0] not in set(base.pretrained_modules) | saved_modules
     }
     if unsaved:
         raise ValueError(f"modules_to_save must include {sorted(unsaved)}: they are not part of the pretrained encoder")
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(output, safe_serialization=True)
-    base_config = peft_model.get_base_model().config
+    base_config = base.config
     base_config.encoder_name_or_path = portable_encoder_name(base_config.encoder_name_or_path)
     base_config.save_pretrained(output)
+    tokenizer.save_pretrained(output)
     # PEFT records the absolute base-model path; a portable name keeps the checkpoint movable.
     adapter_config_path = output / "adapter_config.json"
     adapter_config = json.loads(adapter_config_path.read_text())

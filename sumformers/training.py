@@ -106,24 +106,38 @@ def document_text(value) -> str:
     return "\n\n".join(value) if isinstance(value, (list, tuple)) else (value or "")
 
 
-def apply_lora(model, model_args: ModelArguments, modules_to_save: list[str]):
-    """Wrap `model` with LoRA on the encoder; the task layers in `modules_to_save` train fully."""
+def apply_lora(model, model_args: ModelArguments):
+    """Wrap `model` with LoRA on the pretrained linear layers its contract names (`model.lora_layers`), restricted
+    to --lora_target_modules names and --lora_layers indices; its `new_modules` train in full. Adapting only the top
+    layers also stops backpropagation below them, which makes CPU training several times cheaper."""
     if not model_args.use_lora:
         return model
     from peft import LoraConfig, get_peft_model
+    from torch import nn
 
+    names = {name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()}
+    layers = {int(index) for index in model_args.lora_layers.split(",")} if model_args.lora_layers else None
+    prefix = model.lora_layers + "."
+    targets = []
+    for name, module in model.named_modules():
+        if not (isinstance(module, nn.Linear) and name.startswith(prefix)):
+            continue
+        parts = name[len(prefix) :].split(".")
+        new = any(part in model.new_modules for part in parts)  # trained in full, not adapted
+        if parts[-1] in names and not new and (layers is None or int(parts[0]) in layers):
+            targets.append(name)
+    if not targets:
+        raise ValueError(f"no linear layer of {prefix}* matches --lora_target_modules {sorted(names)}")
     config = LoraConfig(
         r=model_args.lora_r,
         lora_alpha=model_args.lora_alpha,
         lora_dropout=model_args.lora_dropout,
-        target_modules=[name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()],
-        modules_to_save=modules_to_save,
-        layers_to_transform=[int(i) for i in model_args.lora_layers.split(",")] if model_args.lora_layers else None,
-        layers_pattern="layer" if model_args.lora_layers else None,
+        target_modules=targets,
+        modules_to_save=list(model.new_modules),
     )
     peft_model = get_peft_model(model, config)
     trainable, total = peft_model.get_nb_trainable_parameters()
-    logger.info("LoRA: %d trainable of %d parameters", trainable, total)
+    logger.info("LoRA on %d layers: %d trainable of %d parameters", len(targets), trainable, total)
     return peft_model
 
 
@@ -186,12 +200,14 @@ def take_push_to_hub(training_args: TrainingArguments) -> bool:
 def save_final_model(trainer, tokenizer, training_args: TrainingArguments, card_info: dict, push: bool = False) -> Path:
     """Save the trained model into `<output_dir>/final` (adapter checkpoint with LoRA, else a full model), write its
     model card and, with `push` (`--push_to_hub`), export a self-contained repo and upload it."""
+    from peft import PeftModel
+
     from .hub import export_model, push_to_hub, save_adapter_checkpoint
 
     final = Path(training_args.output_dir) / "final"
     model = trainer.model
-    if hasattr(model, "peft_config"):
-        save_adapter_checkpoint(model, final, card_info)
+    if isinstance(model, PeftModel):
+        save_adapter_checkpoint(model, final, tokenizer, card_info)
     else:
         from .cards import build_model_card
 

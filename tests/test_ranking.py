@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from sumformers.ranking import (
+from sumformers.text.ranking import (
     RANKERS,
     content_words,
     fit_to_budget,

@@ -8,8 +8,8 @@ from collections import Counter
 import pytest
 from rouge_score import rouge_scorer, scoring, tokenizers
 
-from sumformers.evaluation import data_dir, document_sentences, read_jsonl
-from sumformers.scoring import (
+from sumformers.text.evaluation import data_dir, document_sentences, read_jsonl
+from sumformers.text.scoring import (
     full_oracle,
     greedy_oracle,
     oracle_labels,
@@ -17,7 +17,7 @@ from sumformers.scoring import (
     rouge_scores,
     rouge_tokenize,
 )
-from sumformers.text import to_sentences
+from sumformers.text.sentences import to_sentences
 
 # rouge-score used directly, the way papers call it, as the reference implementation.
 LIBRARY_SCORER = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeLsum"], use_stemmer=True)
@@ -97,8 +97,8 @@ HAND_REFERENCE = "the cat sat on the mat"
 
 def test_greedy_oracle_hand_computation():
     assert greedy_oracle(HAND_SENTENCES, HAND_REFERENCE) == [1, 2]
-    assert greedy_oracle(HAND_SENTENCES, HAND_REFERENCE, max_sentences=1) == [1]
-    assert greedy_oracle(HAND_SENTENCES, HAND_REFERENCE, max_sentences=0) == []
+    assert greedy_oracle(HAND_SENTENCES, HAND_REFERENCE, num_sentences=1) == [1]
+    assert greedy_oracle(HAND_SENTENCES, HAND_REFERENCE, num_sentences=0) == []
     assert greedy_oracle(HAND_SENTENCES, HAND_REFERENCE, metric="r2") == [1, 2]
     assert oracle_labels(HAND_SENTENCES, HAND_REFERENCE) == [0, 1, 1, 0]
     # The selected pair's ROUGE-1 is the hand value 12/13.
@@ -127,8 +127,8 @@ def test_greedy_oracle_degenerate_inputs(sentences, reference):
 def test_greedy_oracle_bad_arguments():
     with pytest.raises(ValueError, match="metric"):
         greedy_oracle(["a"], "a", metric="r3")
-    with pytest.raises(ValueError, match="max_sentences"):
-        greedy_oracle(["a"], "a", max_sentences=-1)
+    with pytest.raises(ValueError, match="num_sentences"):
+        greedy_oracle(["a"], "a", num_sentences=-1)
     with pytest.raises(TypeError):
         greedy_oracle("one string", "a")
 
@@ -155,10 +155,10 @@ def _library_objective(sentences, selection, reference, metric):
     }[metric]
 
 
-def _library_greedy(sentences, reference, metric, max_sentences=None):
+def _library_greedy(sentences, reference, metric, num_sentences=None):
     """PreSumm's greedy loop calling rouge-score for every candidate: slow but obviously right."""
     selected, best = [], 0.0
-    limit = len(sentences) if max_sentences is None else max_sentences
+    limit = len(sentences) if num_sentences is None else num_sentences
     while len(selected) < limit:
         best_index = -1
         for index in range(len(sentences)):
@@ -194,7 +194,7 @@ def test_greedy_oracle_matches_rouge_score_greedy_on_random_examples(metric):
 def test_full_oracle_is_greedy_with_the_full_objective():
     rng = random.Random(1)
     sentences, reference = _random_example(rng)
-    assert full_oracle(sentences, reference, max_sentences=3) == greedy_oracle(sentences, reference, 3, "full")
+    assert full_oracle(sentences, reference, num_sentences=3) == greedy_oracle(sentences, reference, 3, "full")
 
 
 CNNDM_VALIDATION = data_dir() / "cnn_dailymail" / "validation.jsonl"
@@ -206,15 +206,15 @@ CNNDM_VALIDATION = data_dir() / "cnn_dailymail" / "validation.jsonl"
 def test_greedy_oracle_matches_rouge_score_greedy_on_cnndm(metric):
     for row in read_jsonl(CNNDM_VALIDATION)[:8]:
         sentences = document_sentences(row)
-        expected = _library_greedy(sentences, row["summary"], metric, max_sentences=3)
-        assert greedy_oracle(sentences, row["summary"], max_sentences=3, metric=metric) == expected
+        expected = _library_greedy(sentences, row["summary"], metric, num_sentences=3)
+        assert greedy_oracle(sentences, row["summary"], num_sentences=3, metric=metric) == expected
 
 
 def test_local_evaluate_metric_equals_rouge_scores(tmp_path):
     # A subprocess, so that evaluate reads a temporary HF_HOME at import and writes nothing in the home dir.
     program = (
         "import json, sys\n"
-        "from sumformers.scoring import load_rouge_metric\n"
+        "from sumformers.text.scoring import load_rouge_metric\n"
         "data = json.load(sys.stdin)\n"
         "metric = load_rouge_metric()\n"
         "print(json.dumps(metric.compute(predictions=data['p'], references=data['r'])))\n"

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from sumformers.stepwise_decoding import stepwise_beam_search
+from sumformers.pipelines.stepwise_decoding import stepwise_beam_search
 
 END = "END"
 
@@ -49,7 +49,7 @@ SCRIPT = {
 
 def test_beam_search_gives_the_hand_computed_beam():
     scorer = ScriptedScorer(4, SCRIPT)
-    best = stepwise_beam_search(scorer, [SENTENCES], beam_size=2, max_steps=4)[0]
+    best = stepwise_beam_search(scorer, [SENTENCES], beam_size=2, num_sentences=4)[0]
     # Step 1 keeps (0) ln .4 and (1) ln .35 (END is not allowed first). Step 2 expands both: (1,0) ln .35 + ln .9 =
     # -1.155 and (0,1) = (0,2) = ln .4 + ln .3 = -2.120 (tie: (0,1) was generated first) are kept. Step 3: (1,0,END)
     # -1.512 and (0,1,END) -2.343 are both finished, so the search ends with (1,0,END).
@@ -62,7 +62,7 @@ def test_beam_search_gives_the_hand_computed_beam():
 
 
 def test_beam_of_one_is_greedy():
-    best = stepwise_beam_search(ScriptedScorer(4, SCRIPT), [SENTENCES], beam_size=1, max_steps=4)[0]
+    best = stepwise_beam_search(ScriptedScorer(4, SCRIPT), [SENTENCES], beam_size=1, num_sentences=4)[0]
     # (0) then (0,1) (0.3, tied with 2, first generated) then END (0.8)
     assert best.sentences == (0, 1)
     assert best.score == pytest.approx(math.log(0.4) + math.log(0.3) + math.log(0.8))
@@ -75,7 +75,7 @@ def test_search_stops_once_a_finished_hypothesis_beats_every_live_one():
         (1,): {0: 0.5, END: 0.5},
     }
     scorer = ScriptedScorer(2, script)
-    best = stepwise_beam_search(scorer, [SENTENCES[:2]], beam_size=2, max_steps=4)[0]
+    best = stepwise_beam_search(scorer, [SENTENCES[:2]], beam_size=2, num_sentences=4)[0]
     assert best.sentences == (0,) and best.ended
     # Step 2 keeps (0,END) -0.562 (finished) and (1,0) ln .4 + ln .5 = -1.609 (live): no further call is needed.
     assert scorer.calls == [[()], [(0,), (1,)]]
@@ -84,7 +84,7 @@ def test_search_stops_once_a_finished_hypothesis_beats_every_live_one():
 def test_no_sentence_is_chosen_twice():
     # The scorer keeps most of its mass on sentence 0 even after it was chosen; the search must not repeat it.
     scorer = ScriptedScorer(3, {}, default={0: 0.9, 1: 0.04, 2: 0.03, END: 0.03})
-    best = stepwise_beam_search(scorer, [SENTENCES[:3]], beam_size=3, max_steps=4)[0]
+    best = stepwise_beam_search(scorer, [SENTENCES[:3]], beam_size=3, num_sentences=4)[0]
     assert len(set(best.sentences)) == len(best.sentences)
     for calls in scorer.calls:
         for prefix in calls:
@@ -94,14 +94,14 @@ def test_no_sentence_is_chosen_twice():
 def test_end_is_not_a_first_choice_and_stops_a_hypothesis():
     script = {(): {0: 0.05, END: 0.95}, (0,): {1: 0.01, END: 0.99}}
     scorer = ScriptedScorer(2, script)
-    best = stepwise_beam_search(scorer, [SENTENCES[:2]], beam_size=1, max_steps=4)[0]
+    best = stepwise_beam_search(scorer, [SENTENCES[:2]], beam_size=1, num_sentences=4)[0]
     assert best.sentences == (0,) and best.ended
     assert scorer.calls == [[()], [(0,)]]  # nothing after END
 
 
 def test_min_sentences_holds_end_back_until_the_summary_is_long_enough():
     script = {(): {0: 0.6, 1: 0.4}, (0,): {1: 0.2, END: 0.8}, (0, 1): {END: 1.0}}
-    best = stepwise_beam_search(ScriptedScorer(2, script), [SENTENCES[:2]], beam_size=1, max_steps=4, min_sentences=2)[0]
+    best = stepwise_beam_search(ScriptedScorer(2, script), [SENTENCES[:2]], beam_size=1, num_sentences=4, min_sentences=2)[0]
     # END (0.8) is not allowed after one sentence, so 1 (0.2) is taken, then END.
     assert best.sentences == (0, 1) and best.ended
     assert best.score == pytest.approx(math.log(0.6) + math.log(0.2) + math.log(1.0))
@@ -110,9 +110,9 @@ def test_min_sentences_holds_end_back_until_the_summary_is_long_enough():
     assert short.sentences == (0,) and short.ended
 
 
-def test_max_steps_cuts_the_summary_without_end():
+def test_num_sentences_cuts_the_summary_without_end():
     scorer = ScriptedScorer(4, {}, default={0: 0.3, 1: 0.3, 2: 0.3, 3: 0.09, END: 0.01})
-    best = stepwise_beam_search(scorer, [SENTENCES], beam_size=1, max_steps=2)[0]
+    best = stepwise_beam_search(scorer, [SENTENCES], beam_size=1, num_sentences=2)[0]
     assert best.sentences == (0, 1) and not best.ended
     assert best.score == pytest.approx(2 * math.log(0.3))
 
@@ -129,9 +129,9 @@ def test_trigram_blocking_blocks_sentences_sharing_a_trigram():
         (0, 1): {2: 0.5, END: 0.5},
         (0, 2): {1: 0.5, END: 0.5},
     }
-    plain = stepwise_beam_search(ScriptedScorer(3, script), [sentences], beam_size=1, max_steps=3)[0]
+    plain = stepwise_beam_search(ScriptedScorer(3, script), [sentences], beam_size=1, num_sentences=3)[0]
     assert plain.sentences[:2] == (0, 1)
-    blocked = stepwise_beam_search(ScriptedScorer(3, script), [sentences], beam_size=1, max_steps=3, trigram_blocking=True)[0]
+    blocked = stepwise_beam_search(ScriptedScorer(3, script), [sentences], beam_size=1, num_sentences=3, trigram_blocking=True)[0]
     # (0) then 1 is blocked, so 2 (0.1) ties with END (0.1) and wins as the first generated; then 1 is still blocked.
     assert blocked.sentences == (0, 2) and blocked.ended
     assert blocked.score == pytest.approx(math.log(0.6) + math.log(0.1) + math.log(0.5))
@@ -140,17 +140,15 @@ def test_trigram_blocking_blocks_sentences_sharing_a_trigram():
 def test_length_budgets_in_sentences_and_words():
     sentences = ["one two three four five six", "one two", "a b c", "x y z w"]
     uniform = {0: 0.24, 1: 0.24, 2: 0.24, 3: 0.24, END: 0.04}
-    by_sentences = stepwise_beam_search(
-        ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, max_steps=4, max_sentences=2
-    )[0]
-    assert by_sentences.sentences == (0, 1) and by_sentences.ended  # only END fits after two sentences
+    by_sentences = stepwise_beam_search(ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, num_sentences=2)[0]
+    assert by_sentences.sentences == (0, 1) and not by_sentences.ended  # cut after two steps, as the paper's 4 steps
     by_words = stepwise_beam_search(
-        ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, max_steps=4, max_words=6
+        ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, num_sentences=4, max_words=6
     )[0]
     # 0 fills the six words: nothing else fits, END closes the summary
     assert by_words.sentences == (0,) and by_words.ended
     skip_long = stepwise_beam_search(
-        ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, max_steps=4, max_words=5
+        ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, num_sentences=4, max_words=5
     )[0]
     assert skip_long.sentences == (1, 2) and skip_long.ended  # 6-word sentence never fits; 2 + 3 words do
 
@@ -163,22 +161,22 @@ def test_documents_in_a_batch_are_decoded_independently():
         rows = [scorers[d]([0], [prefix])[0] for d, prefix in zip(document_indices, prefixes)]
         return torch.stack(rows)
 
-    results = stepwise_beam_search(batch_scorer, [SENTENCES, SENTENCES[:2], []], beam_size=2, max_steps=4)
-    assert results[0] == stepwise_beam_search(ScriptedScorer(4, SCRIPT), [SENTENCES], beam_size=2, max_steps=4)[0]
-    assert results[1] == stepwise_beam_search(ScriptedScorer(4, other), [SENTENCES[:2]], beam_size=2, max_steps=4)[0]
+    results = stepwise_beam_search(batch_scorer, [SENTENCES, SENTENCES[:2], []], beam_size=2, num_sentences=4)
+    assert results[0] == stepwise_beam_search(ScriptedScorer(4, SCRIPT), [SENTENCES], beam_size=2, num_sentences=4)[0]
+    assert results[1] == stepwise_beam_search(ScriptedScorer(4, other), [SENTENCES[:2]], beam_size=2, num_sentences=4)[0]
     assert results[2].steps == ()  # a document without sentences gives an empty summary
 
 
 def test_return_distributions_gives_each_steps_full_distribution():
     best = stepwise_beam_search(
-        ScriptedScorer(4, SCRIPT), [SENTENCES], beam_size=2, max_steps=4, return_distributions=True
+        ScriptedScorer(4, SCRIPT), [SENTENCES], beam_size=2, num_sentences=4, return_distributions=True
     )[0]
     assert best.steps[0].distribution == pytest.approx([0.4, 0.35, 0.1, 0.05, 0.1])
     assert best.steps[1].distribution == pytest.approx([0.9, 0.0, 0.05, 0.0, 0.05])
 
 
 @pytest.mark.parametrize(
-    "options", [dict(beam_size=0), dict(max_steps=0), dict(max_words=0), dict(max_sentences=-1), dict(beam_size=1.5)]
+    "options", [dict(beam_size=0), dict(num_sentences=0), dict(max_words=0), dict(num_sentences=-1), dict(beam_size=1.5)]
 )
 def test_bad_options_are_value_errors(options):
     with pytest.raises(ValueError, match="must be a positive integer"):

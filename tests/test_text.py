@@ -1,8 +1,8 @@
 import pysbd
 import pytest
 
-from sumformers import text
-from sumformers.text import (
+from sumformers.text import sentences as text
+from sumformers.text.sentences import (
     has_repeated_trigram,
     has_trigram_overlap,
     lead_k,

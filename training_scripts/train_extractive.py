@@ -15,11 +15,11 @@ from pathlib import Path
 from transformers import AutoTokenizer, Trainer, pipeline
 
 from sumformers import BertSumForExtractiveSummarization
-from sumformers.encoders import resolve_encoder
-from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.modeling.pretrained_encoder import resolve_encoder
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
-from sumformers.scoring import greedy_oracle, rouge_scores
-from sumformers.text import split_sentences
+from sumformers.text.scoring import greedy_oracle, rouge_scores
+from sumformers.text.sentences import split_sentences
 from sumformers.training import (
     apply_lora,
     document_text,
@@ -81,7 +81,7 @@ def main():
         )
         tokenizer = AutoTokenizer.from_pretrained(encoder)
     extractive_args.max_length = min(extractive_args.max_length, model.config.max_position_embeddings)
-    model = apply_lora(model, model_args, modules_to_save=["inter_sentence", "scorer", "token_type_embeddings"])
+    model = apply_lora(model, model_args)
 
     datasets = [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name]
     card_info = new_card_info(training_args, data_args, datasets)

@@ -18,19 +18,18 @@ whole inputs (up to `--eval_max_length` tokens) and reports ROUGE. Resumes from 
 """
 
 import logging
-import re
 from dataclasses import dataclass, field
 
 from datasets import Features, List, Value
 from transformers import AutoTokenizer, Trainer, pipeline
 
 from sumformers import HetFormerForExtractiveSummarization
-from sumformers.encoders import resolve_encoder
-from sumformers.entities import entity_clusters, ner_available
+from sumformers.modeling.pretrained_encoder import resolve_encoder
+from sumformers.text.entities import entity_clusters, ner_available
 from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
-from sumformers.modeling.modeling_hetformer import collate_hetformer_batch, encode_documents
-from sumformers.scoring import greedy_oracle, rouge_scores
-from sumformers.text import split_sentences
+from sumformers.processing.processing_hetformer import collate_hetformer_batch, encode_documents
+from sumformers.text.scoring import greedy_oracle, rouge_scores
+from sumformers.text.sentences import document_texts, split_sentences
 from sumformers.training import (
     apply_lora,
     load_splits,
@@ -46,7 +45,6 @@ from sumformers.training import (
 logger = logging.getLogger("train_hetformer")
 
 # QMSum transcripts mark non-speech events inline ("{vocalsound}", "{disfmarker}", "{gap}").
-TRANSCRIPT_MARKUP = re.compile(r"\s*\{\w+\}")
 
 
 @dataclass
@@ -73,12 +71,6 @@ class HetFormerArguments:
     )
 
 
-def input_texts(value, strip_markup: bool) -> list[str]:
-    """A text column value (one string, or a list of documents) as a list of document texts."""
-    texts = list(value) if isinstance(value, (list, tuple)) else [value or ""]
-    return [TRANSCRIPT_MARKUP.sub("", text) if strip_markup else text for text in texts]
-
-
 PREPARED_FEATURES = Features(
     {
         "sentence_lists": List(List(Value("string"))),
@@ -90,7 +82,7 @@ PREPARED_FEATURES = Features(
 
 def split_and_find_entities(example, text_column, strip_markup, use_entities):
     """Sentences of every document and, with spaCy, their entity mentions (the slow step, cached by datasets)."""
-    documents = [split_sentences(text) for text in input_texts(example[text_column], strip_markup)]
+    documents = [split_sentences(text) for text in document_texts(example[text_column], strip_markup)]
     mentions = entity_clusters(documents) if use_entities else [[[] for _ in sentences] for sentences in documents]
     return {"sentence_lists": documents, "mentions": mentions}
 
@@ -128,7 +120,7 @@ def evaluate_rouge(model, tokenizer, dataset, text_column, summary_column, args)
     summarizer = pipeline("extractive-summarization", model=model, tokenizer=tokenizer)
     inputs = []
     for value in dataset[text_column]:
-        texts = input_texts(value, args.strip_markup)
+        texts = document_texts(value, args.strip_markup)
         inputs.append({"documents": texts} if len(texts) > 1 else texts[0])
     outputs = summarizer(
         inputs, num_sentences=args.num_sentences, trigram_blocking=args.trigram_blocking,
@@ -170,7 +162,7 @@ def main():
     for layer in model.hetformer.layer:
         layer.attention.self.dropout = het_args.attention_dropout
     max_length = min(het_args.max_length, model.config.max_position_embeddings)
-    model = apply_lora(model, model_args, modules_to_save=["scorer"])
+    model = apply_lora(model, model_args)
 
     card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
     if training_args.do_train and train_dataset is not None:

@@ -23,7 +23,6 @@ with top k) on the eval split and reports ROUGE. Resumes from the newest checkpo
 import hashlib
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,12 +31,14 @@ from torch.nn import functional as F
 from transformers import AutoTokenizer, Trainer, pipeline
 
 from sumformers import ARCHITECTURES
-from sumformers.encoders import resolve_encoder
-from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
+from sumformers.modeling.pretrained_encoder import resolve_encoder
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
-from sumformers.scoring import greedy_oracle, rouge_scores
-from sumformers.text import split_sentences
+from sumformers.text.scoring import greedy_oracle, rouge_scores
+from sumformers.text.sentences import split_sentences
 from sumformers.training import (
+    apply_lora,
     document_text,
     load_splits,
     new_card_info,
@@ -61,7 +62,7 @@ class StepwiseArguments:
     max_length: int | None = field(
         default=None, metadata={"help": "Document tokens (BERTSum layout); default and maximum: the model's limit."}
     )
-    oracle_max_sentences: int = field(default=4, metadata={"help": "Longest oracle summary (the paper's 4 steps)."})
+    oracle_num_sentences: int = field(default=4, metadata={"help": "Longest oracle summary (the paper's 4 steps)."})
     precompute_sentence_vectors: bool = field(
         default=True, metadata={"help": "HiBERT: freeze the sentence encoder and encode every sentence once."}
     )
@@ -85,12 +86,12 @@ class StepwiseArguments:
     trigram_blocking: bool = field(default=False)
 
 
-def oracle_in_selection_order(sentences: list[str], reference: str, max_sentences: int) -> list[int]:
+def oracle_in_selection_order(sentences: list[str], reference: str, num_sentences: int) -> list[int]:
     """The greedy oracle's sentences in the order the greedy search adds them (`greedy_oracle` returns them sorted;
     the greedy search is deterministic, so its k-sentence result extends its (k-1)-sentence result by one)."""
     order: list[int] = []
-    for size in range(1, max_sentences + 1):
-        selected = greedy_oracle(sentences, reference, max_sentences=size)
+    for size in range(1, num_sentences + 1):
+        selected = greedy_oracle(sentences, reference, num_sentences=size)
         if len(selected) < size:
             break
         order.extend(index for index in selected if index not in order)
@@ -99,7 +100,7 @@ def oracle_in_selection_order(sentences: list[str], reference: str, max_sentence
 
 def build_features(example, tokenizer, config, data_args, stepwise_args) -> dict | None:
     """One document: BERTSum-layout inputs and its oracle (selection order), or None when nothing can be learned."""
-    sentences = split_sentences(document_text(example[data_args.text_column]))[: config.max_sentences]
+    sentences = split_sentences(document_text(example[data_args.text_column]))[: config.max_document_sentences]
     limit = min(stepwise_args.max_length or config.max_position_embeddings, config.max_position_embeddings)
     encoded = encode_sentences(
         tokenizer,
@@ -110,7 +111,7 @@ def build_features(example, tokenizer, config, data_args, stepwise_args) -> dict
         warn_on_truncation=False,
     )
     kept = sentences[: encoded["num_sentences"]]
-    oracle = oracle_in_selection_order(kept, example[data_args.summary_column], stepwise_args.oracle_max_sentences)
+    oracle = oracle_in_selection_order(kept, example[data_args.summary_column], stepwise_args.oracle_num_sentences)
     if not oracle:
         return None
     encoded["oracle"] = oracle
@@ -190,32 +191,6 @@ def add_sentence_vectors(model, features: list[dict], pad_token_id: int, cache_p
         feature["sentence_vectors"] = cache[key]
 
 
-def apply_lora(model, model_args, modules_to_save: list[str]):
-    """LoRA on the pretrained linear layers under the model class's `lora_layer_prefix` (HiBERT: the document
-    layers, ETCSum: the encoder layers), restricted to --lora_target_modules names and --lora_layers indices; the
-    new modules (`new_modules`, including HiBERT's document-to-summary attention) train in full."""
-    if not model_args.use_lora:
-        return model
-    from peft import LoraConfig, get_peft_model
-
-    names = "|".join(re.escape(name.strip()) for name in model_args.lora_target_modules.split(",") if name.strip())
-    layers = (
-        "|".join(str(int(index)) for index in model_args.lora_layers.split(",")) if model_args.lora_layers else r"\d+"
-    )
-    target = rf"{model.lora_layer_prefix}\.({layers})\.(?!summary_attention).*\b({names})"
-    config = LoraConfig(
-        r=model_args.lora_r,
-        lora_alpha=model_args.lora_alpha,
-        lora_dropout=model_args.lora_dropout,
-        target_modules=target,
-        modules_to_save=modules_to_save,
-    )
-    peft_model = get_peft_model(model, config)
-    trainable, total = peft_model.get_nb_trainable_parameters()
-    logger.info("LoRA on %s: %d trainable of %d parameters", target, trainable, total)
-    return peft_model
-
-
 def evaluate_rouge(model, tokenizer, dataset, data_args, stepwise_args, stepwise: bool) -> dict:
     documents = [document_text(value) for value in dataset[data_args.text_column]]
     if stepwise:
@@ -260,7 +235,7 @@ def main():
         encoder = resolve_encoder(source)
         model = architecture.model_class.from_encoder(encoder, encoder_name_or_path=source, **decoding, **overrides)
         tokenizer = AutoTokenizer.from_pretrained(encoder)
-    stepwise = hasattr(model, "prepare_document")
+    stepwise = model.is_stepwise
     config = model.config
 
     card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
@@ -273,14 +248,14 @@ def main():
             if feature is not None
         ]
         logger.info("%d of %d training documents have an oracle summary", len(features), len(train_dataset))
-        precomputed = stepwise_args.precompute_sentence_vectors and hasattr(model, "sentence_vectors")
+        precomputed = stepwise_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
             add_sentence_vectors(model, features, tokenizer.pad_token_id, stepwise_args.sentence_vector_cache)
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)
-        model = apply_lora(model, model_args, modules_to_save=list(model.new_modules))
+        model = apply_lora(model, model_args)
         trainer = Trainer(
             model=model,
             args=training_args,
@@ -296,7 +271,7 @@ def main():
             f"rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}; new layers trained in full"
             f"{', sentence encoder frozen' if precomputed else ''}), greedy-oracle targets (ROUGE-1 F + ROUGE-2 F, "
-            f"at most {stepwise_args.oracle_max_sentences} sentences, in selection order); final training loss "
+            f"at most {stepwise_args.oracle_num_sentences} sentences, in selection order); final training loss "
             f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
     else:

@@ -20,29 +20,23 @@ Resumes from the newest checkpoint in --output_dir.
 import logging
 import math
 import random
-import re
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from sumformers.pipelines.wikisum import encode_wikisum_input
+from sumformers.processing.processing_wikisum import encode_wikisum_input, read_wikisum_examples
 from transformers import AutoTokenizer, GenerationConfig, Trainer, pipeline
 
 from sumformers import WikiSumConfig, WikiSumForCausalLM
-from sumformers.encoders import portable_encoder_name, resolve_encoder
-from sumformers.evaluation import read_jsonl
+from sumformers.modeling.pretrained_encoder import portable_encoder_name, resolve_encoder
 from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
-from sumformers.ranking import rank_paragraphs, split_paragraphs
-from sumformers.scoring import rouge_scores
+from sumformers.text.ranking import rank_paragraphs, split_paragraphs
+from sumformers.text.scoring import rouge_scores
 from sumformers.training import parse_arguments, record_evaluation, save_final_model, take_push_to_hub, train_resuming
 
 logger = logging.getLogger("train_wikisum")
-
-# QMSum transcripts mark non-speech events inline ("{disfmarker}", "{vocalsound}"): noise for ranking and modelling.
-_TRANSCRIPT_MARKUP = re.compile(r"\{\w+\}")
-
 
 @dataclass
 class WikiSumArguments:
@@ -69,45 +63,6 @@ class WikiSumArguments:
     no_repeat_ngram_size: int = field(default=3, metadata={"help": "0 = off (the paper uses none)."})
     eval_generate_samples: int = field(default=20, metadata={"help": "Validation examples summarized for ROUGE."})
     ship_to: str | None = field(default=None, metadata={"help": "Also write the final model with fp16 weights here."})
-
-
-def _topic_title(row: dict) -> str:
-    """QMSum: its topic list; FewSum: the product category; otherwise the row's title or nothing."""
-    if isinstance(row.get("title"), str):
-        return row["title"]
-    if isinstance(row.get("topics"), list):
-        return "; ".join(topic["topic"] for topic in row["topics"] if isinstance(topic, dict) and topic.get("topic"))
-    if isinstance(row.get("category"), str):
-        return row["category"].replace("_", " ")
-    return ""
-
-
-def _without_markup(document: str) -> str:
-    """Drop transcript markup, keep the line breaks (one turn or paragraph a line)."""
-    return "\n".join(" ".join(_TRANSCRIPT_MARKUP.sub(" ", line).split()) for line in document.split("\n"))
-
-
-def read_wikisum_examples(path: str, specific_queries: bool = False) -> list[dict]:
-    """Rows of a shared-data JSONL file as {"id", "title", "documents", "summary"}; with `specific_queries`, QMSum's
-    query/answer pairs are added with the query as title."""
-    examples = []
-    for row in read_jsonl(path):
-        documents = row["documents"] if isinstance(row.get("documents"), list) else [row["document"]]
-        documents = [_without_markup(document) for document in documents]
-        examples.append(
-            {"id": row["id"], "title": _topic_title(row), "documents": documents, "summary": row["summary"]}
-        )
-        if specific_queries:
-            for number, query in enumerate(row.get("specific_queries") or []):
-                examples.append(
-                    {
-                        "id": f"{row['id']}-q{number}",
-                        "title": query["query"],
-                        "documents": documents,
-                        "summary": query["answer"],
-                    }
-                )
-    return examples
 
 
 def read_files(paths: str | None, specific_queries: bool = False) -> list[list[dict]]:

@@ -11,10 +11,11 @@ import warnings
 
 import torch
 from conftest import tiny_bert_config
-from transformers import BertModel
+from transformers import AutoTokenizer, BertModel
 
-from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from sumformers.hub import load_model, load_pipeline, save_adapter_checkpoint
+from sumformers.modeling.pretrained_encoder import bundled_encoder_path
 
 SENTENCES = [
     "The council approved the new budget on Monday.",
@@ -25,7 +26,7 @@ SENTENCES = [
 ]
 ARTICLE = " ".join(SENTENCES)
 # Beam settings of the exported-repo comparison.
-BEAM = dict(beam_size=2, max_steps=3)
+BEAM = dict(beam_size=2, num_sentences=3)
 
 
 def document_batch(tokenizer, documents, max_sentence_tokens=10):
@@ -59,7 +60,8 @@ def lora_checkpoint(base, lora_layers: str, noise: float, folder):
         for parameter in peft_model.parameters():
             if parameter.requires_grad:
                 parameter.add_(noise * torch.randn_like(parameter))
-    return peft_model, save_adapter_checkpoint(peft_model, str(folder), {"results": {"rouge1": 1.0}})
+    tokenizer = AutoTokenizer.from_pretrained(bundled_encoder_path())
+    return peft_model, save_adapter_checkpoint(peft_model, str(folder), tokenizer, {"results": {"rouge1": 1.0}})
 
 
 def trained_and_reloaded_logits(peft_model, checkpoint, tokenizer):

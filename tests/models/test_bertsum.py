@@ -5,7 +5,7 @@ import torch
 from transformers import AutoConfig, AutoModel
 
 from sumformers import BertSumConfig, BertSumForExtractiveSummarization
-from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 
 SENTENCES = [
     "The council approved the new budget on Monday.",

@@ -17,10 +17,10 @@ from transformers.models.longformer.modeling_longformer import LongformerSelfAtt
 from sumformers import HetFormerConfig, HetFormerForExtractiveSummarization  # noqa: E402
 from sumformers.configuration.configuration_hetformer import growing_windows  # noqa: E402
 from sumformers.modeling.attention import HeterogeneousGraph, sparse_attention  # noqa: E402
-from sumformers.modeling.modeling_hetformer import (  # noqa: E402
+from sumformers.processing.processing_hetformer import (  # noqa: E402
+    HetFormerProcessor,
     collate_hetformer_batch,
     encode_documents,
-    input_documents,
 )
 from conftest import tiny_bert_config  # noqa: E402
 
@@ -114,12 +114,23 @@ def test_documents_share_a_budget_fairly(minilm_tokenizer):
         encode_documents(minilm_tokenizer, DOCUMENTS, tiny_config(), 7)
 
 
-def test_pipeline_inputs_are_read_as_documents():
-    assert input_documents("One. Two.") == [["One.", "Two."]]
-    assert input_documents({"sentences": ["One.", "Two."]}) == [["One.", "Two."]]
-    assert input_documents({"documents": ["One. Two.", ["Three."]]}) == [["One.", "Two."], ["Three."]]
+def test_pipeline_inputs_are_read_as_documents(minilm_tokenizer):
+    processor = HetFormerProcessor(minilm_tokenizer, tiny_config())
+    assert processor.documents("One. Two.") == [["One.", "Two."]]
+    assert processor.documents({"sentences": ["One.", "Two."]}) == [["One.", "Two."]]
+    assert processor.documents({"documents": ["One. Two.", ["Three."]]}) == [["One.", "Two."], ["Three."]]
     with pytest.raises(ValueError, match="non-empty list"):
-        input_documents({"documents": "not a list"})
+        processor.documents({"documents": "not a list"})
+
+
+def test_transcript_markup_is_stripped_when_the_model_was_trained_without_it(minilm_tokenizer):
+    """The shipped QMSum model was trained on transcripts without `{vocalsound}` markup: its processor removes it too,
+    so inference reads the text training read."""
+    turn = "Anna: so {vocalsound} we should {disfmarker} start the meeting now."
+    assert HetFormerProcessor(minilm_tokenizer, tiny_config(strip_markup=True)).documents(turn) == [
+        ["Anna: so we should start the meeting now."]
+    ]
+    assert HetFormerProcessor(minilm_tokenizer, tiny_config()).documents(turn) == [[turn]]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -407,7 +418,7 @@ def test_adapter_checkpoint_round_trip(minilm_tokenizer, tmp_path):
     lora = LoraConfig(r=4, target_modules=["query", "value", "query_node", "value_node"], modules_to_save=["scorer"],
                       init_lora_weights=False)
     peft_model = get_peft_model(base, lora).eval()
-    checkpoint = save_adapter_checkpoint(peft_model, str(tmp_path / "checkpoint"))
+    checkpoint = save_adapter_checkpoint(peft_model, str(tmp_path / "checkpoint"), minilm_tokenizer)
     batch = collate_hetformer_batch([encoded_example(minilm_tokenizer, base.config, None)], 0)
     with torch.no_grad():
         expected = peft_model(**batch).logits
@@ -437,7 +448,7 @@ REMOTE_SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize("spacy_available", [True, False], ids=["with-spacy", "without-spacy"])
 def test_exported_repo_gives_the_in_package_results(minilm_tokenizer, tmp_path, spacy_available):
-    from sumformers.entities import ner_available
+    from sumformers.text.entities import ner_available
     from sumformers.hub import export_model
 
     if spacy_available and not ner_available():
@@ -446,7 +457,7 @@ def test_exported_repo_gives_the_in_package_results(minilm_tokenizer, tmp_path, 
     tiny_model().save_pretrained(source)
     minilm_tokenizer.save_pretrained(source)
     repo = export_model(str(source), str(tmp_path / "repo"))
-    assert {"modeling_hetformer.py", "attention.py", "entities.py", "features.py", "text.py"} <= {
+    assert {"modeling_hetformer.py", "processing_hetformer.py", "attention.py", "entities.py", "sentence_layout.py", "sentences.py"} <= {
         path.name for path in repo.glob("*.py")}
     completed = subprocess.run(
         [sys.executable, "-c", REMOTE_SCRIPT, str(repo), ARTICLE, "spacy" if spacy_available else "no-spacy",

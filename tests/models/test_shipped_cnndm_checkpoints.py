@@ -27,7 +27,7 @@ def test_greedy_steps_follow_the_step_distributions(name):
     and reports that choice's probability and the running sum of log-probabilities."""
     summarizer = sumformers.load_pipeline(name)
     minimum = summarizer.model.config.min_sentences
-    result = summarizer(ARTICLE.read_text(), beam_size=1, max_steps=4, return_steps=True, max_length=512)
+    result = summarizer(ARTICLE.read_text(), beam_size=1, num_sentences=4, return_steps=True, max_length=512)
     chosen, score = [], 0.0
     for step in result["steps"]:
         distribution = torch.tensor(step["distribution"])

@@ -25,7 +25,7 @@ from sumformers import (
     StepwiseETCSumConfig,
     StepwiseETCSumForExtractiveSummarization,
 )
-from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from sumformers.hub import export_model
 from sumformers.modeling.modeling_stepwise_etcsum import DOCUMENT_SENTENCE, END_OF_SUMMARY, SUMMARY_SENTENCE
 
@@ -168,7 +168,7 @@ def test_rows_are_padding_invariant(minilm_tokenizer):
 
 
 def test_non_stepwise_model_reads_4096_tokens(minilm_tokenizer):
-    model = tiny_model(stepwise=False, max_sentences=512)
+    model = tiny_model(stepwise=False, max_document_sentences=512)
     sentences = [f"Sentence number {i} reports on the weather in the town today." for i in range(400)]
     encoded = encode_sentences(minilm_tokenizer, sentences, max_length=4096, max_sentence_tokens=10, warn_on_truncation=False)
     assert len(encoded["input_ids"]) > 4000
@@ -220,8 +220,8 @@ def test_pipelines_serve_both_variants(minilm_tokenizer):
     stepwise = tiny_model()
     summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
     documents = [ARTICLE, {"sentences": SENTENCES[:2]}, ""]
-    one_by_one = [summarizer(document, beam_size=2, max_steps=3) for document in documents]
-    batched = summarizer(documents, beam_size=2, max_steps=3, batch_size=3)
+    one_by_one = [summarizer(document, beam_size=2, num_sentences=3) for document in documents]
+    batched = summarizer(documents, beam_size=2, num_sentences=3, batch_size=3)
     for got, expected in zip(batched, one_by_one):
         assert got["selection_order"] == expected["selection_order"]
         assert got["score"] == pytest.approx(expected["score"], abs=1e-5)

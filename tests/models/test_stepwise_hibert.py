@@ -29,9 +29,9 @@ from sumformers import (
 )
 from sumformers.hub import export_model, load_model
 from sumformers.modeling.modeling_stepwise_hibert import sentence_blocks
-from sumformers.stepwise_decoding import stepwise_beam_search
+from sumformers.pipelines.stepwise_decoding import stepwise_beam_search
 
-TINY = dict(sentence_encoder_layers=2, document_layers=2, max_sentences=16, max_sentence_tokens=10)
+TINY = dict(sentence_encoder_layers=2, document_layers=2, max_document_sentences=16, max_sentence_tokens=10)
 
 
 def tiny_config(stepwise=True, **overrides):
@@ -148,14 +148,14 @@ def test_mean_and_first_token_pooling(minilm_tokenizer):
 def test_config_rejects_bad_settings():
     with pytest.raises(ValueError, match="sentence_pooling"):
         HiBertConfig(sentence_pooling="max")
-    with pytest.raises(ValueError, match="max_steps=6"):
-        StepwiseHiBertConfig(max_steps=6, max_summary_sentences=4)
-    with pytest.raises(ValueError, match="max_sentences"):
-        HiBertConfig(max_sentences=0)
+    with pytest.raises(ValueError, match="num_sentences=6"):
+        StepwiseHiBertConfig(num_sentences=6, max_summary_sentences=4)
+    with pytest.raises(ValueError, match="max_document_sentences"):
+        HiBertConfig(max_document_sentences=0)
 
 
 def test_non_stepwise_model_scores_only_max_sentences_with_a_warning(minilm_tokenizer):
-    _, plain = tiny_models(max_sentences=3)
+    _, plain = tiny_models(max_document_sentences=3)
     batch = document_batch(minilm_tokenizer, [SENTENCES])
     with pytest.warns(UserWarning, match="first 3 sentences"):
         logits = plain(**batch).logits
@@ -172,7 +172,7 @@ def encoder_folder(tmp_path, minilm_tokenizer):
 def test_from_encoder_splits_the_pretrained_layers(encoder_folder):
     encoder = BertModel.from_pretrained(encoder_folder, add_pooling_layer=False)
     model = StepwiseHiBertForExtractiveSummarization.from_encoder(
-        str(encoder_folder), sentence_encoder_layers=2, document_layers=2, max_sentences=16, max_sentence_tokens=10
+        str(encoder_folder), sentence_encoder_layers=2, document_layers=2, max_document_sentences=16, max_sentence_tokens=10
     )
     assert len(model.sentence_encoder.encoder.layer) == 2
     torch.testing.assert_close(
@@ -222,10 +222,10 @@ def model_scorer(model, batch):
 def test_pipeline_gives_the_beam_of_the_model(minilm_tokenizer):
     stepwise, _ = tiny_models()
     summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
-    result = summarizer(ARTICLE, beam_size=2, max_steps=3, return_steps=True)
+    result = summarizer(ARTICLE, beam_size=2, num_sentences=3, return_steps=True)
     batch = document_batch(minilm_tokenizer, [SENTENCES])
     with torch.no_grad():
-        best = stepwise_beam_search(model_scorer(stepwise, batch), [SENTENCES], beam_size=2, max_steps=3)[0]
+        best = stepwise_beam_search(model_scorer(stepwise, batch), [SENTENCES], beam_size=2, num_sentences=3)[0]
     assert result["selection_order"] == list(best.sentences)
     assert result["sentences"] == sorted(best.sentences)
     assert result["summary"] == "\n".join(SENTENCES[i] for i in sorted(best.sentences))
@@ -264,11 +264,11 @@ def test_pipeline_budgets_and_bad_options(minilm_tokenizer):
     with pytest.raises(ValueError, match="beam_size must be a positive integer"):
         summarizer(ARTICLE, beam_size=0)
     with pytest.raises(ValueError, match="max_summary_sentences"):
-        summarizer(ARTICLE, max_steps=20)
+        summarizer(ARTICLE, num_sentences=20)
 
 
 def test_pipeline_cuts_long_documents_with_a_warning(minilm_tokenizer):
-    stepwise, _ = tiny_models(max_sentences=3)
+    stepwise, _ = tiny_models(max_document_sentences=3)
     summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
     with pytest.warns(UserWarning, match="limit of 3 sentences"):
         result = summarizer(ARTICLE)
@@ -307,11 +307,11 @@ HIGHLIGHTS = "Storm hit the northern coast on Friday .\nThousands of homes lost 
 
 
 def test_training_rows_follow_the_oracle_in_selection_order():
-    from sumformers.scoring import greedy_oracle
+    from sumformers.text.scoring import greedy_oracle
 
     script = training_script()
-    order = script.oracle_in_selection_order(NEWS, HIGHLIGHTS, max_sentences=4)
-    assert sorted(order) == greedy_oracle(NEWS, HIGHLIGHTS, max_sentences=4)
+    order = script.oracle_in_selection_order(NEWS, HIGHLIGHTS, num_sentences=4)
+    assert sorted(order) == greedy_oracle(NEWS, HIGHLIGHTS, num_sentences=4)
     assert order == [0, 1]  # sentence 0 covers more of the highlights, so the greedy search takes it first
     features = [{"oracle": [2, 0], "labels": [1.0, 0.0, 1.0]}, {"oracle": [1], "labels": [0.0, 1.0]}]
     for feature in features:
@@ -334,7 +334,7 @@ def test_training_script_saves_a_small_loadable_checkpoint(model_type, encoder_f
         for number in range(6):
             handle.write(json.dumps({"document": " ".join(NEWS[number % 2 :] + NEWS), "summary": HIGHLIGHTS}) + "\n")
     output = tmp_path / "run"
-    overrides = {"max_sentences": 16, "max_sentence_tokens": 10}
+    overrides = {"max_document_sentences": 16, "max_sentence_tokens": 10}
     if "hibert" in model_type:
         overrides.update(sentence_encoder_layers=2, document_layers=2)
     else:

@@ -21,7 +21,7 @@ from pathlib import Path
 from nltk.stem import porter
 from rouge_score import rouge_scorer, tokenize, tokenizers
 
-from sumformers.text import to_sentences
+from .sentences import to_sentences
 
 __all__ = [
     "ROUGE_KEYS",
@@ -200,30 +200,30 @@ class _SummaryLcs:
         self._selected.append(index)
 
 
-def _check_oracle_inputs(sentences: Sequence[str], reference: str, max_sentences: int | None, metric: str) -> None:
+def _check_oracle_inputs(sentences: Sequence[str], reference: str, num_sentences: int | None, metric: str) -> None:
     _check_texts("sentences", sentences)
     if not isinstance(reference, str):
         raise TypeError(f"reference must be a str, got {type(reference).__name__}")
-    if max_sentences is not None and (
-        isinstance(max_sentences, bool) or not isinstance(max_sentences, int) or max_sentences < 0
+    if num_sentences is not None and (
+        isinstance(num_sentences, bool) or not isinstance(num_sentences, int) or num_sentences < 0
     ):
-        raise ValueError(f"max_sentences must be None or a non-negative int, got {max_sentences!r}")
+        raise ValueError(f"num_sentences must be None or a non-negative int, got {num_sentences!r}")
     if metric not in ORACLE_METRICS:
         raise ValueError(f"unknown oracle metric {metric!r}; expected one of {', '.join(ORACLE_METRICS)}")
 
 
 def greedy_oracle(
-    sentences: Sequence[str], reference: str, max_sentences: int | None = None, metric: str = "r1+r2"
+    sentences: Sequence[str], reference: str, num_sentences: int | None = None, metric: str = "r1+r2"
 ) -> list[int]:
     """Greedy extractive oracle: indices (ascending) of the sentences that best match ``reference``.
 
     Each step adds the sentence that most raises the objective of the selection against the reference and
-    stops when no sentence raises it or ``max_sentences`` are selected; ties go to the earlier sentence.
+    stops when no sentence raises it or ``num_sentences`` are selected; ties go to the earlier sentence.
     ``metric``: ``"r1+r2"`` (PreSumm, ROUGE-1 F + ROUGE-2 F), ``"r2"`` (ROUGE-2 F) or ``"full"`` (mean of
     ROUGE-1, ROUGE-2 and ROUGE-Lsum F, see ``full_oracle``). Bigrams are taken within sentences, so the
     objective ignores the bigrams that join two selected sentences when they are printed one after another.
     """
-    _check_oracle_inputs(sentences, reference, max_sentences, metric)
+    _check_oracle_inputs(sentences, reference, num_sentences, metric)
     sentence_tokens = [rouge_tokenize(sentence) for sentence in sentences]
     reference_tokens = rouge_tokenize(reference)
     parts: list[_NgramOverlap | _SummaryLcs] = [_NgramOverlap(sentence_tokens, reference_tokens, 2)]
@@ -232,7 +232,7 @@ def greedy_oracle(
     if metric == "full":
         reference_sentence_tokens = [rouge_tokenize(line) for line in to_sentences(reference)]
         parts.append(_SummaryLcs(sentence_tokens, reference_sentence_tokens))
-    limit = len(sentences) if max_sentences is None else min(max_sentences, len(sentences))
+    limit = len(sentences) if num_sentences is None else min(num_sentences, len(sentences))
 
     selected: list[int] = []
     best = 0.0
@@ -253,20 +253,20 @@ def greedy_oracle(
     return sorted(selected)
 
 
-def full_oracle(sentences: Sequence[str], reference: str, max_sentences: int | None = None) -> list[int]:
+def full_oracle(sentences: Sequence[str], reference: str, num_sentences: int | None = None) -> list[int]:
     """"Oracle (Full)": the selection maximizing the mean of ROUGE-1, ROUGE-2 and ROUGE-Lsum F.
 
     Found greedily (``greedy_oracle(metric="full")``), not by exact search: exact search over subsets is
     intractable for long inputs (hundreds of sentences), so the result is a lower bound on the true optimum.
     """
-    return greedy_oracle(sentences, reference, max_sentences=max_sentences, metric="full")
+    return greedy_oracle(sentences, reference, num_sentences=num_sentences, metric="full")
 
 
 def oracle_labels(
-    sentences: Sequence[str], reference: str, max_sentences: int | None = None, metric: str = "r1+r2"
+    sentences: Sequence[str], reference: str, num_sentences: int | None = None, metric: str = "r1+r2"
 ) -> list[int]:
     """0/1 extraction label per sentence from ``greedy_oracle``."""
-    selected = set(greedy_oracle(sentences, reference, max_sentences=max_sentences, metric=metric))
+    selected = set(greedy_oracle(sentences, reference, num_sentences=num_sentences, metric=metric))
     return [int(index in selected) for index in range(len(sentences))]
 
 

@@ -8,8 +8,8 @@ import os
 import re
 from pathlib import Path
 
-from sumformers.scoring import greedy_oracle, rouge_scores
-from sumformers.text import lead_k, split_sentences
+from .scoring import greedy_oracle, rouge_scores
+from .sentences import lead_k, split_sentences
 
 __all__ = ["data_dir", "read_jsonl", "document_sentences", "evaluate_file"]
 
@@ -89,7 +89,7 @@ def _baseline_predictions(rows: list[dict], path: Path, baseline: str, k: int | 
         if name == "lead":
             indices = lead_k(sentences, size)
         else:
-            indices = greedy_oracle(sentences, row["summary"], max_sentences=size)
+            indices = greedy_oracle(sentences, row["summary"], num_sentences=size)
         predictions.append("\n".join(sentences[index] for index in indices))
     return predictions
 

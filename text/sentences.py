@@ -28,6 +28,8 @@ __all__ = [
     "novel_ngram_ratio",
     "summary_length_stats",
     "has_repeated_trigram",
+    "strip_transcript_markup",
+    "document_texts",
 ]
 
 # pysbd rescans a whole line once per abbreviation it meets, so its cost grows with the square of the line
@@ -38,6 +40,8 @@ _MAX_SEGMENT_CHARS = 20_000
 # line by line gives the same sentences as one call on the whole text.
 _LINE_BREAK_RE = re.compile(r"[\r\n]+")
 _WORD_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+# Meeting transcripts (QMSum) mark non-speech events as {vocalsound}, {disfmarker}, ...
+_TRANSCRIPT_MARKUP_RE = re.compile(r"\{\w+\}")
 
 
 @functools.lru_cache(maxsize=1)
@@ -205,3 +209,16 @@ def has_repeated_trigram(summary_sentences: Sequence[str]) -> bool:
             return True
         seen |= sentence_trigrams
     return False
+
+
+def strip_transcript_markup(text: str) -> str:
+    """`text` without `{vocalsound}`-style transcript markup; spaces are collapsed within each line and the line
+    breaks (one speaker turn a line) kept."""
+    return "\n".join(" ".join(_TRANSCRIPT_MARKUP_RE.sub(" ", line).split()) for line in text.split("\n"))
+
+
+def document_texts(value, strip_markup: bool = False) -> list[str]:
+    """A dataset's text field (one string, or a list of documents) as a list of document texts, transcript markup
+    removed with `strip_markup`."""
+    texts = list(value) if isinstance(value, (list, tuple)) else [value or ""]
+    return [strip_transcript_markup(text) if strip_markup else text for text in texts]

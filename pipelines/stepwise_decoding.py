@@ -7,15 +7,15 @@ Search, per document:
 - every step expands each live hypothesis with each allowed choice and keeps the `beam_size` best expansions of the
   document; expansions that chose END are finished, the others stay live;
 - allowed choices: sentences not yet chosen, that share no trigram with a chosen one (`trigram_blocking`) and fit the
-  budget (`max_sentences`, `max_words`, whitespace words); END once the summary has `min_sentences` sentences (1:
-  never as the first choice), or whenever no sentence is allowed;
-- search stops after `max_steps` choices (live hypotheses are then kept as they are), when no hypothesis is live, or
+  word budget (`max_words`, whitespace words); END once the summary has `min_sentences` sentences (1: never as the
+  first choice), or whenever no sentence is allowed;
+- search stops after `num_sentences` choices (live hypotheses are then kept as they are), when no hypothesis is live, or
   as soon as the best finished hypothesis scores at least as high as every live one: log-probabilities are never
   positive, so a live hypothesis can only lose score, and stopping then changes no result.
 The best finished hypothesis is returned (ties go to the one found first).
 
 Model-agnostic: the model is reached through `score_rows(document_indices, prefixes) -> logits [rows, width]`, where
-column `width - 1` is END and columns `0 .. num_sentences - 1` are the document's sentences. Copied flat into
+column `width - 1` is END and the columns before it are the document's sentences. Copied flat into
 exported repos: imports only the standard library, torch and the (also copied) text module.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .text import trigrams
+from ..text.sentences import trigrams
 
 
 @dataclass(frozen=True)
@@ -68,20 +68,17 @@ def _check_positive(name: str, value, allow_none: bool = False) -> None:
 class _DocumentSearch:
     """The beam of one document and the facts about its sentences that the constraints need."""
 
-    def __init__(self, sentences: Sequence[str], trigram_blocking: bool, min_sentences, max_sentences, max_words):
+    def __init__(self, sentences: Sequence[str], trigram_blocking: bool, min_sentences, max_words):
         self.num_sentences = len(sentences)
         self.min_sentences = min_sentences
         self.words = [len(sentence.split()) for sentence in sentences]
         self.trigrams = [trigrams(sentence) for sentence in sentences] if trigram_blocking else None
-        self.max_sentences = max_sentences
         self.max_words = max_words
         self.live = [Hypothesis()] if sentences else []
         self.finished: list[Hypothesis] = []
 
     def allowed_sentences(self, hypothesis: Hypothesis) -> list[int]:
         chosen = hypothesis.sentences
-        if self.max_sentences is not None and len(chosen) >= self.max_sentences:
-            return []
         used_words = sum(self.words[i] for i in chosen)
         chosen_trigrams = set().union(*(self.trigrams[i] for i in chosen)) if self.trigrams and chosen else set()
         return [
@@ -107,10 +104,9 @@ def stepwise_beam_search(
     score_rows: Callable[[list[int], list[tuple[int, ...]]], torch.Tensor],
     documents: Sequence[Sequence[str]],
     beam_size: int = 3,
-    max_steps: int = 4,
+    num_sentences: int = 4,
     trigram_blocking: bool = False,
     min_sentences: int = 1,
-    max_sentences: int | None = None,
     max_words: int | None = None,
     return_distributions: bool = False,
 ) -> list[Hypothesis]:
@@ -121,14 +117,13 @@ def stepwise_beam_search(
     the search and its constraints.
     """
     _check_positive("beam_size", beam_size)
-    _check_positive("max_steps", max_steps)
+    _check_positive("num_sentences", num_sentences)
     _check_positive("min_sentences", min_sentences)
-    _check_positive("max_sentences", max_sentences, allow_none=True)
     _check_positive("max_words", max_words, allow_none=True)
     searches = [
-        _DocumentSearch(sentences, trigram_blocking, min_sentences, max_sentences, max_words) for sentences in documents
+        _DocumentSearch(sentences, trigram_blocking, min_sentences, max_words) for sentences in documents
     ]
-    for _ in range(max_steps):
+    for _ in range(num_sentences):
         active = [(d, search) for d, search in enumerate(searches) if not search.done()]
         if not active:
             break

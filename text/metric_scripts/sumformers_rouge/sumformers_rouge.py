@@ -1,11 +1,11 @@
 """Local ``evaluate`` ROUGE metric: ``evaluate.load("<path to this folder>")`` works offline, unlike
 ``evaluate.load("rouge")`` which fetches its script from the Hub. It delegates to
-``sumformers.scoring.rouge_scores`` so both give the same numbers."""
+``sumformers.text.scoring.rouge_scores`` so both give the same numbers."""
 
 import datasets
 import evaluate
 
-from sumformers.scoring import rouge_scores
+from sumformers.text.scoring import rouge_scores
 
 _DESCRIPTION = """ROUGE-1, ROUGE-2 and ROUGE-Lsum F1 x 100, plain mean over examples (no bootstrap), computed with
 rouge-score and the Porter stemmer, one sentence per line (a text's lines when it has line breaks, otherwise

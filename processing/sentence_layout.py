@@ -1,15 +1,15 @@
-"""Turning a list of sentences into encoder inputs for sentence-level extraction (BERTSum layout).
-
-Each sentence becomes `[CLS] tokens [SEP]` (`<s> ... </s>` for RoBERTa); the `[CLS]` vector represents the sentence,
-and token type ids alternate 0/1 per sentence (interval segment embeddings). Used by the pipeline and by training, so
-both see exactly the same inputs. Copied flat into exported repos: imports only stdlib, torch and the (also copied) text module.
+"""The BERTSum layout, which the sentence-level extractive models share: each sentence becomes `[CLS] tokens [SEP]`
+(`<s> ... </s>` for RoBERTa), the `[CLS]` vector represents the sentence, and token type ids alternate 0/1 per sentence
+(interval segment embeddings). `SentenceLayoutProcessor` is the base of the BERTSum, HiBERT and ETCSum processors.
+Copied flat into exported repos: imports only the standard library, torch, transformers and the text layer.
 """
 
 import warnings
 
 import torch
 
-from .text import split_sentences
+from ..text.sentences import split_sentences
+from .processing_utils import SummarizationProcessor
 
 
 def valid_unicode(text: str) -> str:
@@ -17,18 +17,28 @@ def valid_unicode(text: str) -> str:
     return text.encode("utf-8", errors="replace").decode("utf-8")
 
 
-def document_sentences(document) -> list[str]:
-    """The sentences of a pipeline input: a string (split with pysbd), a list/tuple of sentence strings, or a
-    `{"sentences": [...]}` dict. Anything else is a TypeError that says what is expected."""
+def check_document(document) -> None:
+    """A TypeError naming what is expected, unless `document` is a string, a list/tuple of sentence strings or a
+    `{"sentences": [...]}` dict."""
     if isinstance(document, dict) and "sentences" in document:
         document = document["sentences"]
     if isinstance(document, str):
-        return split_sentences(valid_unicode(document))
+        return
     if isinstance(document, (list, tuple)) and all(isinstance(sentence, str) for sentence in document):
-        return [valid_unicode(sentence).strip() for sentence in document if sentence.strip()]
+        return
     raise TypeError(
         f"expected a string, a list of sentence strings or {{'sentences': [...]}}, got {type(document).__name__}"
     )
+
+
+def document_sentences(document) -> list[str]:
+    """The sentences of one input (see `check_document`): a string is split with pysbd."""
+    check_document(document)
+    if isinstance(document, dict):
+        document = document["sentences"]
+    if isinstance(document, str):
+        return split_sentences(valid_unicode(document))
+    return [valid_unicode(sentence).strip() for sentence in document if sentence.strip()]
 
 
 def encode_sentences(
@@ -100,3 +110,53 @@ def collate_sentence_batch(features: list[dict], pad_token_id: int) -> dict:
         if has_labels:
             batch["labels"][row, :count] = torch.tensor(feature["labels"][:count], dtype=torch.float)
     return batch
+
+
+class SentenceLayoutProcessor(SummarizationProcessor):
+    """Text in, BERTSum-layout tensors out: `input_ids`, `token_type_ids`, `attention_mask`, `cls_positions` (one per
+    kept sentence) and `sentence_mask`, plus the kept `sentences`. Settings from the model config:
+    `max_sentence_tokens`, `min_sentence_tokens`, the token limit `max_position_embeddings`, and for models with a
+    sentence position table the document cap `max_document_sentences` (see `sentence_limit`)."""
+
+    #: Whether the model reads a bounded number of document sentences (`config.max_document_sentences`).
+    has_sentence_limit = False
+
+    def check_input(self, document) -> None:
+        check_document(document)
+
+    def sentences(self, document) -> list[str]:
+        """The sentences of `document` the model reads: beyond the model's sentence limit, cut with a warning."""
+        sentences = document_sentences(document)
+        limit = self.config.max_document_sentences if self.has_sentence_limit else None
+        if limit is not None and len(sentences) > limit:
+            warnings.warn(
+                f"Input truncated to the model's limit of {limit} sentences: kept {limit} of {len(sentences)}.",
+                stacklevel=3,
+            )
+            sentences = sentences[:limit]
+        return sentences
+
+    def encode(self, sentences: list[str], max_length: int | None = None, warn_on_truncation: bool = True) -> dict:
+        """`encode_sentences` with the model's settings (lists, not tensors)."""
+        return encode_sentences(
+            self.tokenizer,
+            sentences,
+            max_length=self.token_limit(max_length),
+            max_sentence_tokens=self.config.max_sentence_tokens,
+            min_sentence_tokens=self.config.min_sentence_tokens,
+            warn_on_truncation=warn_on_truncation,
+        )
+
+    def __call__(self, document, max_length: int | None = None) -> dict:
+        sentences = self.sentences(document)
+        encoded = self.encode(sentences, max_length)
+        kept = encoded["num_sentences"]
+        if not encoded["cls_positions"]:
+            # Nothing to score: one dummy sentence keeps the batch shapes valid; no sentence is reported.
+            encoded = encode_sentences(self.tokenizer, ["."], max_length=self.token_limit(max_length))
+        inputs = self.collate([encoded])
+        # A tuple (not a list) so that a pipeline batch of them can be told apart from one document.
+        return {**inputs, "sentences": tuple(sentences[:kept])}
+
+    def collate(self, features: list[dict]) -> dict:
+        return collate_sentence_batch(features, self.tokenizer.pad_token_id)

@@ -1,0 +1,97 @@
+"""The contract every sumformers model keeps, declared once on `SummarizerMixin` and read by the pipelines, the
+training scripts and the hub code (instead of probing models with `hasattr`).
+
+It also makes the small adapter checkpoints load the standard way. A shipped or trained checkpoint holds
+`config.json`, the tokenizer and a PEFT adapter (`adapter_config.json`, `adapter_model.safetensors`: LoRA plus the new
+modules) over a pretrained encoder installed separately. `from_pretrained` (and so `AutoModel.from_pretrained` and
+`pipeline(task, model=...)`) rebuilds the model over that encoder, loads the adapter and merges it; a folder or repo
+with full weights (`model.safetensors`, as `save_pretrained` and `sumformers export` write) loads as usual.
+"""
+
+
+import torch
+from transformers.utils import cached_file
+
+from .pretrained_encoder import quiet_loading
+
+ADAPTER_CONFIG = "adapter_config.json"
+FULL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+# `from_pretrained` arguments that locate files (passed on to every file look-up).
+HUB_ARGUMENTS = ("cache_dir", "force_download", "proxies", "token", "revision", "local_files_only", "subfolder")
+
+class SummarizerMixin:
+    """Mixed into every sumformers `PreTrainedModel` (before `PreTrainedModel` in the bases).
+
+    Class attributes each model declares:
+    - `pretrained_modules`: the top-level modules `from_encoder` fills from the pretrained encoder;
+    - `new_modules`: the modules that are not (or not only) pretrained weights: trained in full and saved with an
+      adapter checkpoint. Names may be nested modules inside pretrained ones (HiBERT's `summary_attention`);
+    - `lora_layers`: the module list of pretrained layers LoRA may adapt (a dotted path), None where LoRA does not
+      apply;
+    - `processor_class`: the processor that turns text into this model's inputs and its choices back into text;
+    - `is_stepwise`: the model scores the next choice given a partial summary (`stepwise-summarization`);
+    - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`).
+    """
+
+    pretrained_modules: tuple[str, ...] = ()
+    new_modules: tuple[str, ...] = ()
+    lora_layers: str | None = None
+    processor_class = None
+    is_stepwise = False
+    reads_multiple_documents = False
+
+    @classmethod
+    def from_encoder(cls, encoder_path: str, config=None, **config_kwargs):
+        """A model whose `pretrained_modules` start from the pretrained BERT/RoBERTa encoder at `encoder_path`."""
+        raise NotImplementedError(f"{cls.__name__} does not start from a pretrained encoder")
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        hub_arguments = {name: kwargs[name] for name in HUB_ARGUMENTS if name in kwargs}
+        if not is_adapter_checkpoint(pretrained_model_name_or_path, **hub_arguments):
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        return cls._from_adapter_checkpoint(str(pretrained_model_name_or_path), hub_arguments, **kwargs)
+
+    @classmethod
+    def _from_adapter_checkpoint(cls, path: str, hub_arguments: dict, **kwargs):
+        from peft import PeftModel
+
+        config = kwargs.pop("config", None)
+        if config is None:
+            config = cls.config_class.from_pretrained(path, **hub_arguments)
+        attn_implementation = kwargs.pop("attn_implementation", None)
+        if attn_implementation is not None:
+            config._attn_implementation = attn_implementation
+        dtype = kwargs.pop("dtype", None) or kwargs.pop("torch_dtype", None)
+        device_map = kwargs.pop("device_map", None)
+        base = cls.from_encoder(config.encoder_name_or_path, config=config)
+        with quiet_loading():
+            model = PeftModel.from_pretrained(base, path, **hub_arguments).merge_and_unload()
+        if isinstance(dtype, str) and dtype != "auto":
+            dtype = getattr(torch, dtype)
+        if isinstance(dtype, torch.dtype):
+            model = model.to(dtype)
+        if isinstance(device_map, (str, torch.device)) and str(device_map) != "auto":
+            model = model.to(device_map)
+        return model.eval()
+
+
+def is_adapter_checkpoint(name_or_path, **hub_arguments) -> bool:
+    """Whether a folder or Hub repo holds an adapter checkpoint (adapter files and no full weights)."""
+
+    def present(file_name):
+        return (
+            cached_file(
+                str(name_or_path),
+                file_name,
+                _raise_exceptions_for_missing_entries=False,
+                _raise_exceptions_for_connection_errors=False,
+                **hub_arguments,
+            )
+            is not None
+        )
+
+    return present(ADAPTER_CONFIG) and not any(present(name) for name in FULL_WEIGHTS)
+
+
+__all__ = ["SummarizerMixin", "is_adapter_checkpoint"]

@@ -1,0 +1,194 @@
+"""Processor of HetFormer: one or several documents in, one heterogeneous node sequence out.
+
+One sequence holds every node of the graph: for multi-document input a document node before each document, then
+`[CLS] sentence [SEP]` per sentence (the BERTSum layout of `sentence_layout`; each `[CLS]` is that sentence's node),
+and named-entity mentions marked with their entity-cluster id (spaCy, the `ner` extra). Transcript markup such as
+`{vocalsound}` is removed first when the model was trained without it (`config.strip_markup`).
+"""
+
+import warnings
+
+import torch
+
+from ..configuration.configuration_hetformer import HetFormerConfig
+from ..modeling.attention import HeterogeneousGraph
+from ..text.entities import entity_clusters, ner_available
+from ..text.sentences import strip_transcript_markup
+from .processing_utils import SummarizationProcessor
+from .sentence_layout import check_document, collate_sentence_batch, document_sentences, encode_sentences
+
+TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
+
+
+
+def _fair_shares(lengths: list[int], total: int) -> list[int]:
+    """Split a token budget over documents: short documents keep their length, long ones share the rest equally."""
+    shares = [0] * len(lengths)
+    remaining = total
+    order = sorted(range(len(lengths)), key=lambda index: lengths[index])
+    for rank, index in enumerate(order):
+        shares[index] = min(lengths[index], remaining // (len(lengths) - rank))
+        remaining -= shares[index]
+    return shares
+
+
+def _encode_document(tokenizer, sentences, budget, config) -> dict:
+    if budget < config.min_sentence_tokens + 2:
+        return encode_sentences(tokenizer, [], max_length=config.min_sentence_tokens + 2, warn_on_truncation=False)
+    return encode_sentences(
+        tokenizer,
+        sentences,
+        max_length=budget,
+        max_sentence_tokens=config.max_sentence_tokens,
+        min_sentence_tokens=config.min_sentence_tokens,
+        warn_on_truncation=False,
+    )
+
+
+def _sentence_token_spans(encoded: dict) -> list[tuple[int, int]]:
+    """(first token position, number of tokens kept) of each kept sentence, inside its ``[CLS] ... [SEP]``."""
+    starts = encoded["cls_positions"]
+    ends = starts[1:] + [len(encoded["input_ids"])]
+    return [(start + 1, end - start - 2) for start, end in zip(starts, ends)]
+
+
+def encode_documents(
+    tokenizer,
+    documents: list[list[str]],
+    config: HetFormerConfig,
+    max_length: int,
+    mentions: list[list[list[tuple[int, int, int]]]] | None = None,
+    warn_on_truncation: bool = True,
+) -> dict:
+    """Encode one input (one or several documents, each a list of sentences) into a HetFormer node sequence.
+
+    Layout: for each document, a document node (multi-document input with `config.use_document_nodes`), then
+    ``[CLS] sentence [SEP]`` per sentence with interval segments (`features.encode_sentences`); the `[CLS]` tokens are
+    the sentence nodes. Documents that do not all fit share `max_length` fairly. `mentions` (from
+    `entities.entity_clusters`: per document, per sentence, ``(start_char, end_char, cluster)``) mark every token
+    overlapping a mention with its cluster id.
+
+    Returns lists: `input_ids`, `token_type_ids`, `attention_mask`, `node_types`, `document_ids`, `entity_ids`,
+    `cls_positions` and `sentence_ids` (``(document, sentence)`` of each kept sentence, in order).
+    """
+    document_nodes = len(documents) > 1 and config.use_document_nodes
+    node_cost = int(document_nodes)
+    if max_length < config.min_sentence_tokens + 2 + node_cost:
+        raise ValueError(f"max_length={max_length} is too small to hold one sentence")
+    encoded = [_encode_document(tokenizer, sentences, max_length - node_cost, config) for sentences in documents]
+    lengths = [len(item["input_ids"]) + node_cost if item["cls_positions"] else 0 for item in encoded]
+    if sum(lengths) > max_length:
+        shares = _fair_shares(lengths, max_length)
+        encoded = [
+            _encode_document(tokenizer, sentences, share - node_cost, config) if share < length else item
+            for sentences, item, share, length in zip(documents, encoded, shares, lengths)
+        ]
+
+    result = {key: [] for key in ("input_ids", "token_type_ids", "node_types", "document_ids", "entity_ids")}
+    result.update(cls_positions=[], sentence_ids=[])
+    sentence_type = SENTENCE if config.use_sentence_nodes else TOKEN
+    for document, (sentences, item) in enumerate(zip(documents, encoded)):
+        if not item["cls_positions"]:
+            continue
+        offset = len(result["input_ids"])
+        if document_nodes:
+            result["input_ids"].append(tokenizer.cls_token_id)
+            result["token_type_ids"].append(0)
+            result["node_types"].append(DOCUMENT)
+            offset += 1
+        length = len(item["input_ids"])
+        result["input_ids"].extend(item["input_ids"])
+        result["token_type_ids"].extend(item["token_type_ids"])
+        node_types = [TOKEN] * length
+        for position in item["cls_positions"]:
+            node_types[position] = sentence_type
+        result["node_types"].extend(node_types)
+        result["document_ids"].extend([document] * (length + node_cost))
+        entity_ids = [-1] * length
+        if mentions is not None and any(mentions[document]):
+            offsets = tokenizer(list(sentences[: len(item["cls_positions"])]), add_special_tokens=False,
+                                return_offsets_mapping=True)["offset_mapping"]
+            for index, (first, count) in enumerate(_sentence_token_spans(item)):
+                for start, end, cluster in mentions[document][index]:
+                    for token, (token_start, token_end) in enumerate(offsets[index][:count]):
+                        if token_start < end and token_end > start:
+                            entity_ids[first + token] = cluster
+        result["entity_ids"].extend([-1] * node_cost + entity_ids)
+        result["cls_positions"].extend(offset + position for position in item["cls_positions"])
+        result["sentence_ids"].extend((document, index) for index in range(len(item["cls_positions"])))
+    result["attention_mask"] = [1] * len(result["input_ids"])
+
+    total = sum(len(sentences) for sentences in documents)
+    if warn_on_truncation and len(result["sentence_ids"]) < total:
+        warnings.warn(
+            f"Input truncated to the model's limit of {max_length} tokens: kept {len(result['sentence_ids'])} of "
+            f"{total} sentences.",
+            stacklevel=2,
+        )
+    return result
+
+
+def collate_hetformer_batch(features: list[dict], pad_token_id: int) -> dict:
+    """Pad encoded inputs (`encode_documents`, optionally with `labels`) into a batch of tensors."""
+    batch = collate_sentence_batch(features, pad_token_id)
+    length = batch["input_ids"].shape[1]
+    for key, padding in (("node_types", TOKEN), ("document_ids", 0), ("entity_ids", -1)):
+        batch[key] = torch.full((len(features), length), padding, dtype=torch.long)
+        for row, feature in enumerate(features):
+            batch[key][row, : len(feature[key])] = torch.tensor(feature[key], dtype=torch.long)
+    return batch
+
+
+class HetFormerProcessor(SummarizationProcessor):
+    """Inputs: one document (a string, a list of sentences or `{"sentences": [...]}`) or several
+    (`{"documents": [...]}`, each a string or a list of sentences). `__call__` adds `default_num_sentences`, the
+    summary length the config sets for that kind of input (`num_sentences`, `multi_document_num_sentences`)."""
+
+    def check_input(self, document) -> None:
+        if isinstance(document, dict) and "documents" in document:
+            documents = document["documents"]
+            if isinstance(documents, str) or not isinstance(documents, (list, tuple)) or not documents:
+                raise ValueError("'documents' must be a non-empty list of documents (strings or lists of sentences)")
+            for item in documents:
+                check_document(item)
+        else:
+            check_document(document)
+
+    def documents(self, document) -> list[list[str]]:
+        """The input as documents, each a list of sentences (markup stripped if the model was trained so)."""
+        self.check_input(document)
+        items = document["documents"] if isinstance(document, dict) and "documents" in document else [document]
+        if self.config.strip_markup:
+            items = [strip_transcript_markup(item) if isinstance(item, str) else item for item in items]
+        return [document_sentences(item) for item in items]
+
+    def find_entities(self, documents: list[list[str]]):
+        """Entity clusters of `documents` (see `entities.entity_clusters`), or None when entities are off or spaCy
+        is not installed (with a warning: the model then runs without entity links)."""
+        if not self.config.use_entities:
+            return None
+        if not ner_available(self.config.entity_model):
+            warnings.warn(
+                f'spaCy or its model {self.config.entity_model!r} is missing (pip install "sumformers[ner]"): '
+                "HetFormer runs without entity links.",
+                stacklevel=3,
+            )
+            return None
+        return entity_clusters(documents, self.config.entity_model)
+
+    def __call__(self, document, max_length: int | None = None) -> dict:
+        documents = self.documents(document)
+        limit = self.token_limit(max_length)
+        encoded = encode_documents(self.tokenizer, documents, self.config, limit, self.find_entities(documents))
+        sentences = tuple(documents[d][s] for d, s in encoded["sentence_ids"])
+        if not sentences:
+            # Nothing to score: one dummy sentence keeps the batch shapes valid; no sentence is reported.
+            encoded = encode_documents(self.tokenizer, [["."]], self.config, limit)
+        default = self.config.multi_document_num_sentences if len(documents) > 1 else self.config.num_sentences
+        return {**self.collate([encoded]), "sentences": sentences, "default_num_sentences": torch.tensor([default])}
+
+    def collate(self, features: list[dict]) -> dict:
+        return collate_hetformer_batch(features, self.tokenizer.pad_token_id)
+
+
+__all__ = ["HetFormerProcessor", "collate_hetformer_batch", "encode_documents"]

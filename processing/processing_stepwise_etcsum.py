@@ -1,0 +1,14 @@
+"""Processor of ETCSum and Stepwise ETCSum: the BERTSum layout as the long input (up to `max_document_tokens`),
+whose `[CLS]` positions mark the sentences that get a global token each (at most `max_document_sentences`)."""
+
+from .sentence_layout import SentenceLayoutProcessor
+
+
+class ETCSumProcessor(SentenceLayoutProcessor):
+    """Sentences past `config.max_document_sentences` are dropped with a warning, and so are those past the long
+    input's `config.max_document_tokens` tokens."""
+
+    has_sentence_limit = True
+
+
+__all__ = ["ETCSumProcessor"]

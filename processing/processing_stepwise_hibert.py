@@ -1,0 +1,14 @@
+"""Processor of HiBERT and Stepwise HiBERT: the BERTSum layout (the model cuts it into one block per sentence), with
+the model's sentence limit (`max_document_sentences`, the size of its sentence position table)."""
+
+from .sentence_layout import SentenceLayoutProcessor
+
+
+class HiBertProcessor(SentenceLayoutProcessor):
+    """Sentences past `config.max_document_sentences` are dropped with a warning; each keeps at most
+    `config.max_sentence_tokens` word pieces."""
+
+    has_sentence_limit = True
+
+
+__all__ = ["HiBertProcessor"]

@@ -1,0 +1,40 @@
+"""What every processor shares: built from a model's tokenizer and config, it checks an input, turns it into that
+model's tensors (`__call__`, a batch of one, as a pipeline's `preprocess` needs), and pads several encoded inputs into
+a training batch (`collate`)."""
+
+from transformers import AutoConfig, AutoTokenizer
+
+
+class SummarizationProcessor:
+    """Base of the per-architecture processors.
+
+    `processor(document)` returns the model inputs of one document as tensors with a batch axis of one, plus the
+    text units the model scores (`sentences`, a tuple) so that the model's choices can be turned back into text.
+    `check_input(document)` raises a TypeError or ValueError whose one-line message says what is expected.
+    """
+
+    def __init__(self, tokenizer, config):
+        self.tokenizer = tokenizer
+        self.config = config
+
+    @classmethod
+    def from_pretrained(cls, name_or_path, **kwargs):
+        """The processor of a saved model (folder or Hub id): its tokenizer and config."""
+        return cls(AutoTokenizer.from_pretrained(name_or_path, **kwargs), AutoConfig.from_pretrained(name_or_path, **kwargs))
+
+    def check_input(self, document) -> None:
+        raise NotImplementedError
+
+    def __call__(self, document, max_length: int | None = None) -> dict:
+        raise NotImplementedError
+
+    def collate(self, features: list[dict]) -> dict:
+        raise NotImplementedError
+
+    def token_limit(self, max_length: int | None) -> int:
+        """The input length in tokens: `max_length` if given, never more than the model reads."""
+        limit = self.config.max_position_embeddings
+        return min(max_length, limit) if max_length else limit
+
+
+__all__ = ["SummarizationProcessor"]

@@ -1,0 +1,131 @@
+"""Processor of WikiSum (Liu et al. 2018): a title and documents in, paragraphs ranked against the title (the
+extractive stage) and the best that fit in L tokens out, as one decoder input
+``[bos] title [sep] paragraph [sep] ... [separator]``; the generated ids back into text."""
+
+import torch
+
+from ..text.evaluation import read_jsonl
+from ..text.ranking import RANKERS, fit_to_budget, rank_paragraphs, split_paragraphs
+from ..text.sentences import strip_transcript_markup
+from .processing_utils import SummarizationProcessor
+
+
+def wikisum_inputs(inputs) -> tuple[str, list[str], str | None]:
+    """(title, documents, reference) of a pipeline input: a string (one document, no title) or a dict with `title`
+    (optional), `documents` (list of strings) or `document` (string), and `reference` (needed by the oracle)."""
+    if isinstance(inputs, str):
+        return "", [inputs], None
+    if not isinstance(inputs, dict):
+        raise ValueError(f"expected a string or a dict with `title` and `documents`, got {type(inputs).__name__}")
+    title = inputs.get("title") or ""
+    documents = inputs.get("documents", inputs.get("document"))
+    if isinstance(documents, str):
+        documents = [documents]
+    if not isinstance(title, str):
+        raise ValueError("`title` must be a string")
+    if not isinstance(documents, (list, tuple)) or not all(isinstance(document, str) for document in documents):
+        raise ValueError("give `documents` (a list of strings) or `document` (a string)")
+    reference = inputs.get("reference")
+    if reference is not None and not isinstance(reference, str):
+        raise ValueError("`reference` must be a string")
+    return title, list(documents), reference
+
+
+def encode_wikisum_input(tokenizer, config, title: str, ranked, max_input_tokens: int) -> tuple[list[int], list]:
+    """Token ids of the decoder input ``[bos] title [sep] paragraph [sep] paragraph [sep] ... [separator]``, the
+    part before the separator holding at most `max_input_tokens` tokens (the paper's L; the last paragraph is cut),
+    and the (RankedParagraph, token count) pairs that were fed in. Training and the pipeline both use it."""
+    if max_input_tokens < 2:
+        raise ValueError(f"max_input_tokens must be at least 2, got {max_input_tokens}")
+    paragraph_separator = config.paragraph_separator_token_id
+
+    def token_ids(text):  # verbose=False: the tokenizer's own length limit (512 for MiniLM) does not apply here
+        return tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+
+    prefix = ([config.bos_token_id] + token_ids(title) + [paragraph_separator])[:max_input_tokens]
+
+    def paragraph_tokens(text):
+        return token_ids(text) + [paragraph_separator]
+
+    fitted = fit_to_budget(ranked, max_input_tokens - len(prefix), paragraph_tokens)
+    input_ids = prefix + [token for _, tokens in fitted for token in tokens] + [config.separator_token_id]
+    return input_ids, [(item, len(tokens)) for item, tokens in fitted]
+
+
+def _topic_title(row: dict) -> str:
+    """QMSum: its topic list; FewSum: the product category; otherwise the row's title or nothing."""
+    if isinstance(row.get("title"), str):
+        return row["title"]
+    if isinstance(row.get("topics"), list):
+        return "; ".join(topic["topic"] for topic in row["topics"] if isinstance(topic, dict) and topic.get("topic"))
+    if isinstance(row.get("category"), str):
+        return row["category"].replace("_", " ")
+    return ""
+
+
+def read_wikisum_examples(path: str, specific_queries: bool = False) -> list[dict]:
+    """Rows of a shared-data JSONL file as {"id", "title", "documents", "summary"}; with `specific_queries`, QMSum's
+    query/answer pairs are added with the query as title."""
+    examples = []
+    for row in read_jsonl(path):
+        documents = row["documents"] if isinstance(row.get("documents"), list) else [row["document"]]
+        # QMSum's transcript markup is noise for ranking and modelling.
+        documents = [strip_transcript_markup(document) for document in documents]
+        examples.append(
+            {"id": row["id"], "title": _topic_title(row), "documents": documents, "summary": row["summary"]}
+        )
+        if specific_queries:
+            for number, query in enumerate(row.get("specific_queries") or []):
+                examples.append(
+                    {
+                        "id": f"{row['id']}-q{number}",
+                        "title": query["query"],
+                        "documents": documents,
+                        "summary": query["answer"],
+                    }
+                )
+    return examples
+
+
+class WikiSumProcessor(SummarizationProcessor):
+    """Inputs: a string (one long text, no title) or ``{"title": ..., "documents": [...]}`` (``"document"`` for one
+    text; ``"reference"`` for the oracle ranker). `__call__` returns `input_ids`, `attention_mask` (a batch of one)
+    and `paragraphs`, the ranked paragraphs that were fed in (best first)."""
+
+    def check_input(self, inputs) -> None:
+        wikisum_inputs(inputs)
+
+    def __call__(self, inputs, ranker: str | None = None, max_input_tokens: int | None = None) -> dict:
+        title, documents, reference = wikisum_inputs(inputs)
+        ranker = ranker or self.config.ranker
+        if ranker not in RANKERS:
+            raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
+        if ranker == "oracle" and reference is None:
+            raise ValueError("the oracle ranker needs the reference summary in the input: {'reference': ...}")
+        ranked = rank_paragraphs(split_paragraphs(documents), title=title, ranker=ranker, reference=reference)
+        input_ids, fed = encode_wikisum_input(
+            self.tokenizer, self.config, title, ranked, max_input_tokens or self.config.max_input_tokens
+        )
+        paragraphs = tuple(
+            {
+                "index": item.paragraph.index,
+                "document": item.paragraph.document,
+                "rank": item.rank,
+                "score": item.score,
+                "tokens": used,
+                "text": item.paragraph.text,
+            }
+            for item, used in fed
+        )
+        return {
+            "input_ids": torch.tensor([input_ids]),
+            "attention_mask": torch.ones(1, len(input_ids), dtype=torch.long),
+            # a tuple (not a list) so that a pipeline batch of them can be told apart from one input
+            "paragraphs": paragraphs,
+        }
+
+    def decode(self, summary_ids) -> str:
+        return self.tokenizer.decode(list(summary_ids), skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
+
+
+__all__ = ["WikiSumProcessor", "encode_wikisum_input", "read_wikisum_examples", "wikisum_inputs"]

@@ -34,8 +34,9 @@ def read_text_file(path: Path) -> str:
 def read_documents(source: Path) -> list[dict]:
     """Documents from a text file, a JSONL file (`document` or `documents` per line) or a folder of those.
 
-    Returns records {"id", "document"} or {"id", "error"} for entries that cannot be used, so one bad line does not
-    cost the others.
+    Returns records {"id", "document"} and/or {"documents": [...]} (a JSONL line's list of strings, kept as a list:
+    `model_input` decides how a model reads it), with "title" when the line has one, or {"id", "error"} for entries
+    that cannot be used, so one bad line does not cost the others.
     """
     if source.is_dir():
         files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (".txt", ".jsonl", ".md"))
@@ -59,21 +60,38 @@ def read_documents(source: Path) -> list[dict]:
         if not isinstance(row, dict):
             records.append({"id": record_id, "error": f"{source}:{number}: expected a JSON object"})
             continue
-        record_id = str(row.get("id", record_id))
-        document = row.get("document", row.get("documents"))
-        if isinstance(document, list) and all(isinstance(part, str) for part in document):
-            document = "\n\n".join(document)
-        if not isinstance(document, str):
-            records.append({"id": record_id, "error": f"{source}:{number}: no `document` string (or `documents` list)"})
+        record = {"id": str(row.get("id", record_id))}
+        if isinstance(row.get("document"), str):
+            record["document"] = row["document"]
+        documents = row.get("documents")
+        if isinstance(documents, list) and all(isinstance(part, str) for part in documents):
+            record["documents"] = documents
+        if "document" not in record and "documents" not in record:
+            record["error"] = f"{source}:{number}: no `document` string (or `documents` list of strings)"
+            records.append(record)
             continue
-        record = {"id": record_id, "document": document}
         # two-stage (WikiSum) models rank the paragraphs of each document against the title
         if isinstance(row.get("title"), str):
             record["title"] = row["title"]
-        if isinstance(row.get("documents"), list):
-            record["documents"] = row["documents"]
         records.append(record)
     return records
+
+
+def reads_multiple_documents(model) -> bool:
+    """Whether a model reads several documents as such (HetFormer: document nodes) rather than one joined text."""
+    # The getattr fallback goes when every model class declares `reads_multiple_documents` (the contract in progress).
+    return bool(getattr(type(model), "reads_multiple_documents", model.config.model_type == "hetformer"))
+
+
+def model_input(record: dict, task: str, multiple_documents: bool):
+    """A read record as the pipeline's input: WikiSum gets its title and documents, a multi-document model the
+    `documents` list, any other model one text (several documents joined one per paragraph)."""
+    documents = record.get("documents")
+    if task == "wikisum":
+        return {"title": record.get("title", ""), "documents": documents or [record.get("document", "")]}
+    if multiple_documents and documents:
+        return {"documents": documents}
+    return record["document"] if "document" in record else "\n\n".join(documents)
 
 
 _EXTRACTIVE_OPTIONS = {
@@ -123,14 +141,9 @@ def summarize_command(args) -> int:
         _fail(str(error))
     summarizer = _load(load_pipeline, args.model)
     options = _task_options(args, summarizer.task)
-    valid = [record for record in records if "document" in record]
-    if summarizer.task == "wikisum":
-        inputs = (
-            {"title": record.get("title", ""), "documents": record.get("documents") or [record["document"]]}
-            for record in valid
-        )
-    else:
-        inputs = (record["document"] for record in valid)
+    valid = [record for record in records if "error" not in record]
+    multiple = reads_multiple_documents(summarizer.model)
+    inputs = (model_input(record, summarizer.task, multiple) for record in valid)
     outputs = summarizer(inputs, batch_size=args.batch_size, **options) if valid else []
     results = iter(tqdm(outputs, total=len(valid), disable=len(valid) <= 1, desc="summarizing", file=sys.stderr))
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)

@@ -1,4 +1,5 @@
-"""The console script `sumformers` (`sumformers_cli`): fast help and one-line argument errors."""
+"""The console script `sumformers` (`sumformers_cli`): fast help, one-line argument errors, and how JSONL documents
+reach single- and multi-document models."""
 
 import json
 import os
@@ -6,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -196,3 +198,85 @@ def test_python_m_sumformers_cli_still_runs():
     assert completed.returncode == 0, completed.stderr
     scores = json.loads(completed.stdout)
     assert scores["num_examples"] == 3 and 0 < scores["rouge1"] < 100
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 4. multi-document JSONL lines: a list for models that read several documents, one text for the others
+
+
+def fake_model(model_type, **attributes):
+    model_class = type("FakeModel", (), attributes)
+    model = model_class()
+    model.config = SimpleNamespace(model_type=model_type)
+    return model
+
+
+def test_reads_multiple_documents_uses_the_class_attribute_then_the_model_type():
+    from sumformers.cli import reads_multiple_documents
+
+    assert reads_multiple_documents(fake_model("hetformer")) is True
+    assert reads_multiple_documents(fake_model("bertsum")) is False
+    assert reads_multiple_documents(fake_model("bertsum", reads_multiple_documents=True)) is True
+    assert reads_multiple_documents(fake_model("hetformer", reads_multiple_documents=False)) is False
+
+
+def test_jsonl_keeps_the_documents_list(tmp_path):
+    from sumformers.cli import read_documents
+
+    source = tmp_path / "docs.jsonl"
+    rows = [
+        {"id": "many", "documents": ["First review.", "Second review."]},
+        {"id": "one", "document": "One text."},
+        {"id": "both", "document": "Joined.", "documents": ["A.", "B."], "title": "T"},
+        {"id": "bad", "documents": ["text", 3]},
+    ]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    records = read_documents(source)
+    assert records[0] == {"id": "many", "documents": ["First review.", "Second review."]}
+    assert records[1] == {"id": "one", "document": "One text."}
+    assert records[2] == {"id": "both", "document": "Joined.", "documents": ["A.", "B."], "title": "T"}
+    assert records[3]["id"] == "bad" and "no `document` string" in records[3]["error"]
+
+
+def test_model_input_routes_documents_by_model():
+    from sumformers.cli import model_input
+
+    many = {"id": "m", "documents": ["First review.", "Second review."]}
+    one = {"id": "o", "document": "One text."}
+    both = {"id": "b", "document": "Joined.", "documents": ["A.", "B."], "title": "T"}
+    extractive = "extractive-summarization"
+    assert model_input(many, extractive, multiple_documents=True) == {"documents": ["First review.", "Second review."]}
+    assert model_input(many, extractive, multiple_documents=False) == "First review.\n\nSecond review."
+    assert model_input(one, extractive, multiple_documents=True) == "One text."
+    assert model_input(one, extractive, multiple_documents=False) == "One text."
+    assert model_input(both, extractive, multiple_documents=True) == {"documents": ["A.", "B."]}
+    assert model_input(both, extractive, multiple_documents=False) == "Joined."
+    assert model_input({"id": "e", "documents": []}, extractive, multiple_documents=True) == ""
+    assert model_input(both, "wikisum", multiple_documents=True) == {"title": "T", "documents": ["A.", "B."]}
+    assert model_input(one, "wikisum", multiple_documents=False) == {"title": "", "documents": ["One text."]}
+
+
+@pytest.mark.parametrize(
+    "model_type, expected", [("hetformer", {"documents": ["A b c.", "D e f."]}), ("bertsum", None)]
+)
+def test_summarize_hands_each_model_its_input(monkeypatch, tmp_path, model_type, expected):
+    import sumformers.hub
+
+    seen = []
+
+    class FakeSummarizer:
+        task = "extractive-summarization"
+        model = fake_model(model_type)
+
+        def __call__(self, inputs, batch_size, **options):
+            for item in inputs:
+                seen.append(item)
+                yield {"summary": "s", "sentences": [0], "scores": [1.0]}
+
+    monkeypatch.setattr(sumformers.hub, "load_pipeline", lambda name: FakeSummarizer())
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps({"id": "x", "documents": ["A b c.", "D e f."]}) + "\n")
+    output = tmp_path / "out.jsonl"
+    assert sumformers_cli.main(["summarize", str(source), "--model", "fake", "--output", str(output)]) == 0
+    assert seen == [expected or "A b c.\n\nD e f."]
+    assert json.loads(output.read_text()) == {"id": "x", "summary": "s", "sentences": [0], "scores": [1.0]}

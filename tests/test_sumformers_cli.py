@@ -280,3 +280,17 @@ def test_summarize_hands_each_model_its_input(monkeypatch, tmp_path, model_type,
     assert sumformers_cli.main(["summarize", str(source), "--model", "fake", "--output", str(output)]) == 0
     assert seen == [expected or "A b c.\n\nD e f."]
     assert json.loads(output.read_text()) == {"id": "x", "summary": "s", "sentences": [0], "scores": [1.0]}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 7. loading noise: no load report, weight-loading bar or library deprecation warning reaches a command-line user
+
+
+def test_summarize_prints_no_loading_noise():
+    completed, _ = run_command("summarize", ARTICLE)
+    assert completed.returncode == 0, completed.stderr
+    (line,) = completed.stdout.splitlines()
+    assert json.loads(line)["summary"]
+    for noise in ("LOAD REPORT", "UNEXPECTED", "Loading weights", "FutureWarning", "Traceback"):
+        assert noise not in completed.stderr, completed.stderr
+    assert all(line.startswith("warning: ") for line in completed.stderr.splitlines()), completed.stderr

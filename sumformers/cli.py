@@ -1,6 +1,9 @@
-"""The `sumformers` command: summarize, evaluate, export."""
+"""The `sumformers` commands: summarize, evaluate, export.
 
-import argparse
+The argument parser and its checks are in the top-level module `sumformers_cli` (the console script), which answers
+`--help` and argument errors without importing torch; it calls `run` here once the arguments are valid.
+"""
+
 import json
 import sys
 import warnings
@@ -31,8 +34,9 @@ def read_text_file(path: Path) -> str:
 def read_documents(source: Path) -> list[dict]:
     """Documents from a text file, a JSONL file (`document` or `documents` per line) or a folder of those.
 
-    Returns records {"id", "document"} or {"id", "error"} for entries that cannot be used, so one bad line does not
-    cost the others.
+    Returns records {"id", "document"} and/or {"documents": [...]} (a JSONL line's list of strings, kept as a list:
+    `model_input` decides how a model reads it), with "title" when the line has one, or {"id", "error"} for entries
+    that cannot be used, so one bad line does not cost the others.
     """
     if source.is_dir():
         files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (".txt", ".jsonl", ".md"))
@@ -56,21 +60,32 @@ def read_documents(source: Path) -> list[dict]:
         if not isinstance(row, dict):
             records.append({"id": record_id, "error": f"{source}:{number}: expected a JSON object"})
             continue
-        record_id = str(row.get("id", record_id))
-        document = row.get("document", row.get("documents"))
-        if isinstance(document, list) and all(isinstance(part, str) for part in document):
-            document = "\n\n".join(document)
-        if not isinstance(document, str):
-            records.append({"id": record_id, "error": f"{source}:{number}: no `document` string (or `documents` list)"})
+        record = {"id": str(row.get("id", record_id))}
+        if isinstance(row.get("document"), str):
+            record["document"] = row["document"]
+        documents = row.get("documents")
+        if isinstance(documents, list) and all(isinstance(part, str) for part in documents):
+            record["documents"] = documents
+        if "document" not in record and "documents" not in record:
+            record["error"] = f"{source}:{number}: no `document` string (or `documents` list of strings)"
+            records.append(record)
             continue
-        record = {"id": record_id, "document": document}
         # two-stage (WikiSum) models rank the paragraphs of each document against the title
         if isinstance(row.get("title"), str):
             record["title"] = row["title"]
-        if isinstance(row.get("documents"), list):
-            record["documents"] = row["documents"]
         records.append(record)
     return records
+
+
+def model_input(record: dict, task: str, multiple_documents: bool):
+    """A read record as the pipeline's input: WikiSum gets its title and documents, a multi-document model the
+    `documents` list, any other model one text (several documents joined one per paragraph)."""
+    documents = record.get("documents")
+    if task == "wikisum":
+        return {"title": record.get("title", ""), "documents": documents or [record.get("document", "")]}
+    if multiple_documents and documents:
+        return {"documents": documents}
+    return record["document"] if "document" in record else "\n\n".join(documents)
 
 
 _EXTRACTIVE_OPTIONS = {
@@ -95,6 +110,20 @@ def _task_options(args, task: str) -> dict:
     return {name: getattr(args, name) for name in accepted if getattr(args, name) is not None}
 
 
+def _load(loader, name: str | None):
+    """`loader(name)`, with a model that cannot be loaded (no such name or Hub repo, a broken folder) as one error
+    line rather than a traceback."""
+    try:
+        return loader(name)
+    except Exception as error:  # noqa: BLE001 (transformers, huggingface_hub and peft raise many kinds)
+        _fail(f"could not load model {name or 'default'}: {_first_line(error)}")
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
 def summarize_command(args) -> int:
     from tqdm.auto import tqdm
 
@@ -104,19 +133,14 @@ def summarize_command(args) -> int:
         records = read_documents(Path(args.input))
     except ValueError as error:
         _fail(str(error))
-    summarizer = load_pipeline(args.model)
+    summarizer = _load(load_pipeline, args.model)
     options = _task_options(args, summarizer.task)
-    valid = [record for record in records if "document" in record]
-    if summarizer.task == "wikisum":
-        inputs = (
-            {"title": record.get("title", ""), "documents": record.get("documents") or [record["document"]]}
-            for record in valid
-        )
-    else:
-        inputs = (record["document"] for record in valid)
+    valid = [record for record in records if "error" not in record]
+    multiple = summarizer.model.reads_multiple_documents
+    inputs = (model_input(record, summarizer.task, multiple) for record in valid)
     outputs = summarizer(inputs, batch_size=args.batch_size, **options) if valid else []
     results = iter(tqdm(outputs, total=len(valid), disable=len(valid) <= 1, desc="summarizing", file=sys.stderr))
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)
     failed = 0
     try:
         for record in records:
@@ -136,8 +160,6 @@ def summarize_command(args) -> int:
 def evaluate_command(args) -> int:
     from .text.evaluation import evaluate_file
 
-    if (args.predictions is None) == (args.baseline is None):
-        _fail("give exactly one of --predictions or --baseline")
     try:
         scores = evaluate_file(args.data, predictions_path=args.predictions, baseline=args.baseline)
     except (ValueError, FileNotFoundError) as error:
@@ -158,56 +180,21 @@ def export_command(args) -> int:
     model, output = (None, args.paths[0]) if len(args.paths) == 1 else args.paths
     try:
         folder = export_model(model, output)
-    except (FileExistsError, FileNotFoundError, OSError, ValueError) as error:
+    except FileExistsError as error:
         _fail(str(error))
+    except Exception as error:  # noqa: BLE001 (loading: no such name or Hub repo, a broken folder)
+        _fail(f"could not export model {model or 'default'}: {_first_line(error)}")
     print(f"exported to {folder}")
     if args.push_to_hub:
         print(f"pushed: {push_to_hub(str(folder), args.push_to_hub)}")
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sumformers", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    summarize = commands.add_parser("summarize", help="summarize a text file, a JSONL file or a folder")
-    summarize.add_argument(
-        "input", help="text file, JSONL with `document` (or `documents`, and `title` for wikisum) per line, or a folder"
-    )
-    summarize.add_argument("--model", default=None, help="shipped checkpoint name, folder or Hub id (default: bundled)")
-    summarize.add_argument("--output", default=None, help="JSONL output file (default: standard output)")
-    summarize.add_argument("--num-sentences", type=int, default=None)
-    summarize.add_argument("--trigram-blocking", action=argparse.BooleanOptionalAction, default=None)
-    summarize.add_argument(
-        "--max-words", type=int, default=None, help="extractive models: summary budget in words (skip what exceeds it)"
-    )
-    summarize.add_argument(
-        "--ranker", default=None, choices=("identity", "tfidf", "textrank", "sumbasic"), help="wikisum: paragraph ranker"
-    )
-    summarize.add_argument("--max-input-tokens", type=int, default=None, help="wikisum: L, tokens fed to the decoder")
-    summarize.add_argument("--num-beams", type=int, default=None, help="wikisum: beam size")
-    summarize.add_argument("--max-new-tokens", type=int, default=None, help="wikisum: summary length limit in tokens")
-    summarize.add_argument("--batch-size", type=int, default=4)
-    summarize.set_defaults(run=summarize_command)
-
-    evaluate = commands.add_parser("evaluate", help="ROUGE of predictions or a baseline against references")
-    evaluate.add_argument("--data", required=True, help="JSONL with `id`, `document` and `summary`")
-    evaluate.add_argument("--predictions", default=None, help="JSONL with `id` and `summary`")
-    evaluate.add_argument("--baseline", default=None, help="lead-3 (lead-K) or oracle")
-    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
-    evaluate.set_defaults(run=evaluate_command)
-
-    export = commands.add_parser("export", help="write a self-contained Hub repo: export [MODEL] OUTPUT_DIR")
-    export.add_argument("paths", nargs="+", metavar="[MODEL] OUTPUT_DIR")
-    export.add_argument("--push-to-hub", default=None, metavar="REPO_ID", help="upload the export (needs network)")
-    export.set_defaults(run=export_command)
-    return parser
+COMMANDS = {"summarize": summarize_command, "evaluate": evaluate_command, "export": export_command}
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "export" and len(args.paths) > 2:
-        _fail("export takes [MODEL] OUTPUT_DIR")
+def run(args) -> int:
+    """Run a parsed, checked command (`sumformers_cli.main` parses and checks)."""
     warnings.formatwarning = _one_line_warnings
     # Deprecation notices from the libraries underneath are for developers, not for someone summarizing a file.
     warnings.filterwarnings("ignore", category=FutureWarning)
@@ -216,7 +203,14 @@ def main(argv=None) -> int:
 
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
-    return args.run(args)
+    return COMMANDS[args.command](args)
+
+
+def main(argv=None) -> int:
+    """The command line (kept here for `python -m sumformers.cli` and callers of `sumformers.cli.main`)."""
+    from sumformers_cli import main as cli_main
+
+    return cli_main(argv)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,174 @@
+"""The `sumformers` command: summarize, evaluate, export.
+
+This module parses and checks the arguments without importing torch or transformers (`import sumformers` registers
+every model with transformers, which takes seconds), so `--help` and argument errors answer at once; the commands
+themselves (`sumformers.cli`) are imported only when the arguments are valid. Every error is one line
+`sumformers: error: ...` on standard error and exit status 2.
+"""
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+ERROR_EXIT = 2
+PROG = "sumformers"
+
+# A Hub repo id: `name` or `namespace/name` (huggingface_hub's rule, without importing it).
+_HUB_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
+_BASELINE = re.compile(r"(lead|oracle)(?:-([1-9][0-9]*))?")
+
+
+def fail(message: str):
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    sys.exit(ERROR_EXIT)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (argparse prints the usage first); `--help` still shows it."""
+
+    def error(self, message):
+        fail(f"{message} (see `{self.prog} --help`)")
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def baseline_name(text: str) -> str:
+    if _BASELINE.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(f"expected lead, lead-K, oracle or oracle-K (K >= 1), got {text!r}")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    summarize = commands.add_parser("summarize", help="summarize a text file, a JSONL file or a folder")
+    summarize.add_argument(
+        "input",
+        help="text file, JSONL with `document` (or a `documents` list, and `title` for wikisum) per line, or a folder",
+    )
+    summarize.add_argument(
+        "--model", default=None, help="shipped checkpoint name, model folder or Hub repo id (default: bundled)"
+    )
+    summarize.add_argument("--output", default=None, help="JSONL output file (default: standard output)")
+    summarize.add_argument(
+        "--num-sentences", type=positive_int, default=None, help="extractive models: summary length (default: model's)"
+    )
+    summarize.add_argument(
+        "--trigram-blocking",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="extractive models: skip a sentence sharing a trigram with one already chosen",
+    )
+    summarize.add_argument(
+        "--max-words",
+        type=positive_int,
+        default=None,
+        help="extractive models: summary budget in words (skip what exceeds it)",
+    )
+    summarize.add_argument(
+        "--ranker",
+        default=None,
+        choices=("identity", "tfidf", "textrank", "sumbasic"),
+        help="wikisum: paragraph ranker",
+    )
+    summarize.add_argument(
+        "--max-input-tokens", type=positive_int, default=None, help="wikisum: L, tokens fed to the decoder"
+    )
+    summarize.add_argument("--num-beams", type=positive_int, default=None, help="wikisum: beam size")
+    summarize.add_argument(
+        "--max-new-tokens", type=positive_int, default=None, help="wikisum: summary length limit in tokens"
+    )
+    summarize.add_argument("--batch-size", type=positive_int, default=4, help="documents per forward pass")
+
+    evaluate = commands.add_parser("evaluate", help="ROUGE of predictions or a baseline against references")
+    evaluate.add_argument("--data", required=True, help="JSONL with `id`, `document` and `summary`")
+    source = evaluate.add_mutually_exclusive_group(required=True)
+    source.add_argument("--predictions", default=None, help="JSONL with `id` and `summary`")
+    source.add_argument("--baseline", type=baseline_name, default=None, help="lead-3 (lead-K) or oracle (oracle-K)")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+
+    export = commands.add_parser("export", help="write a self-contained Hub repo: export [MODEL] OUTPUT_DIR")
+    export.add_argument("paths", nargs="+", metavar="[MODEL] OUTPUT_DIR")
+    export.add_argument("--push-to-hub", default=None, metavar="REPO_ID", help="upload the export (needs network)")
+    return parser
+
+
+def _looks_like_path(name: str) -> bool:
+    """Whether a --model value can only be a local path: a shipped name or a Hub id (`name`, `org/name`) cannot
+    start with `.`, `/` or `~` nor hold more than one `/` or a backslash."""
+    return _HUB_ID.fullmatch(name) is None or ".." in name or (os.sep != "/" and os.sep in name)
+
+
+def check_model(name: str | None, flag: str = "--model") -> None:
+    """A model that is a local path must be a folder with a config.json; names and Hub ids are left to loading."""
+    if name is None:
+        return
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file() and _looks_like_path(name):
+            fail(f"{flag} {name}: the folder holds no config.json (not a model folder)")
+    elif path.exists():
+        fail(f"{flag} {name}: a file, not a model folder")
+    elif _looks_like_path(name):
+        fail(f"{flag} {name}: no such folder")
+
+
+def check_output_file(name: str | None, flag: str = "--output") -> None:
+    if name is None:
+        return
+    path = Path(name).expanduser()
+    if path.is_dir():
+        fail(f"{flag} {name}: a folder, not a file")
+    if not path.parent.is_dir():
+        fail(f"{flag} {name}: the folder {path.parent} does not exist")
+
+
+def check_input_file(name: str, flag: str) -> None:
+    if not Path(name).expanduser().is_file():
+        fail(f"{flag} {name}: no such file")
+
+
+def check_arguments(args) -> None:
+    """Everything that can be checked before a model is loaded; an error exits with status 2."""
+    if args.command == "summarize":
+        if not Path(args.input).exists():
+            fail(f"{args.input}: no such file or folder")
+        check_model(args.model)
+        check_output_file(args.output)
+    elif args.command == "evaluate":
+        check_input_file(args.data, "--data")
+        if args.predictions is not None:
+            check_input_file(args.predictions, "--predictions")
+    elif args.command == "export":
+        if len(args.paths) > 2:
+            fail("export takes [MODEL] OUTPUT_DIR")
+        if len(args.paths) == 2:
+            check_model(args.paths[0], flag="export MODEL")
+        output = Path(args.paths[-1]).expanduser()
+        if output.is_file():
+            fail(f"{args.paths[-1]}: a file, not a folder")
+        if output.is_dir() and any(output.iterdir()):
+            fail(f"{args.paths[-1]} exists and is not empty")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    check_arguments(args)
+    from sumformers import cli  # the heavy import: torch, transformers, every model
+
+    return cli.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -321,6 +321,8 @@ class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
             settings["type_vocab_size"] = max(2, encoder.config.type_vocab_size)
             config_kwargs.setdefault("encoder_name_or_path", encoder_path)
             config = HetFormerConfig(encoder_config=settings, **config_kwargs)
+        # A saved config keeps the back end it was given (the adapter loader sets the one asked for).
+        attn_implementation = attn_implementation or config._attn_implementation_internal
         model = cls._from_config(config, attn_implementation=attn_implementation)
         model.hetformer.load_encoder_weights(encoder)
         return model

@@ -1,0 +1,102 @@
+"""The checkpoints shipped in `checkpoints/`: small, loading the standard transformers way (`AutoConfig`, the Auto
+model class, `pipeline(task, model=folder)`) into the model the adapter describes, and their pipelines decode what
+their own scores say."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from peft import PeftModel
+from transformers import AutoConfig, pipeline
+
+import sumformers
+from sumformers import ARCHITECTURES
+from sumformers.hub import shipped_checkpoints
+
+ARTICLE = Path(__file__).resolve().parents[2] / "examples" / "cnn_missing_student.txt"
+STEPWISE = ["stepwise-hibert-minilm-cnndm", "stepwise-etcsum-minilm-cnndm"]
+NON_STEPWISE = ["hibert-minilm-cnndm", "etcsum-minilm-cnndm"]
+
+
+ADAPTERS = [name for name, folder in shipped_checkpoints().items() if (folder / "adapter_config.json").is_file()]
+
+
+@pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
+def test_checkpoint_is_small_and_safetensors_only(name):
+    folder = shipped_checkpoints()[name]
+    assert sum(path.stat().st_size for path in folder.iterdir()) < 20 * 2**20
+    assert list(folder.glob("*.safetensors")) and not list(folder.glob("*.bin"))
+
+
+def _first_inputs(model, tokenizer):
+    """The model's processor's inputs for the bundled article (a batch of one), without the text fields."""
+    inputs = model.processor_class(tokenizer, model.config)(ARTICLE.read_text(), max_length=512)
+    return {key: value for key, value in inputs.items() if isinstance(value, torch.Tensor) and key != "default_num_sentences"}
+
+
+@pytest.mark.parametrize("name", ADAPTERS)
+def test_standard_loading_gives_the_adapter_over_its_encoder(name):
+    """`pipeline(task, model=folder)` loads, through the registered Auto class, exactly the model that the adapter
+    describes: the encoder rebuilt with `from_encoder`, the PEFT adapter loaded and merged (done by hand here), and
+    its scores for the bundled article are the same."""
+    folder = str(shipped_checkpoints()[name])
+    config = AutoConfig.from_pretrained(folder)
+    architecture = ARCHITECTURES[config.model_type]
+    assert type(config) is architecture.config_class
+    summarizer = pipeline(architecture.task, model=folder)
+    assert type(summarizer.model) is architecture.model_class and not summarizer.model.training
+    by_hand = PeftModel.from_pretrained(architecture.model_class.from_encoder("minilm", config=config), folder)
+    by_hand = by_hand.merge_and_unload().eval()
+    inputs = _first_inputs(summarizer.model, summarizer.tokenizer)
+    with torch.no_grad():
+        torch.testing.assert_close(summarizer.model(**inputs).logits, by_hand(**inputs).logits, rtol=0, atol=0)
+    auto = architecture.auto_class.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32)
+    assert auto.config._attn_implementation == "eager" and auto.dtype == torch.float32
+    assert sumformers.load_pipeline(name)(ARTICLE.read_text()) == summarizer(ARTICLE.read_text())
+
+
+def test_the_shipped_wikisum_loads_the_standard_way():
+    folder = str(shipped_checkpoints()["wikisum-tdmca-qmsum-fewsum"])
+    summarizer = pipeline("wikisum", model=folder)
+    result = summarizer({"title": "a missing student", "documents": [ARTICLE.read_text()]}, max_new_tokens=8, num_beams=1)
+    inputs = summarizer.model.processor_class(summarizer.tokenizer, summarizer.model.config)(
+        {"title": "a missing student", "documents": [ARTICLE.read_text()]}
+    )
+    generated = summarizer.model.generate(
+        inputs["input_ids"], attention_mask=inputs["attention_mask"], max_new_tokens=8, num_beams=1
+    )
+    expected = summarizer.tokenizer.decode(generated[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+    assert result["summary"] == expected.strip()
+
+
+@pytest.mark.parametrize("name", STEPWISE)
+def test_greedy_steps_follow_the_step_distributions(name):
+    """Beam 1: every step takes the most probable allowed choice (END only from the configured minimum length on),
+    and reports that choice's probability and the running sum of log-probabilities."""
+    summarizer = sumformers.load_pipeline(name)
+    minimum = summarizer.model.config.min_sentences
+    result = summarizer(ARTICLE.read_text(), beam_size=1, num_sentences=4, return_steps=True, max_length=512)
+    chosen, score = [], 0.0
+    for step in result["steps"]:
+        distribution = torch.tensor(step["distribution"])
+        allowed = torch.ones_like(distribution, dtype=torch.bool)
+        allowed[chosen] = False
+        allowed[-1] = len(chosen) >= minimum
+        choice = int(torch.where(allowed, distribution, -1.0).argmax())
+        assert step["sentence"] == (None if choice == len(distribution) - 1 else choice)
+        assert step["probability"] == pytest.approx(float(distribution[choice]), rel=1e-4)
+        score += float(torch.log(distribution[choice]))
+        assert step["score"] == pytest.approx(score, rel=1e-4)
+        if step["sentence"] is not None:
+            chosen.append(step["sentence"])
+    assert len(chosen) >= minimum and result["selection_order"] == chosen
+    assert result["sentences"] == sorted(chosen)
+
+
+@pytest.mark.parametrize("name", NON_STEPWISE)
+def test_top_sentences_are_the_best_scored(name):
+    summarizer = sumformers.load_pipeline(name)
+    text = ARTICLE.read_text()
+    result = summarizer(text, num_sentences=3, trigram_blocking=False, max_length=512)
+    probabilities = summarizer.forward(summarizer.preprocess(text, max_length=512))["probabilities"][0]
+    assert result["sentences"] == sorted(probabilities.topk(3).indices.tolist())

@@ -209,6 +209,8 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
     def _embed_sentences(self, vectors: torch.Tensor, positions: nn.Embedding) -> torch.Tensor:
         index = torch.arange(vectors.shape[1], device=vectors.device)
+        # Precomputed `sentence_vectors` (e.g. a float32 cache) take the model's dtype, as the LayerNorm needs.
+        vectors = vectors.to(positions.weight.dtype)
         return self.dropout(self.document_norm(vectors + positions(index)))
 
     def _check_inputs(self, input_ids, cls_positions, sentence_mask, sentence_vectors):

@@ -18,7 +18,8 @@ def sentence_logits_and_loss(logits, sentence_mask, labels=None):
     loss = None
     if labels is not None:
         real = sentence_mask & (labels >= 0)
-        loss = F.binary_cross_entropy_with_logits(logits[real], labels[real].to(logits.dtype))
+        # In float32 for a bf16/fp16 model, as transformers' losses do: a bf16 loss keeps ~3 significant digits.
+        loss = F.binary_cross_entropy_with_logits(logits[real].float(), labels[real].float())
     return logits, loss
 
 
@@ -76,7 +77,8 @@ def next_choice_logits_and_loss(logits, row_mask, summary_indices, labels=None):
     in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=row_mask.device)).any(1)
     closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
     logits = logits.masked_fill(closed, torch.finfo(logits.dtype).min)
-    loss = F.cross_entropy(logits, labels) if labels is not None else None
+    # float32 loss, as in `sentence_logits_and_loss`
+    loss = F.cross_entropy(logits.float(), labels) if labels is not None else None
     return logits, loss
 
 

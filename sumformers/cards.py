@@ -7,12 +7,21 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .modeling.pretrained_encoder import portable_encoder_name
+from .registry import architecture_for
+from .remote_code import collect_remote_code, required_packages
 
 METRIC_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeLsum": "ROUGE-L (sum)"}
 
 
 def card_template(model_type: str) -> Path:
     return Path(str(resources.files("sumformers.model_cards") / f"{model_type}.md"))
+
+
+def exported_repo_requirements(config) -> list[str]:
+    """What an exported repo of this architecture needs installed: transformers, torch and its code's packages."""
+    architecture = architecture_for(config)
+    code = collect_remote_code(architecture.config_class, architecture.model_class, architecture.pipeline_class)
+    return ["transformers", "torch", *required_packages(code)]
 
 
 def build_model_card(config, card_info: dict) -> ModelCard:
@@ -54,6 +63,7 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         model_name=model_name,
         repo_id=card_info.get("repo_id", f"your-name/{model_name}"),
         encoder=encoder,
+        requirements=" ".join(exported_repo_requirements(config)),
         max_tokens=getattr(config, "max_position_embeddings", "?"),
         inter_sentence_layers=getattr(config, "inter_sentence_layers", 0),
         num_sentences=getattr(config, "num_sentences", 3),

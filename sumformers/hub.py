@@ -10,10 +10,8 @@ Two on-disk forms:
   `AutoModel.from_pretrained(repo, trust_remote_code=True)` works with only transformers and torch installed.
 """
 
-import importlib
 import inspect
 import json
-import re
 from importlib import resources
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from transformers import pipeline as transformers_pipeline
 from .cards import build_model_card
 from .modeling.pretrained_encoder import portable_encoder_name
 from .registry import architecture_for
+from .remote_code import collect_remote_code, name_required_packages
 
 DEFAULT_MODEL = "bertsum-minilm-cnndm"
 CARD_INFO_FILE = "sumformers_card.json"
@@ -110,46 +109,6 @@ def save_adapter_checkpoint(peft_model, output_dir: str, tokenizer, card_info: d
     return output
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Export: remote code as flat files
-
-_RELATIVE_IMPORT = re.compile(r"^(\s*)from (\.+)([\w.]*) import ", re.MULTILINE)
-
-
-def _module_of(import_dots: str, import_path: str, from_module: str) -> str:
-    package = from_module.rsplit(".", 1)[0]
-    return importlib.util.resolve_name(import_dots + import_path, package)
-
-
-def collect_remote_code(*objects) -> dict[str, str]:
-    """Source files of `objects` and everything they import relatively, as {flat file name: rewritten source}.
-
-    In the package, `modeling/modeling_x.py` imports `..configuration.configuration_x`; in a Hub repo every file sits
-    side by side, so each relative import becomes a sibling import `from .configuration_x import ...`.
-    """
-    files: dict[str, str] = {}
-    pending = [obj.__module__ for obj in objects]
-    seen = set()
-    while pending:
-        module_name = pending.pop()
-        if module_name in seen:
-            continue
-        seen.add(module_name)
-        source_path = Path(inspect.getsourcefile(importlib.import_module(module_name)))
-        source = source_path.read_text(encoding="utf-8")
-
-        def to_sibling(match, module_name=module_name):
-            target = _module_of(match.group(2), match.group(3), module_name)
-            pending.append(target)
-            return f"{match.group(1)}from .{target.rsplit('.', 1)[-1]} import "
-
-        rewritten = _RELATIVE_IMPORT.sub(to_sibling, source)
-        if source_path.name in files:
-            raise RuntimeError(f"two remote-code files would share the name {source_path.name}")
-        files[source_path.name] = rewritten
-    return files
-
-
 def export_model(name_or_path: str | None, output_dir: str, card_info: dict | None = None) -> Path:
     """Write a self-contained Hub repo: config with `auto_map` and `custom_pipelines`, merged safetensors weights,
     tokenizer, model card and flat remote code."""
@@ -164,7 +123,8 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
         raise FileExistsError(f"{output} exists and is not empty")
     output.mkdir(parents=True, exist_ok=True)
 
-    code = collect_remote_code(architecture.config_class, architecture.model_class, architecture.pipeline_class)
+    entry_classes = (architecture.config_class, architecture.model_class, architecture.pipeline_class)
+    code = name_required_packages(collect_remote_code(*entry_classes), entry_classes)
     for file_name, text in code.items():
         (output / file_name).write_text(text, encoding="utf-8")
     config = model.config

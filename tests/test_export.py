@@ -8,7 +8,9 @@ import textwrap
 
 import pytest
 import torch
+from conftest import REPO_ROOT
 from huggingface_hub import ModelCard
+from transformers import AutoConfig
 
 from sumformers.hub import export_model, load_model, save_adapter_checkpoint
 
@@ -153,3 +155,74 @@ def test_adapter_checkpoint_merges_lora_on_load_and_export(tiny_bertsum, minilm_
     with torch.no_grad():
         exported = load_model(str(repo))(**batch).logits
     torch.testing.assert_close(exported, loaded)
+
+
+def test_required_packages_counts_module_level_imports_beyond_transformers():
+    from sumformers.remote_code import required_packages
+
+    files = {
+        "a.py": "from __future__ import annotations\nimport os\nimport pysbd\nfrom torch import nn\nimport numpy as np\n",
+        "b.py": "from .a import x\nfrom rouge_score import rouge_scorer\n\ndef entities():\n    import spacy\n",
+    }
+    # spaCy is imported inside a function (an optional feature), numpy and torch come with transformers.
+    assert required_packages(files) == ["pysbd", "rouge_score"]
+
+
+# Hides pysbd the way an uninstalled package is missing (transformers only names a package whose import fails with
+# "No module named").
+HIDDEN_PACKAGE_SCRIPT = textwrap.dedent(
+    """
+    import importlib.abc, sys
+    class Missing(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "pysbd":
+                raise ModuleNotFoundError("No module named 'pysbd'", name="pysbd")
+    sys.meta_path.insert(0, Missing())
+    sys.modules["sumformers"] = None
+    from transformers import pipeline
+    pipeline(model=sys.argv[1], trust_remote_code=True)
+    """
+)
+
+
+def test_an_exported_repo_names_its_missing_package_through_transformers(saved_model, tmp_path):
+    repo = export_model(str(saved_model), str(tmp_path / "repo"))
+    assert "pip install transformers torch pysbd" in (repo / "README.md").read_text()
+    completed = subprocess.run(
+        [sys.executable, "-c", HIDDEN_PACKAGE_SCRIPT, str(repo)],
+        capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300,
+    )
+    assert completed.returncode != 0
+    assert completed.stderr.strip().splitlines()[-1] == (
+        "ImportError: This modeling file requires the following packages that were not found in your environment: "
+        "pysbd. Run `pip install pysbd`"
+    )
+
+
+@pytest.mark.slow
+def test_an_exported_repo_runs_in_a_venv_with_only_its_card_requirements(saved_model, tmp_path):
+    """A throwaway venv with only transformers and torch: loading names pysbd; with the card's requirements
+    installed, the exported pipeline gives the in-package result."""
+    from sumformers.cards import exported_repo_requirements
+
+    repo = export_model(str(saved_model), str(tmp_path / "repo"))
+    venv, constraints = tmp_path / "venv", REPO_ROOT / "constraints.txt"
+    python = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+
+    def install(*packages):
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(constraints), *packages], check=True,
+                       capture_output=True, timeout=600)
+
+    def run():
+        return subprocess.run([str(python), "-c", REMOTE_SCRIPT, str(repo), ARTICLE], capture_output=True, text=True,
+                              env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300, cwd=tmp_path)
+
+    install("torch", "transformers")
+    missing = run()
+    assert "requires the following packages that were not found in your environment: pysbd" in missing.stderr
+    install(*exported_repo_requirements(AutoConfig.from_pretrained(repo)))
+    completed = run()
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    remote = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert remote["result"]["sentences"] == in_package_result(saved_model)["sentences"]

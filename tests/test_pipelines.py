@@ -120,3 +120,16 @@ def test_bad_input_type_is_a_clear_error(summarizer):
         summarizer({"document": ARTICLE})
     with pytest.raises(ValueError, match="num_sentences must be at least 1"):
         summarizer(ARTICLE, num_sentences=0)
+
+
+def test_a_bad_item_in_a_batch_gets_an_error_and_the_others_their_summaries(summarizer):
+    good = summarizer(ARTICLE, num_sentences=2)
+    results = summarizer([ARTICLE, None, 42, {"sentences": SENTENCES}], num_sentences=2, batch_size=2)
+    assert results[0] == good and results[3] == good
+    assert results[1] == {"error": "expected a string, a list of sentence strings or {'sentences': [...]}, got NoneType"}
+    assert results[2] == {"error": "expected a string, a list of sentence strings or {'sentences': [...]}, got int"}
+
+
+def test_a_single_bad_input_is_a_one_line_type_error(summarizer):
+    with pytest.raises(TypeError, match=r"^expected a string, a list of sentence strings .* got NoneType$"):
+        summarizer(None)

@@ -597,6 +597,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         logits_to_keep: int = 0,
+        token_type_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> MoeCausalLMOutputWithPast:
         r"""
@@ -605,7 +606,13 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
             trains on every token of ``[input ; separator ; summary]``.
         logits_to_keep (`int`, *optional*, defaults to 0):
             Compute logits for the last `logits_to_keep` positions only (0 = all); `generate()` sets 1.
+        token_type_ids (`torch.LongTensor`, *optional*):
+            Ignored: segment ids that BERT-style tokenizers return.
         """
+        # Ignored, since a decoder-only model reads one stream and has no segment embedding; accepted because the
+        # bundled WordPiece tokenizer returns segment ids and generate() refuses a keyword that forward() does not
+        # name, so that the standard `model.generate(**tokenizer(text, return_tensors="pt"))` works.
+        del token_type_ids
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

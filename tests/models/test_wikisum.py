@@ -214,6 +214,26 @@ def test_a_foreign_cache_is_refused():
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# generate(): a tokenizer's whole output, and settings refused before any work
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_generate_takes_a_bert_tokenizers_output_and_ignores_segment_ids(minilm_tokenizer):
+    model = tiny_model(vocab_size=minilm_tokenizer.vocab_size)
+    encoded = minilm_tokenizer("Solar power in cities. Panels on public roofs.", return_tensors="pt")
+    assert set(encoded) == {"input_ids", "token_type_ids", "attention_mask"}
+    length = encoded["input_ids"].shape[1]
+    settings = {"max_new_tokens": 6, "min_new_tokens": 6, "do_sample": False, "num_beams": 1}
+    generated = model.generate(**encoded, **settings)
+    expected = model.generate(encoded["input_ids"], attention_mask=encoded["attention_mask"], **settings)
+    assert generated.shape == (1, length + 6)
+    assert torch.equal(generated, expected)
+    # segment ids (even a second segment) change nothing: the decoder has no segment embedding
+    ids = encoded["input_ids"]
+    assert torch.equal(logits(model, ids, token_type_ids=torch.ones_like(ids)), logits(model, ids))
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Mixture of experts
 # ----------------------------------------------------------------------------------------------------------------
 

@@ -30,6 +30,8 @@ class WikiSumPipeline(SummarizationPipeline):
     `generate_kwargs`; defaults come from the model's generation config).
     Output per input: `summary`, `paragraphs` (the ranked paragraphs that were fed in, best first: `index`,
     `document`, `rank`, `score`, `tokens` used, `text`) and `input_tokens` (the decoder input length).
+    An input without a paragraph (empty or whitespace-only text, no documents, a title alone) gives
+    ``{"summary": "", "paragraphs": [], "input_tokens": 0}`` without generating.
     """
 
     def _sanitize_parameters(self, ranker=None, max_input_tokens=None, generate_kwargs=None, **options):
@@ -64,6 +66,9 @@ class WikiSumPipeline(SummarizationPipeline):
         # one row at a time: inputs differ a lot in length and a batch comes right-padded from the collator
         for input_ids, attention_mask in zip(model_inputs["input_ids"], model_inputs["attention_mask"]):
             row = input_ids[attention_mask.bool()][None]
+            if row.shape[1] == 0:  # the processor found no paragraph: nothing to summarize
+                summaries.append(())
+                continue
             generated = self.model.generate(row, attention_mask=torch.ones_like(row), **settings)
             summaries.append(tuple(generated[0, row.shape[1] :].tolist()))
         return {

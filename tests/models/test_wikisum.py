@@ -359,6 +359,67 @@ def test_pipeline_batches_give_the_single_results(saved_wikisum):
     assert summarizer(inputs, batch_size=2) == single
 
 
+EMPTY_INPUTS = ["", " \n\t \n", {"documents": []}, {"documents": ["", "  "]}, {"title": TITLE}]
+EMPTY_INPUTS += [{"title": TITLE, "documents": []}, {"title": TITLE, "document": "\n\n"}]
+
+
+@pytest.mark.parametrize("inputs", EMPTY_INPUTS, ids=repr)
+def test_processor_reports_that_empty_input_has_no_paragraph(inputs, minilm_tokenizer):
+    from sumformers.processing.processing_wikisum import WikiSumProcessor
+
+    processed = WikiSumProcessor(minilm_tokenizer, WikiSumConfig(max_input_tokens=48))(inputs)
+    assert processed["paragraphs"] == ()
+    assert processed["input_ids"].shape == processed["attention_mask"].shape == (1, 0)
+    assert processed["input_ids"].dtype == torch.long
+
+
+def test_processor_feeds_a_title_when_no_paragraph_fits_L(minilm_tokenizer):
+    """Not empty input: documents too long for a tiny L still leave the title for the decoder to read."""
+    from sumformers.processing.processing_wikisum import WikiSumProcessor
+
+    processed = WikiSumProcessor(minilm_tokenizer, WikiSumConfig(max_input_tokens=48))(
+        {"title": TITLE, "documents": DOCUMENTS}, max_input_tokens=4
+    )
+    assert processed["paragraphs"] == () and processed["input_ids"].shape == (1, 5)
+
+
+def count_generate_calls(summarizer, monkeypatch) -> list:
+    calls = []
+    generate = summarizer.model.generate
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(summarizer.model, "generate", counting)
+    return calls
+
+
+@pytest.mark.parametrize("inputs", EMPTY_INPUTS, ids=repr)
+def test_pipeline_gives_an_empty_summary_for_empty_input_without_generating(inputs, saved_wikisum, monkeypatch):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    calls = count_generate_calls(summarizer, monkeypatch)
+    assert summarizer(inputs) == {"summary": "", "paragraphs": [], "input_tokens": 0}
+    assert calls == []
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3])
+def test_pipeline_batch_of_empty_and_non_empty_inputs_gives_each_its_result(batch_size, saved_wikisum, monkeypatch):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    inputs = ["", {"title": TITLE, "documents": DOCUMENTS}, {"documents": ["  "]}, {"title": TITLE}, "One text."]
+    single = [summarizer(item) for item in inputs[1::3]]
+    calls = count_generate_calls(summarizer, monkeypatch)
+    results = summarizer(inputs, batch_size=batch_size)
+    empty = {"summary": "", "paragraphs": [], "input_tokens": 0}
+    assert results == [empty, single[0], empty, empty, single[1]]
+    assert all(result["paragraphs"] and result["input_tokens"] > 0 for result in single)
+    assert len(calls) == 2  # once per non-empty input
+
+
 def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):
     from sumformers.cli import main
 

@@ -233,6 +233,57 @@ def test_generate_takes_a_bert_tokenizers_output_and_ignores_segment_ids(minilm_
     assert torch.equal(logits(model, ids, token_type_ids=torch.ones_like(ids)), logits(model, ids))
 
 
+LIMIT = "the model's limit of 64 positions (config.max_position_embeddings)"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"max_new_tokens": 10**9}, f"10 input tokens + max_new_tokens=1000000000 = 1000000010 exceed {LIMIT}"),
+        ({"max_new_tokens": 55}, f"10 input tokens + max_new_tokens=55 = 65 exceed {LIMIT}"),
+        ({"max_length": 65}, f"max_length=65 exceeds {LIMIT}"),
+        # transformers' own check (GenerationConfig.validate)
+        ({"max_new_tokens": -5}, "`max_new_tokens` must be greater than 0, but is -5."),
+        ({"max_new_tokens": 0}, "`max_new_tokens` must be greater than 0, but is 0."),
+        ({"max_new_tokens": 4, "num_beams": 0}, "num_beams must be at least 1, got 0"),
+        ({"max_new_tokens": 4, "num_beams": -2}, "num_beams must be at least 1, got -2"),
+        ({"max_new_tokens": 4, "num_beams": 2.5}, "num_beams must be an integer, got 2.5"),
+        ({"max_new_tokens": 4, "num_beams": 2.0}, "num_beams must be an integer, got 2.0"),
+        ({"max_new_tokens": 4, "num_beams": "4"}, "num_beams must be an integer, got '4'"),
+        ({"max_new_tokens": 4, "num_beams": True}, "num_beams must be an integer, got True"),
+        ({"max_new_tokens": "5"}, "max_new_tokens must be an integer, got '5'"),
+        ({"max_new_tokens": 4, "min_new_tokens": 10}, "min_new_tokens (10) must not exceed max_new_tokens (4)"),
+        ({"max_new_tokens": 4, "min_new_tokens": -1}, "min_new_tokens must be at least 0, got -1"),
+        ({"max_new_tokens": 4, "num_return_sequences": 0}, "num_return_sequences must be at least 1, got 0"),
+    ],
+)
+def test_generate_refuses_absurd_settings_before_any_work(settings, message, monkeypatch):
+    model = tiny_model(max_position_embeddings=64, max_input_tokens=16)
+    monkeypatch.setattr(type(model), "forward", lambda *args, **kwargs: pytest.fail("forward() ran"))
+    with pytest.raises(ValueError) as error:
+        model.generate(random_ids(1, 10), **settings)
+    assert str(error.value) == message
+
+
+def test_generate_limit_counts_the_input_and_the_summary():
+    model = tiny_model(max_position_embeddings=64, max_input_tokens=16)
+    settings = {"min_new_tokens": 54, "do_sample": False, "num_beams": 1}
+    # exactly at the limit: 10 + 54 = 64 positions
+    assert model.generate(random_ids(1, 10), max_new_tokens=54, **settings).shape == (1, 64)
+    with pytest.raises(ValueError) as error:
+        model.generate(random_ids(1, 64), max_new_tokens=1)
+    assert str(error.value) == f"an input of 64 tokens leaves no room for a summary within {LIMIT}"
+    # a generation_config object, and the model's own, are checked like keywords
+    from transformers import GenerationConfig
+
+    with pytest.raises(ValueError) as error:
+        model.generate(random_ids(1, 10), generation_config=GenerationConfig(max_new_tokens=60))
+    assert str(error.value) == f"10 input tokens + max_new_tokens=60 = 70 exceed {LIMIT}"
+    model.generation_config.num_beams = 0
+    with pytest.raises(ValueError, match="^num_beams must be at least 1, got 0$"):
+        model.generate(random_ids(1, 10), max_new_tokens=4)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Mixture of experts
 # ----------------------------------------------------------------------------------------------------------------
@@ -295,6 +346,17 @@ def test_config_rejects_bad_layouts():
         WikiSumConfig(moe_layers=[7])
     assert WikiSumConfig().variant == "T-DMCA" and WikiSumConfig(attention_layers=["full"] * 2).variant == "T-D"
     assert WikiSumConfig(moe_layers=[1]).variant == "T-DMCA-MoE"
+
+
+def test_config_position_limit_leaves_room_for_the_input_and_a_summary():
+    assert WikiSumConfig().max_position_embeddings == 16384
+    assert WikiSumConfig(max_position_embeddings=50, max_input_tokens=48).max_input_tokens == 48
+    for max_input_tokens in (1, 49):
+        with pytest.raises(ValueError) as error:
+            WikiSumConfig(max_position_embeddings=50, max_input_tokens=max_input_tokens)
+        assert str(error.value) == (
+            f"max_input_tokens must be in [2, max_position_embeddings - 2 = 48], got {max_input_tokens}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -418,6 +480,55 @@ def test_pipeline_batch_of_empty_and_non_empty_inputs_gives_each_its_result(batc
     assert results == [empty, single[0], empty, empty, single[1]]
     assert all(result["paragraphs"] and result["input_tokens"] > 0 for result in single)
     assert len(calls) == 2  # once per non-empty input
+
+
+PIPELINE_LIMIT = "the model's limit of 16384 positions (config.max_position_embeddings)"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        # the longest decoder input the options allow: L = 48 (the config's) tokens and the separator
+        (
+            {"max_new_tokens": 10**9},
+            f"49 input tokens + max_new_tokens=1000000000 = 1000000049 exceed {PIPELINE_LIMIT}",
+        ),
+        ({"max_new_tokens": -1}, "`max_new_tokens` must be greater than 0, but is -1."),
+        ({"num_beams": 0}, "num_beams must be at least 1, got 0"),
+        ({"num_beams": 1.5}, "num_beams must be an integer, got 1.5"),
+        ({"num_beams": "2"}, "num_beams must be an integer, got '2'"),
+        ({"max_new_tokens": 5, "min_new_tokens": 6}, "min_new_tokens (6) must not exceed max_new_tokens (5)"),
+        (
+            {"max_input_tokens": 1},
+            (
+                "max_input_tokens must be between 2 and 16382, got 1 (the model's limit is 16384 positions, "
+                "config.max_position_embeddings, for the input, separator and summary)"
+            ),
+        ),
+        (
+            {"max_input_tokens": 16383},
+            (
+                "max_input_tokens must be between 2 and 16382, got 16383 (the model's limit is 16384 positions, "
+                "config.max_position_embeddings, for the input, separator and summary)"
+            ),
+        ),
+        (
+            {"max_input_tokens": 16382, "max_new_tokens": 2},
+            f"16383 input tokens + max_new_tokens=2 = 16385 exceed {PIPELINE_LIMIT}",
+        ),
+        ({"max_input_tokens": 40.0}, "max_input_tokens must be an integer, got 40.0"),
+    ],
+)
+def test_pipeline_refuses_absurd_settings_before_any_work(options, message, saved_wikisum, monkeypatch):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    monkeypatch.setattr(summarizer, "preprocess", lambda *args, **kwargs: pytest.fail("preprocess ran"))
+    monkeypatch.setattr(summarizer.model, "generate", lambda *args, **kwargs: pytest.fail("generate ran"))
+    for inputs in ({"title": TITLE, "documents": DOCUMENTS}, [TITLE, ""]):
+        with pytest.raises(ValueError) as error:
+            summarizer(inputs, **options)
+        assert str(error.value) == message
 
 
 def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):

@@ -482,6 +482,25 @@ def test_pipeline_batch_of_empty_and_non_empty_inputs_gives_each_its_result(batc
     assert len(calls) == 2  # once per non-empty input
 
 
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_pipeline_batch_with_bad_items_gives_errors_for_them_and_summaries_for_the_others(batch_size, saved_wikisum):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    good = [{"title": TITLE, "documents": DOCUMENTS}, "One long text.\nWith two lines."]
+    single = [summarizer(item) for item in good]
+    results = summarizer([None, good[0], 3, good[1], 2.5], batch_size=batch_size)
+    error = "expected a string or a dict with `title` and `documents`, got {}"
+    assert results == [
+        {"error": error.format("NoneType")},
+        single[0],
+        {"error": error.format("int")},
+        single[1],
+        {"error": error.format("float")},
+    ]
+    assert summarizer([None, 3]) == [{"error": error.format("NoneType")}, {"error": error.format("int")}]
+
+
 PIPELINE_LIMIT = "the model's limit of 16384 positions (config.max_position_embeddings)"
 
 

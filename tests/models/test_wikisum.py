@@ -581,6 +581,13 @@ def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["summarize", "--model", str(saved_wikisum), "--num-sentences", "2", str(source)])
     assert "does not apply to a wikisum model" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_status:
+        main(["summarize", "--model", str(saved_wikisum), "--max-new-tokens", "1000000000", str(source)])
+    assert exit_status.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "sumformers: error: 49 input tokens + max_new_tokens=1000000000 = 1000000049 exceed the model's limit of "
+        "16384 positions (config.max_position_embeddings)"
+    )
 
 
 REMOTE_SCRIPT = textwrap.dedent(

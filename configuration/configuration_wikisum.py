@@ -56,6 +56,14 @@ class WikiSumConfig(PretrainedConfig):
             The token after the title and after every extracted paragraph (`[SEP]`).
         max_input_tokens (`int`, *optional*, defaults to 1024):
             Default L of the pipeline: tokens of title and ranked paragraphs fed to the decoder.
+        max_position_embeddings (`int`, *optional*, defaults to 16384):
+            The longest sequence (decoder input and generated summary together) that `generate()` and the `wikisum`
+            pipeline accept; a longer request is refused with a ValueError before any work. The timing signal is
+            computed rather than learned, so `forward` itself takes any length (the memory benchmark trains past
+            it); the limit stops a mistaken setting (`max_new_tokens=10**9`) from running for hours and keeps
+            positions well inside the timing signal's longest wavelength (2 pi 10^4, about 62,800 positions, past
+            which its slowest component wraps around). 16384 covers the paper's longest T-DMCA input (L = 11,000)
+            with room for a summary.
         ranker (`str`, *optional*, defaults to `"tfidf"`):
             Default stage-1 ranker of the pipeline, one of `identity`, `tfidf`, `textrank`, `sumbasic`, `oracle`.
         encoder_name_or_path (`str`, *optional*):
@@ -90,6 +98,7 @@ class WikiSumConfig(PretrainedConfig):
         separator_token_id: int = 103,
         paragraph_separator_token_id: int = 102,
         max_input_tokens: int = 1024,
+        max_position_embeddings: int = 16384,
         ranker: str = "tfidf",
         encoder_name_or_path: str | None = None,
         tie_word_embeddings: bool = True,
@@ -114,6 +123,12 @@ class WikiSumConfig(PretrainedConfig):
             raise ValueError("local_block_size and compression_stride must be positive")
         if ranker not in RANKERS:
             raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
+        # the decoder input is L tokens and the separator, and a summary needs at least one position after it
+        if not 2 <= max_input_tokens <= max_position_embeddings - 2:
+            raise ValueError(
+                f"max_input_tokens must be in [2, max_position_embeddings - 2 = {max_position_embeddings - 2}], "
+                f"got {max_input_tokens}"
+            )
         self.vocab_size = vocab_size
         self.embedding_size = embedding_size
         self.hidden_size = hidden_size
@@ -135,6 +150,7 @@ class WikiSumConfig(PretrainedConfig):
         self.separator_token_id = separator_token_id
         self.paragraph_separator_token_id = paragraph_separator_token_id
         self.max_input_tokens = max_input_tokens
+        self.max_position_embeddings = max_position_embeddings
         self.ranker = ranker
         self.encoder_name_or_path = encoder_name_or_path
         super().__init__(

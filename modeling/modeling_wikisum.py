@@ -18,12 +18,13 @@ functions on the new queries' absolute positions, so both paths see exactly the 
 """
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, MoeCausalLMOutputWithPast
 
@@ -533,6 +534,22 @@ class WikiSumModel(WikiSumPreTrainedModel):
         )
 
 
+# generate() settings that must be whole numbers: a float or a string ends deep inside transformers or torch
+INTEGER_GENERATION_SETTINGS = (
+    "max_new_tokens",
+    "min_new_tokens",
+    "max_length",
+    "min_length",
+    "num_beams",
+    "num_return_sequences",
+    "no_repeat_ngram_size",
+)
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
     """The decoder with its language-modelling head: hidden states projected to the embedding width and scored
     against the (tied) embedding table."""
@@ -553,6 +570,67 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
     def _supports_default_dynamic_cache(cls) -> bool:
         # generate() must not hand us a DynamicCache: the first forward creates a WikiSumCache itself
         return False
+
+    def check_generation_settings(
+        self, prompt_length: int, generation_config: GenerationConfig | None = None, **kwargs
+    ) -> None:
+        """Raise a one-line ValueError for `generate()` settings that would otherwise fail deep inside transformers
+        or torch (`num_beams=0` or `2.5`) or run for hours (`max_new_tokens=10**9`); `generate()` and the `wikisum`
+        pipeline call it before any work. `prompt_length` is the length of the input the summary continues;
+        `generation_config` and `kwargs` are `generate()`'s, on top of the model's `generation_config`.
+
+        Besides transformers' own checks (`GenerationConfig.validate()`: `max_new_tokens` at least 1, ...), the
+        integer settings must be integers, `num_beams` and `num_return_sequences` at least 1, `min_new_tokens`
+        between 0 and `max_new_tokens`, and the input plus the summary must fit in `config.max_position_embeddings`.
+        """
+        for source in (kwargs, generation_config, self.generation_config):
+            for name in INTEGER_GENERATION_SETTINGS:
+                value = source.get(name) if isinstance(source, dict) else getattr(source, name, None)
+                if value is not None and not _is_integer(value):
+                    raise ValueError(f"{name} must be an integer, got {value!r}")
+        # transformers' own merge of the model's defaults, `generation_config` and the keywords, which runs
+        # GenerationConfig.validate() (it refuses e.g. max_new_tokens <= 0)
+        settings, _ = self._prepare_generation_config(generation_config, **kwargs)
+        for name in ("num_beams", "num_return_sequences"):
+            value = getattr(settings, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
+        max_new_tokens, min_new_tokens = settings.max_new_tokens, settings.min_new_tokens
+        if min_new_tokens is not None and min_new_tokens < 0:
+            raise ValueError(f"min_new_tokens must be at least 0, got {min_new_tokens}")
+        if min_new_tokens is not None and max_new_tokens is not None and min_new_tokens > max_new_tokens:
+            raise ValueError(f"min_new_tokens ({min_new_tokens}) must not exceed max_new_tokens ({max_new_tokens})")
+        limit = self.config.max_position_embeddings
+        where = f"the model's limit of {limit} positions (config.max_position_embeddings)"
+        if prompt_length >= limit:
+            raise ValueError(f"an input of {prompt_length} tokens leaves no room for a summary within {where}")
+        if max_new_tokens is not None:
+            total = prompt_length + max_new_tokens
+            if total > limit:
+                raise ValueError(
+                    f"{prompt_length} input tokens + max_new_tokens={max_new_tokens} = {total} exceed {where}"
+                )
+            return
+        # as in generate(): without max_new_tokens, an explicit max_length is the total length (the default one is
+        # capped at max_position_embeddings by transformers itself)
+        explicit_max_length = (
+            kwargs.get("max_length") is not None
+            or (generation_config is not None and generation_config.max_length is not None)
+            or self.generation_config.max_length is not None
+        )
+        if explicit_max_length and settings.max_length > limit:
+            raise ValueError(f"max_length={settings.max_length} exceeds {where}")
+
+    def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
+        """`GenerationMixin.generate` after `check_generation_settings`: absurd settings raise a one-line ValueError
+        before any work instead of failing inside transformers or torch."""
+        prompt = next(
+            (tensor for tensor in (inputs, kwargs.get("input_ids"), kwargs.get("inputs_embeds")) if tensor is not None),
+            None,
+        )
+        # no input: generate() starts from the bos token alone
+        self.check_generation_settings(1 if prompt is None else prompt.shape[1], generation_config, **kwargs)
+        return super().generate(inputs, generation_config, **kwargs)
 
     def get_output_embeddings(self):
         return self.lm_head
@@ -597,6 +675,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
         logits_to_keep: int = 0,
+        token_type_ids: torch.LongTensor | None = None,
         **kwargs,
     ) -> MoeCausalLMOutputWithPast:
         r"""
@@ -605,7 +684,13 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
             trains on every token of ``[input ; separator ; summary]``.
         logits_to_keep (`int`, *optional*, defaults to 0):
             Compute logits for the last `logits_to_keep` positions only (0 = all); `generate()` sets 1.
+        token_type_ids (`torch.LongTensor`, *optional*):
+            Ignored: segment ids that BERT-style tokenizers return.
         """
+        # Ignored, since a decoder-only model reads one stream and has no segment embedding; accepted because the
+        # bundled WordPiece tokenizer returns segment ids and generate() refuses a keyword that forward() does not
+        # name, so that the standard `model.generate(**tokenizer(text, return_tensors="pt"))` works.
+        del token_type_ids
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,

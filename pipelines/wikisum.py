@@ -1,6 +1,8 @@
 """The `wikisum` pipeline: a title and documents in, the ranked paragraphs that fit in L tokens fed to a WikiSum
 decoder, its generated summary out (Liu et al. 2018's two stages)."""
 
+import numbers
+
 import torch
 
 from ..text.ranking import RANKERS
@@ -30,6 +32,10 @@ class WikiSumPipeline(SummarizationPipeline):
     `generate_kwargs`; defaults come from the model's generation config).
     Output per input: `summary`, `paragraphs` (the ranked paragraphs that were fed in, best first: `index`,
     `document`, `rank`, `score`, `tokens` used, `text`) and `input_tokens` (the decoder input length).
+    An input without a paragraph (empty or whitespace-only text, no documents, a title alone) gives
+    ``{"summary": "", "paragraphs": [], "input_tokens": 0}`` without generating. Settings that cannot work
+    (`num_beams=0`, `max_new_tokens=10**9`, `max_input_tokens` outside [2, `config.max_position_embeddings` - 2])
+    raise a one-line ValueError before any work.
     """
 
     def _sanitize_parameters(self, ranker=None, max_input_tokens=None, generate_kwargs=None, **options):
@@ -43,13 +49,32 @@ class WikiSumPipeline(SummarizationPipeline):
             if ranker not in RANKERS:
                 raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
             preprocess["ranker"] = ranker
+        limit = self.model.config.max_position_embeddings
         if max_input_tokens is not None:
-            if int(max_input_tokens) < 2:
-                raise ValueError(f"max_input_tokens must be at least 2, got {max_input_tokens}")
+            if isinstance(max_input_tokens, bool) or not isinstance(max_input_tokens, numbers.Integral):
+                raise ValueError(f"max_input_tokens must be an integer, got {max_input_tokens!r}")
+            # the decoder input is L tokens and the separator, and the summary needs at least one more position
+            if not 2 <= max_input_tokens <= limit - 2:
+                raise ValueError(
+                    f"max_input_tokens must be between 2 and {limit - 2}, got {max_input_tokens} (the model's limit "
+                    f"is {limit} positions, config.max_position_embeddings, for the input, separator and summary)"
+                )
             preprocess["max_input_tokens"] = int(max_input_tokens)
         generation = dict(generate_kwargs or {})
         generation.update({name: value for name, value in options.items() if value is not None})
+        # Refuse absurd settings now rather than deep inside generate(): against the longest decoder input these
+        # options allow (L tokens and the separator), with the default summary length _forward would use.
+        longest_input = preprocess.get("max_input_tokens", self.model.config.max_input_tokens) + 1
+        self.model.check_generation_settings(longest_input, **self._with_default_length(generation))
         return preprocess, {"generate_kwargs": generation}, {}
+
+    def _with_default_length(self, generate_kwargs: dict) -> dict:
+        """`generate_kwargs` with `max_new_tokens` = DEFAULT_MAX_NEW_TOKENS where neither they nor the model's
+        generation config set it."""
+        settings = dict(generate_kwargs)
+        if "max_new_tokens" not in settings and self.model.generation_config.max_new_tokens is None:
+            settings["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
+        return settings
 
     def preprocess(self, inputs, ranker=None, max_input_tokens=None):
         return self.model_processor(inputs, ranker, max_input_tokens)
@@ -57,13 +82,14 @@ class WikiSumPipeline(SummarizationPipeline):
     def _forward(self, model_inputs, generate_kwargs=None):
         paragraphs = model_inputs["paragraphs"]
         batch_paragraphs = [paragraphs] if isinstance(paragraphs, tuple) else list(paragraphs)
-        settings = dict(generate_kwargs or {})
-        if "max_new_tokens" not in settings and self.model.generation_config.max_new_tokens is None:
-            settings["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
+        settings = self._with_default_length(generate_kwargs or {})
         summaries = []
         # one row at a time: inputs differ a lot in length and a batch comes right-padded from the collator
         for input_ids, attention_mask in zip(model_inputs["input_ids"], model_inputs["attention_mask"]):
             row = input_ids[attention_mask.bool()][None]
+            if row.shape[1] == 0:  # the processor found no paragraph: nothing to summarize
+                summaries.append(())
+                continue
             generated = self.model.generate(row, attention_mask=torch.ones_like(row), **settings)
             summaries.append(tuple(generated[0, row.shape[1] :].tolist()))
         return {

@@ -12,13 +12,16 @@ from .processing_utils import SummarizationProcessor
 
 def wikisum_inputs(inputs) -> tuple[str, list[str], str | None]:
     """(title, documents, reference) of a pipeline input: a string (one document, no title) or a dict with `title`
-    (optional), `documents` (list of strings) or `document` (string), and `reference` (needed by the oracle)."""
+    (optional), `documents` (list of strings) or `document` (string), and `reference` (needed by the oracle). A dict
+    with a title and neither `documents` nor `document` has no documents."""
     if isinstance(inputs, str):
         return "", [inputs], None
     if not isinstance(inputs, dict):
         raise ValueError(f"expected a string or a dict with `title` and `documents`, got {type(inputs).__name__}")
     title = inputs.get("title") or ""
     documents = inputs.get("documents", inputs.get("document"))
+    if documents is None and "title" in inputs:
+        documents = []
     if isinstance(documents, str):
         documents = [documents]
     if not isinstance(title, str):
@@ -90,7 +93,11 @@ def read_wikisum_examples(path: str, specific_queries: bool = False) -> list[dic
 class WikiSumProcessor(SummarizationProcessor):
     """Inputs: a string (one long text, no title) or ``{"title": ..., "documents": [...]}`` (``"document"`` for one
     text; ``"reference"`` for the oracle ranker). `__call__` returns `input_ids`, `attention_mask` (a batch of one)
-    and `paragraphs`, the ranked paragraphs that were fed in (best first)."""
+    and `paragraphs`, the ranked paragraphs that were fed in (best first).
+
+    Documents without a paragraph (no documents, empty or whitespace-only text; a title alone does not count) leave
+    nothing to summarize: `input_ids` and `attention_mask` then have length 0 and `paragraphs` is empty, and the
+    pipeline returns an empty summary without generating."""
 
     def check_input(self, inputs) -> None:
         wikisum_inputs(inputs)
@@ -102,7 +109,11 @@ class WikiSumProcessor(SummarizationProcessor):
             raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
         if ranker == "oracle" and reference is None:
             raise ValueError("the oracle ranker needs the reference summary in the input: {'reference': ...}")
-        ranked = rank_paragraphs(split_paragraphs(documents), title=title, ranker=ranker, reference=reference)
+        paragraphs = split_paragraphs(documents)
+        if not paragraphs:
+            empty = torch.zeros(1, 0, dtype=torch.long)
+            return {"input_ids": empty, "attention_mask": empty.clone(), "paragraphs": ()}
+        ranked = rank_paragraphs(paragraphs, title=title, ranker=ranker, reference=reference)
         input_ids, fed = encode_wikisum_input(
             self.tokenizer, self.config, title, ranked, max_input_tokens or self.config.max_input_tokens
         )

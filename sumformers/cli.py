@@ -138,7 +138,10 @@ def summarize_command(args) -> int:
     valid = [record for record in records if "error" not in record]
     multiple = summarizer.model.reads_multiple_documents
     inputs = (model_input(record, summarizer.task, multiple) for record in valid)
-    outputs = summarizer(inputs, batch_size=args.batch_size, **options) if valid else []
+    try:
+        outputs = summarizer(inputs, batch_size=args.batch_size, **options) if valid else []
+    except ValueError as error:  # options the pipeline refuses before any work (a summary beyond the model's limit)
+        _fail(_first_line(error))
     results = iter(tqdm(outputs, total=len(valid), disable=len(valid) <= 1, desc="summarizing", file=sys.stderr))
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)
     failed = 0

@@ -214,6 +214,77 @@ def test_a_foreign_cache_is_refused():
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# generate(): a tokenizer's whole output, and settings refused before any work
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_generate_takes_a_bert_tokenizers_output_and_ignores_segment_ids(minilm_tokenizer):
+    model = tiny_model(vocab_size=minilm_tokenizer.vocab_size)
+    encoded = minilm_tokenizer("Solar power in cities. Panels on public roofs.", return_tensors="pt")
+    assert set(encoded) == {"input_ids", "token_type_ids", "attention_mask"}
+    length = encoded["input_ids"].shape[1]
+    settings = {"max_new_tokens": 6, "min_new_tokens": 6, "do_sample": False, "num_beams": 1}
+    generated = model.generate(**encoded, **settings)
+    expected = model.generate(encoded["input_ids"], attention_mask=encoded["attention_mask"], **settings)
+    assert generated.shape == (1, length + 6)
+    assert torch.equal(generated, expected)
+    # segment ids (even a second segment) change nothing: the decoder has no segment embedding
+    ids = encoded["input_ids"]
+    assert torch.equal(logits(model, ids, token_type_ids=torch.ones_like(ids)), logits(model, ids))
+
+
+LIMIT = "the model's limit of 64 positions (config.max_position_embeddings)"
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"max_new_tokens": 10**9}, f"10 input tokens + max_new_tokens=1000000000 = 1000000010 exceed {LIMIT}"),
+        ({"max_new_tokens": 55}, f"10 input tokens + max_new_tokens=55 = 65 exceed {LIMIT}"),
+        ({"max_length": 65}, f"max_length=65 exceeds {LIMIT}"),
+        # transformers' own check (GenerationConfig.validate)
+        ({"max_new_tokens": -5}, "`max_new_tokens` must be greater than 0, but is -5."),
+        ({"max_new_tokens": 0}, "`max_new_tokens` must be greater than 0, but is 0."),
+        ({"max_new_tokens": 4, "num_beams": 0}, "num_beams must be at least 1, got 0"),
+        ({"max_new_tokens": 4, "num_beams": -2}, "num_beams must be at least 1, got -2"),
+        ({"max_new_tokens": 4, "num_beams": 2.5}, "num_beams must be an integer, got 2.5"),
+        ({"max_new_tokens": 4, "num_beams": 2.0}, "num_beams must be an integer, got 2.0"),
+        ({"max_new_tokens": 4, "num_beams": "4"}, "num_beams must be an integer, got '4'"),
+        ({"max_new_tokens": 4, "num_beams": True}, "num_beams must be an integer, got True"),
+        ({"max_new_tokens": "5"}, "max_new_tokens must be an integer, got '5'"),
+        ({"max_new_tokens": 4, "min_new_tokens": 10}, "min_new_tokens (10) must not exceed max_new_tokens (4)"),
+        ({"max_new_tokens": 4, "min_new_tokens": -1}, "min_new_tokens must be at least 0, got -1"),
+        ({"max_new_tokens": 4, "num_return_sequences": 0}, "num_return_sequences must be at least 1, got 0"),
+    ],
+)
+def test_generate_refuses_absurd_settings_before_any_work(settings, message, monkeypatch):
+    model = tiny_model(max_position_embeddings=64, max_input_tokens=16)
+    monkeypatch.setattr(type(model), "forward", lambda *args, **kwargs: pytest.fail("forward() ran"))
+    with pytest.raises(ValueError) as error:
+        model.generate(random_ids(1, 10), **settings)
+    assert str(error.value) == message
+
+
+def test_generate_limit_counts_the_input_and_the_summary():
+    model = tiny_model(max_position_embeddings=64, max_input_tokens=16)
+    settings = {"min_new_tokens": 54, "do_sample": False, "num_beams": 1}
+    # exactly at the limit: 10 + 54 = 64 positions
+    assert model.generate(random_ids(1, 10), max_new_tokens=54, **settings).shape == (1, 64)
+    with pytest.raises(ValueError) as error:
+        model.generate(random_ids(1, 64), max_new_tokens=1)
+    assert str(error.value) == f"an input of 64 tokens leaves no room for a summary within {LIMIT}"
+    # a generation_config object, and the model's own, are checked like keywords
+    from transformers import GenerationConfig
+
+    with pytest.raises(ValueError) as error:
+        model.generate(random_ids(1, 10), generation_config=GenerationConfig(max_new_tokens=60))
+    assert str(error.value) == f"10 input tokens + max_new_tokens=60 = 70 exceed {LIMIT}"
+    model.generation_config.num_beams = 0
+    with pytest.raises(ValueError, match="^num_beams must be at least 1, got 0$"):
+        model.generate(random_ids(1, 10), max_new_tokens=4)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Mixture of experts
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -275,6 +346,17 @@ def test_config_rejects_bad_layouts():
         WikiSumConfig(moe_layers=[7])
     assert WikiSumConfig().variant == "T-DMCA" and WikiSumConfig(attention_layers=["full"] * 2).variant == "T-D"
     assert WikiSumConfig(moe_layers=[1]).variant == "T-DMCA-MoE"
+
+
+def test_config_position_limit_leaves_room_for_the_input_and_a_summary():
+    assert WikiSumConfig().max_position_embeddings == 16384
+    assert WikiSumConfig(max_position_embeddings=50, max_input_tokens=48).max_input_tokens == 48
+    for max_input_tokens in (1, 49):
+        with pytest.raises(ValueError) as error:
+            WikiSumConfig(max_position_embeddings=50, max_input_tokens=max_input_tokens)
+        assert str(error.value) == (
+            f"max_input_tokens must be in [2, max_position_embeddings - 2 = 48], got {max_input_tokens}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -339,6 +421,135 @@ def test_pipeline_batches_give_the_single_results(saved_wikisum):
     assert summarizer(inputs, batch_size=2) == single
 
 
+EMPTY_INPUTS = ["", " \n\t \n", {"documents": []}, {"documents": ["", "  "]}, {"title": TITLE}]
+EMPTY_INPUTS += [{"title": TITLE, "documents": []}, {"title": TITLE, "document": "\n\n"}]
+
+
+@pytest.mark.parametrize("inputs", EMPTY_INPUTS, ids=repr)
+def test_processor_reports_that_empty_input_has_no_paragraph(inputs, minilm_tokenizer):
+    from sumformers.processing.processing_wikisum import WikiSumProcessor
+
+    processed = WikiSumProcessor(minilm_tokenizer, WikiSumConfig(max_input_tokens=48))(inputs)
+    assert processed["paragraphs"] == ()
+    assert processed["input_ids"].shape == processed["attention_mask"].shape == (1, 0)
+    assert processed["input_ids"].dtype == torch.long
+
+
+def test_processor_feeds_a_title_when_no_paragraph_fits_L(minilm_tokenizer):
+    """Not empty input: documents too long for a tiny L still leave the title for the decoder to read."""
+    from sumformers.processing.processing_wikisum import WikiSumProcessor
+
+    processed = WikiSumProcessor(minilm_tokenizer, WikiSumConfig(max_input_tokens=48))(
+        {"title": TITLE, "documents": DOCUMENTS}, max_input_tokens=4
+    )
+    assert processed["paragraphs"] == () and processed["input_ids"].shape == (1, 5)
+
+
+def count_generate_calls(summarizer, monkeypatch) -> list:
+    calls = []
+    generate = summarizer.model.generate
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(summarizer.model, "generate", counting)
+    return calls
+
+
+@pytest.mark.parametrize("inputs", EMPTY_INPUTS, ids=repr)
+def test_pipeline_gives_an_empty_summary_for_empty_input_without_generating(inputs, saved_wikisum, monkeypatch):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    calls = count_generate_calls(summarizer, monkeypatch)
+    assert summarizer(inputs) == {"summary": "", "paragraphs": [], "input_tokens": 0}
+    assert calls == []
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3])
+def test_pipeline_batch_of_empty_and_non_empty_inputs_gives_each_its_result(batch_size, saved_wikisum, monkeypatch):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    inputs = ["", {"title": TITLE, "documents": DOCUMENTS}, {"documents": ["  "]}, {"title": TITLE}, "One text."]
+    single = [summarizer(item) for item in inputs[1::3]]
+    calls = count_generate_calls(summarizer, monkeypatch)
+    results = summarizer(inputs, batch_size=batch_size)
+    empty = {"summary": "", "paragraphs": [], "input_tokens": 0}
+    assert results == [empty, single[0], empty, empty, single[1]]
+    assert all(result["paragraphs"] and result["input_tokens"] > 0 for result in single)
+    assert len(calls) == 2  # once per non-empty input
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_pipeline_batch_with_bad_items_gives_errors_for_them_and_summaries_for_the_others(batch_size, saved_wikisum):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    good = [{"title": TITLE, "documents": DOCUMENTS}, "One long text.\nWith two lines."]
+    single = [summarizer(item) for item in good]
+    results = summarizer([None, good[0], 3, good[1], 2.5], batch_size=batch_size)
+    error = "expected a string or a dict with `title` and `documents`, got {}"
+    assert results == [
+        {"error": error.format("NoneType")},
+        single[0],
+        {"error": error.format("int")},
+        single[1],
+        {"error": error.format("float")},
+    ]
+    assert summarizer([None, 3]) == [{"error": error.format("NoneType")}, {"error": error.format("int")}]
+
+
+PIPELINE_LIMIT = "the model's limit of 16384 positions (config.max_position_embeddings)"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        # the longest decoder input the options allow: L = 48 (the config's) tokens and the separator
+        (
+            {"max_new_tokens": 10**9},
+            f"49 input tokens + max_new_tokens=1000000000 = 1000000049 exceed {PIPELINE_LIMIT}",
+        ),
+        ({"max_new_tokens": -1}, "`max_new_tokens` must be greater than 0, but is -1."),
+        ({"num_beams": 0}, "num_beams must be at least 1, got 0"),
+        ({"num_beams": 1.5}, "num_beams must be an integer, got 1.5"),
+        ({"num_beams": "2"}, "num_beams must be an integer, got '2'"),
+        ({"max_new_tokens": 5, "min_new_tokens": 6}, "min_new_tokens (6) must not exceed max_new_tokens (5)"),
+        (
+            {"max_input_tokens": 1},
+            (
+                "max_input_tokens must be between 2 and 16382, got 1 (the model's limit is 16384 positions, "
+                "config.max_position_embeddings, for the input, separator and summary)"
+            ),
+        ),
+        (
+            {"max_input_tokens": 16383},
+            (
+                "max_input_tokens must be between 2 and 16382, got 16383 (the model's limit is 16384 positions, "
+                "config.max_position_embeddings, for the input, separator and summary)"
+            ),
+        ),
+        (
+            {"max_input_tokens": 16382, "max_new_tokens": 2},
+            f"16383 input tokens + max_new_tokens=2 = 16385 exceed {PIPELINE_LIMIT}",
+        ),
+        ({"max_input_tokens": 40.0}, "max_input_tokens must be an integer, got 40.0"),
+    ],
+)
+def test_pipeline_refuses_absurd_settings_before_any_work(options, message, saved_wikisum, monkeypatch):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    monkeypatch.setattr(summarizer, "preprocess", lambda *args, **kwargs: pytest.fail("preprocess ran"))
+    monkeypatch.setattr(summarizer.model, "generate", lambda *args, **kwargs: pytest.fail("generate ran"))
+    for inputs in ({"title": TITLE, "documents": DOCUMENTS}, [TITLE, ""]):
+        with pytest.raises(ValueError) as error:
+            summarizer(inputs, **options)
+        assert str(error.value) == message
+
+
 def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):
     from sumformers.cli import main
 
@@ -370,6 +581,13 @@ def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["summarize", "--model", str(saved_wikisum), "--num-sentences", "2", str(source)])
     assert "does not apply to a wikisum model" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_status:
+        main(["summarize", "--model", str(saved_wikisum), "--max-new-tokens", "1000000000", str(source)])
+    assert exit_status.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "sumformers: error: 49 input tokens + max_new_tokens=1000000000 = 1000000049 exceed the model's limit of "
+        "16384 positions (config.max_position_embeddings)"
+    )
 
 
 REMOTE_SCRIPT = textwrap.dedent(

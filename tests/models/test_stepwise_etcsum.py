@@ -8,15 +8,13 @@ import pytest
 import torch
 from conftest import tiny_bert_config
 from stepwise_testing import (
-    ARTICLE,
-    SENTENCES,
     beam_in_package,
     beam_without_sumformers,
-    document_batch,
     lora_checkpoint,
     save_tiny_encoder,
     trained_and_reloaded_logits,
 )
+from test_modeling_common import ARTICLE, SENTENCES, document_batch
 from transformers import BertModel, pipeline
 
 from sumformers import (
@@ -206,7 +204,7 @@ def trained_like_checkpoint(encoder_folder, tmp_path):
     """A Stepwise ETCSum with LoRA as the training script sets it up (random LoRA so it matters), saved."""
     torch.manual_seed(2)
     base = StepwiseETCSumForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
-    return lora_checkpoint(base, "layers", noise=0.05, folder=tmp_path / "checkpoint")
+    return lora_checkpoint(base, noise=0.05, folder=tmp_path / "checkpoint")
 
 
 def test_adapter_checkpoint_reloads_the_same_model(encoder_folder, tmp_path, minilm_tokenizer):

@@ -389,7 +389,7 @@ def test_exported_repo_gives_the_in_package_beam_without_sumformers(encoder_fold
     assert config["custom_pipelines"]["stepwise-summarization"]["impl"] == (
         "stepwise_summarization.StepwiseSummarizationPipeline"
     )
-    assert {"stepwise_decoding.py", "modeling_stepwise_hibert.py", "text.py", "features.py"} <= {
+    assert {"stepwise_decoding.py", "modeling_stepwise_hibert.py", "sentences.py", "sentence_layout.py"} <= {
         path.name for path in repo.glob("*.py")
     }
     remote = beam_without_sumformers(repo)

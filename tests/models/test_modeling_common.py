@@ -202,7 +202,16 @@ class ModelTesterMixin:
         for row, (got, wanted) in enumerate(zip(actual, expected)):
             torch.testing.assert_close(got, wanted, msg=lambda message, row=row: f"row {row}: {message}", **tolerance)
 
-    # -- the shared fixture ---------------------------------------------------------------------------------------
+    # -- the shared fixtures --------------------------------------------------------------------------------------
+
+    @pytest.fixture(scope="class", autouse=True)
+    @classmethod
+    def one_thread(cls):
+        """Tiny models on a shared 2-core machine run faster on one thread than on two."""
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        yield
+        torch.set_num_threads(threads)
 
     @pytest.fixture(scope="class")
     @classmethod

@@ -50,18 +50,23 @@ def tiny_bert_config(**overrides):
     return BertConfig(**settings)
 
 
+def tiny_bertsum_config(**overrides):
+    """A tiny BERTSum config over a 2-layer BERT that shares MiniLM's vocabulary (so its tokenizer fits)."""
+    from sumformers import BertSumConfig
+
+    settings = dict(inter_sentence_layers=1, inter_sentence_heads=4, inter_sentence_ff_size=64, dropout=0.0)
+    settings.update(overrides)
+    encoder = tiny_bert_config().to_dict()
+    return BertSumConfig(encoder_config=encoder, encoder_name_or_path="tiny-random-bert", **settings)
+
+
 @pytest.fixture
 def tiny_bertsum():
-    """A tiny random BERTSum over a 2-layer BERT that shares MiniLM's vocabulary (so its tokenizer fits)."""
-    from sumformers import BertSumConfig, BertSumForExtractiveSummarization
+    """A tiny random BERTSum (`tiny_bertsum_config`)."""
+    from sumformers import BertSumForExtractiveSummarization
 
     def build(**config_overrides):
         torch.manual_seed(0)
-        settings = dict(inter_sentence_layers=1, inter_sentence_heads=4, inter_sentence_ff_size=64, dropout=0.0)
-        settings.update(config_overrides)
-        config = BertSumConfig(
-            encoder_config=tiny_bert_config().to_dict(), encoder_name_or_path="tiny-random-bert", **settings
-        )
-        return BertSumForExtractiveSummarization(config).eval()
+        return BertSumForExtractiveSummarization(tiny_bertsum_config(**config_overrides)).eval()
 
     return build

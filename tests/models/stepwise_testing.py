@@ -1,6 +1,6 @@
-"""What the Stepwise HiBERT and Stepwise ETCSum tests share: a short news document, its BERTSum-layout batch, a tiny
-pretrained-like encoder, an adapter checkpoint trained-like with LoRA, and the stepwise pipeline of an exported repo
-run without sumformers."""
+"""What the Stepwise HiBERT and Stepwise ETCSum tests share beyond the model tester (`test_modeling_common`, which
+also holds the shared documents and batches): a tiny pretrained-like encoder, an adapter checkpoint trained-like with
+LoRA, and the stepwise pipeline of an exported repo run without sumformers."""
 
 import json
 import os
@@ -11,27 +11,14 @@ import warnings
 
 import torch
 from conftest import tiny_bert_config
+from test_modeling_common import ARTICLE, SENTENCES, document_batch, random_lora, step_inputs
 from transformers import AutoTokenizer, BertModel
 
-from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from sumformers.hub import load_model, load_pipeline, save_adapter_checkpoint
 from sumformers.modeling.pretrained_encoder import bundled_encoder_path
 
-SENTENCES = [
-    "The council approved the new budget on Monday.",
-    "It includes money for schools and roads.",
-    "Critics said the plan raises taxes too quickly.",
-    "The mayor will sign it next week.",
-    "Residents can comment on the plan until Friday.",
-]
-ARTICLE = " ".join(SENTENCES)
 # Beam settings of the exported-repo comparison.
 BEAM = dict(beam_size=2, num_sentences=3)
-
-
-def document_batch(tokenizer, documents, max_sentence_tokens=10):
-    features = [encode_sentences(tokenizer, sentences, max_sentence_tokens=max_sentence_tokens) for sentences in documents]
-    return collate_sentence_batch(features, tokenizer.pad_token_id)
 
 
 def save_tiny_encoder(folder, tokenizer, **config_overrides):
@@ -42,24 +29,11 @@ def save_tiny_encoder(folder, tokenizer, **config_overrides):
     return folder
 
 
-def lora_checkpoint(base, lora_layers: str, noise: float, folder):
-    """`base` with LoRA on the query/value projections of its pretrained layers under `lora_layers` (random LoRA, so
-    that it matters) and its new modules trained in full, as the training script sets it up; the new modules are
-    moved by `noise` (they start from a fixed init, so a load that skipped them would show). Returns the PEFT model
-    and the saved adapter checkpoint."""
-    from peft import LoraConfig, get_peft_model
-
-    lora = LoraConfig(
-        r=4,
-        target_modules=rf"{lora_layers}\.(\d+)\.(?!summary_attention).*\b(query|value)",
-        modules_to_save=list(base.new_modules),
-        init_lora_weights=False,
-    )
-    peft_model = get_peft_model(base, lora).eval()
-    with torch.no_grad():
-        for parameter in peft_model.parameters():
-            if parameter.requires_grad:
-                parameter.add_(noise * torch.randn_like(parameter))
+def lora_checkpoint(base, noise: float, folder):
+    """`base` with random LoRA on the query/value projections of its `lora_layers`, as the training script sets it
+    up (`random_lora`), its new modules moved by `noise` (they start from a fixed init, so a load that skipped them
+    would show). Returns the PEFT model and the saved adapter checkpoint."""
+    peft_model = random_lora(base, "query,value", module_noise=noise, seed=3).eval()
     tokenizer = AutoTokenizer.from_pretrained(bundled_encoder_path())
     return peft_model, save_adapter_checkpoint(peft_model, str(folder), tokenizer, {"results": {"rouge1": 1.0}})
 
@@ -68,7 +42,7 @@ def trained_and_reloaded_logits(peft_model, checkpoint, tokenizer):
     """Step logits of `peft_model` and of its saved `checkpoint` loaded back, for SENTENCES with an empty and with
     a one-sentence partial summary."""
     batch = document_batch(tokenizer, [SENTENCES])
-    rows = dict(summary_indices=torch.tensor([[-1], [3]]), row_documents=torch.tensor([0, 0]))
+    rows = step_inputs([(0, ()), (0, (3,))])
     with torch.no_grad():
         expected = peft_model(**batch, **rows).logits
         return expected, load_model(str(checkpoint))(**batch, **rows).logits

@@ -2,9 +2,10 @@ import warnings
 
 import pytest
 import torch
-from transformers import AutoConfig, AutoModel
+from conftest import tiny_bertsum_config
+from test_modeling_common import DTYPE_FIXES, ModelTesterMixin
 
-from sumformers import BertSumConfig, BertSumForExtractiveSummarization
+from sumformers import BertSumForExtractiveSummarization
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 
 SENTENCES = [
@@ -23,6 +24,14 @@ def batch_for(tokenizer, documents, labels=None):
             feature["labels"] = labels[index]
         features.append(feature)
     return collate_sentence_batch(features, tokenizer.pad_token_id)
+
+
+class TestBertSumModel(ModelTesterMixin):
+    model_class = BertSumForExtractiveSummarization
+    bf16_loss_xfail = DTYPE_FIXES
+
+    def get_config(self):
+        return tiny_bertsum_config()
 
 
 def test_encoding_puts_cls_before_every_sentence_with_interval_segments(minilm_tokenizer):
@@ -68,36 +77,6 @@ def test_sentence_vectors_are_the_cls_states(minilm_tokenizer, tiny_bertsum):
     torch.testing.assert_close(output.sentence_states[0], tokens[0, batch["cls_positions"][0]])
     expected_logits = model.scorer(tokens[0, batch["cls_positions"][0]]).squeeze(-1)
     torch.testing.assert_close(output.logits[0], expected_logits)
-
-
-def test_padding_in_a_batch_does_not_change_scores(minilm_tokenizer, tiny_bertsum):
-    model = tiny_bertsum()
-    alone = model(**batch_for(minilm_tokenizer, [SENTENCES[:2]])).logits
-    batched = model(**batch_for(minilm_tokenizer, [SENTENCES, SENTENCES[:2]])).logits
-    torch.testing.assert_close(batched[1, :2], alone[0], atol=1e-5, rtol=1e-5)
-
-
-def test_eager_and_sdpa_encoders_agree(minilm_tokenizer, tiny_bertsum, tmp_path):
-    model = tiny_bertsum()
-    model.save_pretrained(tmp_path)
-    batch = batch_for(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
-    eager = BertSumForExtractiveSummarization.from_pretrained(tmp_path, attn_implementation="eager").eval()
-    sdpa = BertSumForExtractiveSummarization.from_pretrained(tmp_path, attn_implementation="sdpa").eval()
-    assert eager.encoder.config._attn_implementation == "eager"
-    assert sdpa.encoder.config._attn_implementation == "sdpa"
-    torch.testing.assert_close(eager(**batch).logits, sdpa(**batch).logits, atol=1e-5, rtol=1e-5)
-
-
-def test_auto_classes_and_safetensors_round_trip(minilm_tokenizer, tiny_bertsum, tmp_path):
-    model = tiny_bertsum()
-    model.save_pretrained(tmp_path)
-    assert (tmp_path / "model.safetensors").is_file() and not list(tmp_path.glob("*.bin"))
-    config = AutoConfig.from_pretrained(tmp_path)
-    assert isinstance(config, BertSumConfig)
-    loaded = AutoModel.from_pretrained(tmp_path).eval()
-    assert isinstance(loaded, BertSumForExtractiveSummarization)
-    batch = batch_for(minilm_tokenizer, [SENTENCES])
-    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits)
 
 
 def test_from_encoder_accepts_roberta_and_adds_a_second_segment(tmp_path):

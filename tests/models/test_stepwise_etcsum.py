@@ -1,22 +1,19 @@
-"""ETCSum and Stepwise ETCSum: the row layout (document ⁀ partial summary, one global token per sentence), the
-model's use of the global-local attention (backends, hard g2l masking), the step loss, loading from a pretrained
-encoder, adapter checkpoints, both pipelines and the exported repo."""
-
-import os
+"""ETCSum and Stepwise ETCSum: the model tester's checks (backends, batching, loading: `TestETCSumModel`,
+`TestStepwiseETCSumModel`), the row layout (document ⁀ partial summary, one global token per sentence), hard g2l
+masking, the step loss, 4,096-token documents, loading from a pretrained encoder, adapter checkpoints, the stepwise
+pipeline and the exported repo."""
 
 import pytest
 import torch
 from conftest import tiny_bert_config
 from stepwise_testing import (
-    ARTICLE,
-    SENTENCES,
     beam_in_package,
     beam_without_sumformers,
-    document_batch,
     lora_checkpoint,
     save_tiny_encoder,
     trained_and_reloaded_logits,
 )
+from test_modeling_common import ARTICLE, DTYPE_FIXES, SENTENCES, ModelTesterMixin, document_batch
 from transformers import BertModel, pipeline
 
 from sumformers import (
@@ -32,17 +29,36 @@ from sumformers.modeling.modeling_stepwise_etcsum import DOCUMENT_SENTENCE, END_
 TINY = dict(local_radius=4, relative_pos_max_distance=3, max_sentence_tokens=10, max_document_tokens=4096)
 
 
-def tiny_model(stepwise=True, layers=2, **overrides):
-    torch.manual_seed(0)
+def tiny_config(stepwise=True, layers=2, **overrides):
     settings = dict(TINY, encoder_config=tiny_bert_config(num_hidden_layers=layers).to_dict())
     settings.update(overrides)
-    config = StepwiseETCSumConfig(**settings) if stepwise else ETCSumConfig(**settings)
+    return StepwiseETCSumConfig(**settings) if stepwise else ETCSumConfig(**settings)
+
+
+def tiny_model(stepwise=True, layers=2, **overrides):
+    torch.manual_seed(0)
     model_class = StepwiseETCSumForExtractiveSummarization if stepwise else ETCSumForExtractiveSummarization
-    model = model_class(config).eval()
+    model = model_class(tiny_config(stepwise, layers, **overrides)).eval()
     with torch.no_grad():  # non-zero relative biases, so that the tests see them
         for layer in model.layers:
             layer.attention.relative_bias.weight.normal_(0.0, 0.5)
     return model
+
+
+class TestETCSumModel(ModelTesterMixin):
+    model_class = ETCSumForExtractiveSummarization
+    bf16_loss_xfail = DTYPE_FIXES
+
+    def get_config(self):
+        return tiny_config(stepwise=False)
+
+
+class TestStepwiseETCSumModel(ModelTesterMixin):
+    model_class = StepwiseETCSumForExtractiveSummarization
+    bf16_loss_xfail = DTYPE_FIXES
+
+    def get_config(self):
+        return tiny_config()
 
 
 def test_rows_lay_out_document_then_summary_by_hand():
@@ -72,32 +88,6 @@ def test_rows_lay_out_document_then_summary_by_hand():
     assert rows.input_ids[1].tolist() == [101, 7, 102] + [0] * 18
     assert rows.long_mask[1].tolist() == [True] * 3 + [False] * 18
     assert rows.long_sentence_ids[1, :4].tolist() == [0, 0, 0, -1]
-
-
-def test_every_backend_gives_the_eager_model_output(minilm_tokenizer):
-    model = tiny_model()
-    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
-    rows = dict(summary_indices=torch.tensor([[-1, -1], [3, 1], [2, -1]]), row_documents=torch.tensor([0, 0, 1]))
-    outputs = {}
-    for implementation in ("eager", "sdpa", "blocked"):
-        model.config._attn_implementation = implementation
-        with torch.no_grad():
-            outputs[implementation] = model(**batch, **rows).logits
-    for implementation in ("sdpa", "blocked"):
-        torch.testing.assert_close(outputs[implementation], outputs["eager"], atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.slow
-def test_flex_attention_gives_the_eager_model_output(minilm_tokenizer):
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")
-    model = tiny_model()
-    batch = document_batch(minilm_tokenizer, [SENTENCES])
-    rows = dict(summary_indices=torch.tensor([[-1], [3]]), row_documents=torch.tensor([0, 0]))
-    with torch.no_grad():
-        model.config._attn_implementation = "eager"
-        expected = model(**batch, **rows).logits
-        model.config._attn_implementation = "flex_attention"
-        torch.testing.assert_close(model(**batch, **rows).logits, expected, atol=1e-4, rtol=1e-4)
 
 
 def global_states_after_one_layer(model, input_ids, batch):
@@ -151,31 +141,22 @@ def test_step_logits_close_chosen_and_padded_sentences_and_the_loss_is_cross_ent
         model(**batch, summary_indices=torch.tensor([[4], [4]]), row_documents=torch.tensor([0, 1]))
 
 
-def test_rows_are_padding_invariant(minilm_tokenizer):
-    model = tiny_model()
-    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:2]])
-    summary = torch.tensor([[4, 2], [-1, -1], [1, -1]])
-    rows = torch.tensor([0, 1, 1])
-    with torch.no_grad():
-        together = model(**batch, summary_indices=summary, row_documents=rows).logits
-        for row, document in enumerate(rows.tolist()):
-            width = int(batch["sentence_mask"][document].sum())
-            alone = document_batch(minilm_tokenizer, [SENTENCES[:width]])
-            prefix = summary[row : row + 1, : int((summary[row] >= 0).sum())]
-            logits = model(**alone, summary_indices=prefix).logits[0]
-            torch.testing.assert_close(together[row, :width], logits[:width], atol=1e-5, rtol=1e-5)
-            torch.testing.assert_close(together[row, -1], logits[-1], atol=1e-5, rtol=1e-5)
-
-
 def test_non_stepwise_model_reads_4096_tokens(minilm_tokenizer):
     model = tiny_model(stepwise=False, max_document_sentences=512)
     sentences = [f"Sentence number {i} reports on the weather in the town today." for i in range(400)]
     encoded = encode_sentences(minilm_tokenizer, sentences, max_length=4096, max_sentence_tokens=10, warn_on_truncation=False)
     assert len(encoded["input_ids"]) > 4000
     batch = collate_sentence_batch([encoded], minilm_tokenizer.pad_token_id)
+    changed = dict(batch, input_ids=batch["input_ids"].clone())
+    last = encoded["cls_positions"][-1]
+    changed["input_ids"][0, last + 1 : len(encoded["input_ids"]) - 1] = 2000  # new words in the last sentence only
     with torch.no_grad():
-        logits = model(**batch).logits
-    assert logits.shape == (1, encoded["num_sentences"]) and torch.isfinite(logits).all()
+        logits, logits_changed = model(**batch).logits, model(**changed).logits
+    assert logits.shape == (1, encoded["num_sentences"])
+    # The last sentence, past token 4000, is read: its own score follows its words (float32 noise is ~1e-8), and moves
+    # more than any other sentence's.
+    moved = (logits_changed[0] - logits[0]).abs()
+    assert moved[-1] > 1e-6 and int(moved.argmax()) == len(moved) - 1
     with pytest.raises(ValueError, match="max_document_tokens=4096"):
         model(input_ids=torch.ones(1, 4097, dtype=torch.long), cls_positions=torch.zeros(1, 1, dtype=torch.long),
               sentence_mask=torch.ones(1, 1, dtype=torch.bool))
@@ -206,7 +187,7 @@ def trained_like_checkpoint(encoder_folder, tmp_path):
     """A Stepwise ETCSum with LoRA as the training script sets it up (random LoRA so it matters), saved."""
     torch.manual_seed(2)
     base = StepwiseETCSumForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
-    return lora_checkpoint(base, "layers", noise=0.05, folder=tmp_path / "checkpoint")
+    return lora_checkpoint(base, noise=0.05, folder=tmp_path / "checkpoint")
 
 
 def test_adapter_checkpoint_reloads_the_same_model(encoder_folder, tmp_path, minilm_tokenizer):
@@ -216,7 +197,7 @@ def test_adapter_checkpoint_reloads_the_same_model(encoder_folder, tmp_path, min
     torch.testing.assert_close(loaded, expected, atol=3e-3, rtol=3e-3)  # the adapter ships in fp16
 
 
-def test_pipelines_serve_both_variants(minilm_tokenizer):
+def test_stepwise_pipeline_batches_give_the_single_results(minilm_tokenizer):
     stepwise = tiny_model()
     summarizer = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)
     documents = [ARTICLE, {"sentences": SENTENCES[:2]}, ""]
@@ -226,13 +207,6 @@ def test_pipelines_serve_both_variants(minilm_tokenizer):
         assert got["selection_order"] == expected["selection_order"]
         assert got["score"] == pytest.approx(expected["score"], abs=1e-5)
     assert 1 <= len(one_by_one[0]["sentences"]) <= 3 and one_by_one[2]["summary"] == ""
-
-    plain = tiny_model(stepwise=False)
-    extractive = pipeline("extractive-summarization", model=plain, tokenizer=minilm_tokenizer)
-    result = extractive(ARTICLE, num_sentences=2, trigram_blocking=False)
-    with torch.no_grad():
-        probabilities = torch.sigmoid(plain(**document_batch(minilm_tokenizer, [SENTENCES])).logits[0]).tolist()
-    assert result["sentences"] == sorted(sorted(range(5), key=lambda i: -probabilities[i])[:2])
 
 
 @pytest.mark.slow  # a fresh interpreter loads the remote code (20-60 s on the shared machine)

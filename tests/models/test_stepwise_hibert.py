@@ -1,5 +1,6 @@
-"""HiBERT and Stepwise HiBERT: sentence blocks, the document encoder with summary attention, the step loss, reuse of
-sentence vectors, loading from a pretrained encoder, adapter checkpoints, both pipelines and the exported repo."""
+"""HiBERT and Stepwise HiBERT: the model tester's checks (`TestHiBertModel`, `TestStepwiseHiBertModel`), sentence
+blocks, the document encoder with summary attention, the step loss, reuse of sentence vectors, loading from a pretrained
+encoder, adapter checkpoints, the stepwise pipeline and the exported repo."""
 
 import json
 import os
@@ -10,15 +11,13 @@ import pytest
 import torch
 from conftest import tiny_bert_config
 from stepwise_testing import (
-    ARTICLE,
-    SENTENCES,
     beam_in_package,
     beam_without_sumformers,
-    document_batch,
     lora_checkpoint,
     save_tiny_encoder,
     trained_and_reloaded_logits,
 )
+from test_modeling_common import ARTICLE, DTYPE_FIXES, SENTENCES, ModelTesterMixin, document_batch
 from transformers import BertModel, pipeline
 
 from sumformers import (
@@ -48,6 +47,22 @@ def tiny_models(**overrides):
     missing, unexpected = plain.load_state_dict(stepwise.state_dict(), strict=False)
     assert not missing and all(k.startswith(("summary_", "end_")) or ".summary_attention." in k for k in unexpected)
     return stepwise, plain
+
+
+class TestHiBertModel(ModelTesterMixin):
+    model_class = HiBertForExtractiveSummarization
+    bf16_loss_xfail = DTYPE_FIXES
+
+    def get_config(self):
+        return tiny_config(stepwise=False)
+
+
+class TestStepwiseHiBertModel(ModelTesterMixin):
+    model_class = StepwiseHiBertForExtractiveSummarization
+    bf16_loss_xfail = DTYPE_FIXES
+
+    def get_config(self):
+        return tiny_config()
 
 
 def test_sentence_blocks_cut_the_bertsum_layout_by_hand():
@@ -194,7 +209,7 @@ def trained_like_checkpoint(encoder_folder, tmp_path):
     """A Stepwise HiBERT with LoRA as the training script sets it up (random LoRA so it matters), saved."""
     torch.manual_seed(2)
     base = StepwiseHiBertForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
-    return lora_checkpoint(base, "document_layers", noise=0.01, folder=tmp_path / "checkpoint")
+    return lora_checkpoint(base, noise=0.01, folder=tmp_path / "checkpoint")
 
 
 def test_adapter_checkpoint_reloads_the_same_model(encoder_folder, tmp_path, minilm_tokenizer):
@@ -273,17 +288,6 @@ def test_pipeline_cuts_long_documents_with_a_warning(minilm_tokenizer):
     with pytest.warns(UserWarning, match="limit of 3 sentences"):
         result = summarizer(ARTICLE)
     assert all(index < 3 for index in result["sentences"])
-
-
-def test_non_stepwise_hibert_serves_the_extractive_pipeline(minilm_tokenizer):
-    _, plain = tiny_models()
-    summarizer = pipeline("extractive-summarization", model=plain, tokenizer=minilm_tokenizer)
-    result = summarizer(ARTICLE, num_sentences=2, trigram_blocking=False)
-    with torch.no_grad():
-        probabilities = torch.sigmoid(plain(**document_batch(minilm_tokenizer, [SENTENCES])).logits[0]).tolist()
-    chosen = sorted(sorted(range(5), key=lambda i: -probabilities[i])[:2])
-    assert result["sentences"] == chosen
-    assert result["scores"] == pytest.approx([probabilities[i] for i in chosen], abs=1e-6)
 
 
 def training_script():
@@ -385,7 +389,7 @@ def test_exported_repo_gives_the_in_package_beam_without_sumformers(encoder_fold
     assert config["custom_pipelines"]["stepwise-summarization"]["impl"] == (
         "stepwise_summarization.StepwiseSummarizationPipeline"
     )
-    assert {"stepwise_decoding.py", "modeling_stepwise_hibert.py", "text.py", "features.py"} <= {
+    assert {"stepwise_decoding.py", "modeling_stepwise_hibert.py", "sentences.py", "sentence_layout.py"} <= {
         path.name for path in repo.glob("*.py")
     }
     remote = beam_without_sumformers(repo)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_modeling_common import ModelTesterMixin
 
 from sumformers import WikiSumCache, WikiSumConfig, WikiSumForCausalLM
 from sumformers.hub import export_model, load_model, shipped_checkpoints
@@ -370,10 +371,9 @@ DOCUMENTS = [
 ]
 
 
-@pytest.fixture
-def saved_wikisum(minilm_tokenizer, tmp_path):
-    torch.manual_seed(0)
-    config = WikiSumConfig(
+def minilm_config(**overrides) -> WikiSumConfig:
+    """A tiny T-DMCA-MoE (one layer of each attention type, the middle one with experts) with MiniLM's vocabulary."""
+    settings = dict(
         embedding_size=16,
         hidden_size=32,
         num_attention_heads=4,
@@ -384,7 +384,57 @@ def saved_wikisum(minilm_tokenizer, tmp_path):
         num_experts=2,
         max_input_tokens=48,
     )
-    model = WikiSumForCausalLM(config).eval()
+    settings.update(overrides)
+    return WikiSumConfig(**settings)
+
+
+class TestWikiSumModel(ModelTesterMixin):
+    model_class = WikiSumForCausalLM
+    # Inputs of 48, 31 and 17 tokens, right-padded in a batch as the training script's collator pads them (the
+    # pipeline generates one row at a time, without padding).
+    examples = (
+        {"title": TITLE, "documents": DOCUMENTS},
+        {"title": "Budget", "documents": ["The council approved the new budget on Monday.\n\nIt includes roads."]},
+        "One long text.\nWith two lines.",
+    )
+    pipeline_input = examples[0]
+
+    def get_config(self):
+        return minilm_config(local_block_size=4, expert_intermediate_size=64, hidden_dropout=0.0)
+
+    def encode(self, processor, example):
+        return processor(example)["input_ids"][0].tolist()
+
+    def collate(self, processor, features, left=False):
+        width = max(len(ids) for ids in features)
+        input_ids = torch.full((len(features), width), processor.config.pad_token_id)
+        attention_mask = torch.zeros(len(features), width, dtype=torch.long)
+        for row, ids in enumerate(features):
+            real = slice(width - len(ids), width) if left else slice(0, len(ids))
+            input_ids[row, real], attention_mask[row, real] = torch.tensor(ids), 1
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    @pytest.mark.xfail(
+        strict=False,
+        reason="local blocks and compressed slots partition the padded sequence, so left padding that is not a "
+        "multiple of local_block_size and compression_stride moves them (the pipeline generates row by row)",
+    )
+    def test_left_padding_does_not_change_outputs(self, context):
+        short, longest = context.features[2], context.features[0]
+        alone = self.collate(context.processor, [short])
+        padded = {key: value[:1] for key, value in self.collate(context.processor, [short, longest], left=True).items()}
+        # positions count real tokens, as `generate` gives them to left-padded rows
+        padded["position_ids"] = (padded["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+        with torch.no_grad():
+            expected = context.model(**alone).logits[0]
+            actual = context.model(**padded).logits[0][padded["attention_mask"][0].bool()]
+        torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.fixture
+def saved_wikisum(minilm_tokenizer, tmp_path):
+    torch.manual_seed(0)
+    model = WikiSumForCausalLM(minilm_config()).eval()
     model.generation_config.max_new_tokens = 6
     folder = tmp_path / "source"
     model.save_pretrained(folder)

@@ -1,6 +1,6 @@
 """Reduced precision on CPU: every model converted to bfloat16 or float16 (or loaded with `dtype=`) runs, and its
 logits are finite and close to the float32 logits of the same weights; every sparse attention backend on its own,
-too; losses stay float32; the pipelines choose as in float32. torch 2.13 has CPU kernels for every op these models use
+too; the pipelines choose as in float32 (losses: the shared model tester). torch 2.13 has CPU kernels for every op these models use
 in both dtypes, so no case is skipped.
 
 Tiny random models (hidden size 32); their scorers are scaled up so that logits are of order 1 and a comparison at
@@ -285,31 +285,6 @@ def test_float32_sentence_vectors_feed_a_bfloat16_hibert(minilm_tokenizer, stepw
         reference = model(sentence_vectors=vectors, sentence_mask=batch["sentence_mask"], **rows).logits
         logits = model.to(torch.bfloat16)(sentence_vectors=vectors, sentence_mask=batch["sentence_mask"], **rows).logits
     assert_close_to_float32(logits, reference, torch.bfloat16, ATOL[torch.bfloat16])
-
-
-@pytest.mark.parametrize("name", EXTRACTIVE)
-def test_losses_of_a_bfloat16_model_are_float32(minilm_tokenizer, name):
-    build, inputs = case(name)
-    batch = inputs(minilm_tokenizer)
-    if name.startswith("stepwise"):
-        batch["labels"] = torch.tensor([0, 2, 5])  # 5: END of a five-sentence row
-    else:
-        mask = batch["sentence_mask"]
-        batch["labels"] = (torch.arange(mask.numel()).view_as(mask) % 2).float().masked_fill(~mask.bool(), -100)
-    reference = build()(**batch).loss
-    model = build().to(torch.bfloat16)
-    loss = model(**batch).loss
-    assert loss.dtype == torch.float32
-    # measured at most 0.005 (losses 0.7-1.8), from the bf16 logits
-    assert abs(loss.item() - reference.item()) <= 0.02
-    loss.backward()
-    gradients = [parameter.grad for parameter in model.parameters() if parameter.grad is not None]
-    assert gradients and all(g.dtype == torch.bfloat16 and bool(torch.isfinite(g).all()) for g in gradients)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Sparse attention backends on their own
-# ----------------------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

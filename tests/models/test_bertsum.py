@@ -3,7 +3,7 @@ import warnings
 import pytest
 import torch
 from conftest import tiny_bertsum_config
-from test_modeling_common import DTYPE_FIXES, ModelTesterMixin
+from test_modeling_common import ModelTesterMixin
 
 from sumformers import BertSumForExtractiveSummarization
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
@@ -28,7 +28,6 @@ def batch_for(tokenizer, documents, labels=None):
 
 class TestBertSumModel(ModelTesterMixin):
     model_class = BertSumForExtractiveSummarization
-    bf16_loss_xfail = DTYPE_FIXES
 
     def get_config(self):
         return tiny_bertsum_config()

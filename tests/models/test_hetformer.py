@@ -24,7 +24,7 @@ from sumformers.processing.processing_hetformer import (  # noqa: E402
     encode_documents,
 )
 from conftest import tiny_bert_config  # noqa: E402
-from test_modeling_common import DTYPE_FIXES, SENTENCES, ModelTesterMixin  # noqa: E402
+from test_modeling_common import SENTENCES, ModelTesterMixin  # noqa: E402
 
 TOL = 1e-5
 # Two documents; "Anna" and "Bob" are two entity clusters, given by hand (character spans per sentence).
@@ -73,7 +73,6 @@ def encoded_example(tokenizer, config=None, mentions=MENTIONS):
 
 class TestHetFormerModel(ModelTesterMixin):
     model_class = HetFormerForExtractiveSummarization
-    bf16_loss_xfail = DTYPE_FIXES
     # (documents, entity mentions by hand): two documents with entity links, one with links, one long without
     examples = (
         (DOCUMENTS, MENTIONS),

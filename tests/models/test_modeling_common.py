@@ -48,8 +48,6 @@ ARTICLE = " ".join(SENTENCES)
 DOCUMENTS = (SENTENCES, SENTENCES[1:3], SENTENCES[:4])
 
 EXTRACTIVE, STEPWISE, WIKISUM = "extractive-summarization", "stepwise-summarization", "wikisum"
-# The reduced-precision fixes not on this branch yet (`bf16_loss_xfail`).
-DTYPE_FIXES = "bf16 fix on branch dtype-fixes (extractive and stepwise losses in float32)"
 
 
 def document_batch(tokenizer, documents, max_tokens=10):
@@ -97,7 +95,7 @@ SAME = dict(atol=1e-6, rtol=1e-6)
 
 class ModelTesterMixin:
     """Checks for `model_class`; a subclass sets `model_class` and `get_config`, and may override the input factory
-    (`examples`, `encode`, `collate`, `pipeline_input`), `lora_target_modules`, `bf16_atol` and `bf16_loss_xfail`."""
+    (`examples`, `encode`, `collate`, `pipeline_input`), `lora_target_modules` and `bf16_atol`."""
 
     pytestmark = [pytest.mark.model_tester]
 
@@ -108,8 +106,6 @@ class ModelTesterMixin:
     # Largest |bf16 - fp32| allowed in scores and loss: a few times the largest difference measured on the tiny models
     # (0.008 in the scores over five seeds, 0.005 in the loss).
     bf16_atol = 0.02
-    # A reason when the bf16 loss check fails because of a model bug being fixed elsewhere (marks it xfail).
-    bf16_loss_xfail = None
     # Noise added to every weight of the tiny model, so that parts that start at zero or as copies (biases,
     # relative-position biases, HetFormer's node projections) take part in every comparison.
     weight_noise = 0.05
@@ -393,9 +389,7 @@ class ModelTesterMixin:
             assert value.dtype == torch.bfloat16 and torch.isfinite(value).all(), row
             torch.testing.assert_close(value.float(), expected, atol=self.bf16_atol, rtol=0.0)
 
-    def test_bf16_loss_is_float32_and_close_to_fp32(self, context, request):
-        if self.bf16_loss_xfail:
-            request.applymarker(pytest.mark.xfail(strict=False, reason=self.bf16_loss_xfail))
+    def test_bf16_loss_is_float32_and_close_to_fp32(self, context):
         inputs, labels = self.inputs(context.batch, context.rows), self.labels(context.batch, context.rows)
         model = copy.deepcopy(context.model).to(torch.bfloat16)
         with torch.no_grad():
@@ -515,7 +509,6 @@ def token_count(feature) -> int:
 __all__ = [
     "ARTICLE",
     "DOCUMENTS",
-    "DTYPE_FIXES",
     "SENTENCES",
     "ModelTesterMixin",
     "document_batch",

@@ -13,7 +13,7 @@ from stepwise_testing import (
     save_tiny_encoder,
     trained_and_reloaded_logits,
 )
-from test_modeling_common import ARTICLE, DTYPE_FIXES, SENTENCES, ModelTesterMixin, document_batch
+from test_modeling_common import ARTICLE, SENTENCES, ModelTesterMixin, document_batch
 from transformers import BertModel, pipeline
 
 from sumformers import (
@@ -47,7 +47,6 @@ def tiny_model(stepwise=True, layers=2, **overrides):
 
 class TestETCSumModel(ModelTesterMixin):
     model_class = ETCSumForExtractiveSummarization
-    bf16_loss_xfail = DTYPE_FIXES
 
     def get_config(self):
         return tiny_config(stepwise=False)
@@ -55,7 +54,6 @@ class TestETCSumModel(ModelTesterMixin):
 
 class TestStepwiseETCSumModel(ModelTesterMixin):
     model_class = StepwiseETCSumForExtractiveSummarization
-    bf16_loss_xfail = DTYPE_FIXES
 
     def get_config(self):
         return tiny_config()

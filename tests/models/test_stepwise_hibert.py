@@ -17,7 +17,7 @@ from stepwise_testing import (
     save_tiny_encoder,
     trained_and_reloaded_logits,
 )
-from test_modeling_common import ARTICLE, DTYPE_FIXES, SENTENCES, ModelTesterMixin, document_batch
+from test_modeling_common import ARTICLE, SENTENCES, ModelTesterMixin, document_batch
 from transformers import BertModel, pipeline
 
 from sumformers import (
@@ -51,7 +51,6 @@ def tiny_models(**overrides):
 
 class TestHiBertModel(ModelTesterMixin):
     model_class = HiBertForExtractiveSummarization
-    bf16_loss_xfail = DTYPE_FIXES
 
     def get_config(self):
         return tiny_config(stepwise=False)
@@ -59,7 +58,6 @@ class TestHiBertModel(ModelTesterMixin):
 
 class TestStepwiseHiBertModel(ModelTesterMixin):
     model_class = StepwiseHiBertForExtractiveSummarization
-    bf16_loss_xfail = DTYPE_FIXES
 
     def get_config(self):
         return tiny_config()

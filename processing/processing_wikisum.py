@@ -2,6 +2,8 @@
 extractive stage) and the best that fit in L tokens out, as one decoder input
 ``[bos] title [sep] paragraph [sep] ... [separator]``; the generated ids back into text."""
 
+from pathlib import Path
+
 import torch
 
 from ..text.evaluation import read_jsonl
@@ -64,21 +66,21 @@ def _topic_title(row: dict) -> str:
 
 
 def read_wikisum_examples(path: str, specific_queries: bool = False) -> list[dict]:
-    """Rows of a shared-data JSONL file as {"id", "title", "documents", "summary"}; with `specific_queries`, QMSum's
-    query/answer pairs are added with the query as title."""
+    """Rows of a shared-data JSONL file as {"id", "title", "documents", "summary"} (a row without `id` gets
+    `<file stem>:<row number>`); with `specific_queries`, QMSum's query/answer pairs are added with the query as
+    title."""
     examples = []
-    for row in read_jsonl(path):
+    for row_number, row in enumerate(read_jsonl(path), start=1):
+        row_id = str(row.get("id", f"{Path(path).stem}:{row_number}"))
         documents = row["documents"] if isinstance(row.get("documents"), list) else [row["document"]]
         # QMSum's transcript markup is noise for ranking and modelling.
         documents = [strip_transcript_markup(document) for document in documents]
-        examples.append(
-            {"id": row["id"], "title": _topic_title(row), "documents": documents, "summary": row["summary"]}
-        )
+        examples.append({"id": row_id, "title": _topic_title(row), "documents": documents, "summary": row["summary"]})
         if specific_queries:
             for number, query in enumerate(row.get("specific_queries") or []):
                 examples.append(
                     {
-                        "id": f"{row['id']}-q{number}",
+                        "id": f"{row_id}-q{number}",
                         "title": query["query"],
                         "documents": documents,
                         "summary": query["answer"],

@@ -111,8 +111,8 @@ def document_text(value) -> str:
 def model_input(value, reads_multiple_documents: bool):
     """A dataset's text field as the model's processor and pipeline take it: a list of documents stays several
     documents (`{"documents": [...]}`) for a model that reads several (its `reads_multiple_documents`), and is
-    otherwise one text, one document a paragraph (`document_text`)."""
-    if isinstance(value, (list, tuple)) and reads_multiple_documents:
+    otherwise one text, one document a paragraph (`document_text`; an empty list or None: an empty text)."""
+    if isinstance(value, (list, tuple)) and value and reads_multiple_documents:
         return {"documents": list(value)}
     return document_text(value)
 

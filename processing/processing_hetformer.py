@@ -14,7 +14,7 @@ from ..configuration.configuration_hetformer import HetFormerConfig
 from ..modeling.attention import HeterogeneousGraph
 from ..text.entities import entity_clusters, ner_available
 from ..text.sentences import strip_transcript_markup
-from .processing_utils import SummarizationProcessor
+from .processing_utils import SummarizationProcessor, with_oracle_labels
 from .sentence_layout import check_document, collate_sentence_batch, document_sentences, encode_sentences
 
 TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
@@ -175,6 +175,51 @@ class HetFormerProcessor(SummarizationProcessor):
             )
             return None
         return entity_clusters(documents, self.config.entity_model)
+
+    def prepare(self, document) -> dict:
+        """The slow, text-only steps of featurizing `document` as plain lists, so that a training set can take them
+        once through `datasets.map` and its cache: `sentence_lists` (`documents`) and `mentions` (`find_entities`;
+        no mention in any sentence when entities are off)."""
+        documents = self.documents(document)
+        mentions = self.find_entities(documents)
+        if mentions is None:
+            mentions = [[[] for _ in sentences] for sentences in documents]
+        return {"sentence_lists": documents, "mentions": mentions}
+
+    def encode(
+        self, documents: list[list[str]], max_length: int | None = None, mentions=None, warn_on_truncation: bool = True
+    ) -> dict:
+        """`encode_documents` with the model's tokenizer, settings and token limit (lists, not tensors)."""
+        limit = self.token_limit(max_length)
+        return encode_documents(self.tokenizer, documents, self.config, limit, mentions, warn_on_truncation)
+
+    def training_examples(
+        self,
+        documents: list[list[str]],
+        mentions,
+        oracle,
+        max_length: int | None = None,
+        chunk_long_documents: bool = True,
+    ) -> list[dict]:
+        """Training examples of one input (`documents` and `mentions` as `prepare` gives them) as lists (what
+        `collate` pads), cut at `max_length` tokens without warnings, each with `oracle` and `labels` for the
+        sentences it kept (`with_oracle_labels`). With `chunk_long_documents` a single document gives one example
+        per chunk of consecutive sentences that fits, so that no sentence is left out; otherwise one example."""
+        mentions = mentions if self.config.use_entities else None
+        if len(documents) > 1 or not chunk_long_documents:
+            encoded = self.encode(documents, max_length, mentions, warn_on_truncation=False)
+            kept = [documents[d][s] for d, s in encoded["sentence_ids"]]
+            return [with_oracle_labels(encoded, kept, oracle)]
+        examples, sentences, start = [], documents[0], 0
+        while start < len(sentences):
+            chunk_mentions = [mentions[0][start:]] if mentions is not None else None
+            encoded = self.encode([sentences[start:]], max_length, chunk_mentions, warn_on_truncation=False)
+            count = len(encoded["sentence_ids"])
+            if count == 0:
+                break
+            examples.append(with_oracle_labels(encoded, sentences[start : start + count], oracle))
+            start += count
+        return examples
 
     def __call__(self, document, max_length: int | None = None) -> dict:
         documents = self.documents(document)

@@ -37,4 +37,11 @@ class SummarizationProcessor:
         return min(max_length, limit) if max_length else limit
 
 
-__all__ = ["SummarizationProcessor"]
+def with_oracle_labels(encoded: dict, sentences: list[str], oracle) -> dict:
+    """`encoded` (one training example, lists) with `oracle`, the indices that `oracle(sentences)` picks among the
+    `sentences` the example kept (in its order), and `labels`: 1.0 for those sentences, 0.0 for the other kept ones."""
+    chosen = list(oracle(sentences)) if sentences else []
+    return dict(encoded, oracle=chosen, labels=[float(index in chosen) for index in range(len(sentences))])
+
+
+__all__ = ["SummarizationProcessor", "with_oracle_labels"]

@@ -2,6 +2,8 @@
 extractive stage) and the best that fit in L tokens out, as one decoder input
 ``[bos] title [sep] paragraph [sep] ... [separator]``; the generated ids back into text."""
 
+from pathlib import Path
+
 import torch
 
 from ..text.evaluation import read_jsonl
@@ -17,7 +19,10 @@ def wikisum_inputs(inputs) -> tuple[str, list[str], str | None]:
     if isinstance(inputs, str):
         return "", [inputs], None
     if not isinstance(inputs, dict):
-        raise ValueError(f"expected a string or a dict with `title` and `documents`, got {type(inputs).__name__}")
+        # ValueError like every other input check of WikiSum's (the pipelines catch both)
+        raise ValueError(  # noqa: TRY004
+            f"expected a string or a dict with `title` and `documents`, got {type(inputs).__name__}"
+        )
     title = inputs.get("title") or ""
     documents = inputs.get("documents", inputs.get("document"))
     if documents is None and "title" in inputs:
@@ -25,7 +30,7 @@ def wikisum_inputs(inputs) -> tuple[str, list[str], str | None]:
     if isinstance(documents, str):
         documents = [documents]
     if not isinstance(title, str):
-        raise ValueError("`title` must be a string")
+        raise ValueError("`title` must be a string")  # noqa: TRY004
     if not isinstance(documents, (list, tuple)) or not all(isinstance(document, str) for document in documents):
         raise ValueError("give `documents` (a list of strings) or `document` (a string)")
     reference = inputs.get("reference")
@@ -67,21 +72,21 @@ def _topic_title(row: dict) -> str:
 
 
 def read_wikisum_examples(path: str, specific_queries: bool = False) -> list[dict]:
-    """Rows of a shared-data JSONL file as {"id", "title", "documents", "summary"}; with `specific_queries`, QMSum's
-    query/answer pairs are added with the query as title."""
+    """Rows of a shared-data JSONL file as {"id", "title", "documents", "summary"} (a row without `id` gets
+    `<file stem>:<row number>`); with `specific_queries`, QMSum's query/answer pairs are added with the query as
+    title."""
     examples = []
-    for row in read_jsonl(path):
+    for row_number, row in enumerate(read_jsonl(path), start=1):
+        row_id = str(row.get("id", f"{Path(path).stem}:{row_number}"))
         documents = row["documents"] if isinstance(row.get("documents"), list) else [row["document"]]
         # QMSum's transcript markup is noise for ranking and modelling.
         documents = [strip_transcript_markup(document) for document in documents]
-        examples.append(
-            {"id": row["id"], "title": _topic_title(row), "documents": documents, "summary": row["summary"]}
-        )
+        examples.append({"id": row_id, "title": _topic_title(row), "documents": documents, "summary": row["summary"]})
         if specific_queries:
             for number, query in enumerate(row.get("specific_queries") or []):
                 examples.append(
                     {
-                        "id": f"{row['id']}-q{number}",
+                        "id": f"{row_id}-q{number}",
                         "title": query["query"],
                         "documents": documents,
                         "summary": query["answer"],
@@ -102,7 +107,9 @@ class WikiSumProcessor(SummarizationProcessor):
     def check_input(self, inputs) -> None:
         wikisum_inputs(inputs)
 
-    def __call__(self, inputs, ranker: str | None = None, max_input_tokens: int | None = None) -> dict:
+    def encode(self, inputs, ranker: str | None = None, max_input_tokens: int | None = None) -> tuple[list[int], list]:
+        """The decoder input's token ids (a list) and the (RankedParagraph, token count) pairs fed in: paragraphs
+        ranked by `ranker` (default the config's), cut at `max_input_tokens` (default the config's L)."""
         title, documents, reference = wikisum_inputs(inputs)
         ranker = ranker or self.config.ranker
         if ranker not in RANKERS:
@@ -110,13 +117,42 @@ class WikiSumProcessor(SummarizationProcessor):
         if ranker == "oracle" and reference is None:
             raise ValueError("the oracle ranker needs the reference summary in the input: {'reference': ...}")
         paragraphs = split_paragraphs(documents)
-        if not paragraphs:
-            empty = torch.zeros(1, 0, dtype=torch.long)
-            return {"input_ids": empty, "attention_mask": empty.clone(), "paragraphs": ()}
+        if not paragraphs:  # nothing to summarize: no decoder input (the pipeline then writes no summary)
+            return [], []
         ranked = rank_paragraphs(paragraphs, title=title, ranker=ranker, reference=reference)
-        input_ids, fed = encode_wikisum_input(
+        return encode_wikisum_input(
             self.tokenizer, self.config, title, ranked, max_input_tokens or self.config.max_input_tokens
         )
+
+    def training_features(
+        self, example: dict, max_summary_tokens: int, ranker: str | None = None, max_input_tokens: int | None = None
+    ) -> dict:
+        """One training example (`title`, `documents`, `summary`) as lists (what `collate` pads): `input_ids`, the
+        decoder input `__call__` gives the model, `summary_start` (its length) and `summary_ids`, the summary's first
+        `max_summary_tokens` tokens and the end token."""
+        inputs = {"title": example["title"], "documents": example["documents"]}
+        input_ids, _ = self.encode(inputs, ranker, max_input_tokens)
+        summary_ids = self.tokenizer(example["summary"], add_special_tokens=False, verbose=False)["input_ids"]
+        summary_ids = summary_ids[:max_summary_tokens] + [self.config.eos_token_id]
+        return {"input_ids": input_ids, "summary_start": len(input_ids), "summary_ids": summary_ids}
+
+    def collate(self, features: list[dict]) -> dict:
+        """Right-padded ``[input ; separator ; summary]`` with labels on every real token (the paper's T-D loss)."""
+        sequences = [feature["input_ids"] + feature["summary_ids"] for feature in features]
+        width = max(len(sequence) for sequence in sequences)
+        input_ids = torch.full((len(features), width), self.config.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros(len(features), width, dtype=torch.long)
+        for row, sequence in enumerate(sequences):
+            input_ids[row, : len(sequence)] = torch.tensor(sequence)
+            attention_mask[row, : len(sequence)] = 1
+        labels = input_ids.masked_fill(attention_mask == 0, -100)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+    def __call__(self, inputs, ranker: str | None = None, max_input_tokens: int | None = None) -> dict:
+        input_ids, fed = self.encode(inputs, ranker, max_input_tokens)
+        if not input_ids:
+            empty = torch.zeros(1, 0, dtype=torch.long)
+            return {"input_ids": empty, "attention_mask": empty.clone(), "paragraphs": ()}
         paragraphs = tuple(
             {
                 "index": item.paragraph.index,

@@ -9,7 +9,7 @@ import warnings
 import torch
 
 from ..text.sentences import split_sentences
-from .processing_utils import SummarizationProcessor
+from .processing_utils import SummarizationProcessor, with_oracle_labels
 
 
 def valid_unicode(text: str) -> str:
@@ -124,15 +124,16 @@ class SentenceLayoutProcessor(SummarizationProcessor):
     def check_input(self, document) -> None:
         check_document(document)
 
-    def sentences(self, document) -> list[str]:
-        """The sentences of `document` the model reads: beyond the model's sentence limit, cut with a warning."""
+    def sentences(self, document, warn_on_truncation: bool = True) -> list[str]:
+        """The sentences of `document` the model reads: beyond the model's sentence limit, cut (with a warning)."""
         sentences = document_sentences(document)
         limit = self.config.max_document_sentences if self.has_sentence_limit else None
         if limit is not None and len(sentences) > limit:
-            warnings.warn(
-                f"Input truncated to the model's limit of {limit} sentences: kept {limit} of {len(sentences)}.",
-                stacklevel=3,
-            )
+            if warn_on_truncation:
+                warnings.warn(
+                    f"Input truncated to the model's limit of {limit} sentences: kept {limit} of {len(sentences)}.",
+                    stacklevel=3,
+                )
             sentences = sentences[:limit]
         return sentences
 
@@ -146,6 +147,14 @@ class SentenceLayoutProcessor(SummarizationProcessor):
             min_sentence_tokens=self.config.min_sentence_tokens,
             warn_on_truncation=warn_on_truncation,
         )
+
+    def training_features(self, document, oracle, max_length: int | None = None) -> dict:
+        """One training document as lists (what `collate` pads): the inputs `__call__` gives the model, cut at its
+        limits without warnings, with `oracle`, the indices that `oracle(sentences)` picks among the sentences that
+        were kept (in its order), and `labels`, 1.0 for those sentences and 0.0 for the other kept ones."""
+        sentences = self.sentences(document, warn_on_truncation=False)
+        encoded = self.encode(sentences, max_length, warn_on_truncation=False)
+        return with_oracle_labels(encoded, sentences[: encoded["num_sentences"]], oracle)
 
     def __call__(self, document, max_length: int | None = None) -> dict:
         sentences = self.sentences(document)

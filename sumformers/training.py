@@ -1,5 +1,7 @@
-"""What every training script shares: argument dataclasses, data loading (local JSONL or a Hub dataset), LoRA,
-resuming, recording the evaluation on the model card and saving the final model."""
+"""What every training script shares: argument dataclasses, data loading (local JSONL or a Hub dataset), the model
+(continued from a sumformers model or started from an encoder), a dataset's text as the model's processor takes it,
+LoRA, training with resuming, ROUGE through the model's own pipeline, and the common end (`finish_training`):
+evaluate, record the evaluation on the model card, save the final model and optionally push it."""
 
 import json
 import logging
@@ -48,19 +50,19 @@ class DataArguments:
 
 
 # Defaults that suit these scripts (CPU-friendly, no online loggers); any of them can be overridden on the command line.
-TRAINING_DEFAULTS = dict(
-    report_to="none",
-    remove_unused_columns=False,
-    per_device_train_batch_size=8,
-    learning_rate=2e-4,
-    num_train_epochs=2,
-    warmup_steps=0.05,  # a float below 1 is a share of the total steps
-    logging_steps=10,
-    save_strategy="steps",
-    save_steps=50,
-    save_total_limit=2,
-    dataloader_num_workers=0,
-)
+TRAINING_DEFAULTS = {
+    "report_to": "none",
+    "remove_unused_columns": False,
+    "per_device_train_batch_size": 8,
+    "learning_rate": 2e-4,
+    "num_train_epochs": 2,
+    "warmup_steps": 0.05,  # a float below 1 is a share of the total steps
+    "logging_steps": 10,
+    "save_strategy": "steps",
+    "save_steps": 50,
+    "save_total_limit": 2,
+    "dataloader_num_workers": 0,
+}
 
 
 def parse_arguments(*extra_dataclasses):
@@ -74,7 +76,7 @@ def load_splits(data_args: DataArguments):
     from datasets import load_dataset
 
     if data_args.dataset_name:
-        source = dict(path=data_args.dataset_name, name=data_args.dataset_config_name)
+        source = {"path": data_args.dataset_name, "name": data_args.dataset_config_name}
     else:
         data_files = {
             name: path
@@ -86,7 +88,7 @@ def load_splits(data_args: DataArguments):
         for path in data_files.values():
             if not Path(path).is_file():
                 raise FileNotFoundError(f"data file not found: {path}")
-        source = dict(path="json", data_files=data_files)
+        source = {"path": "json", "data_files": data_files}
 
     def split(expression, limit):
         if not expression:
@@ -104,6 +106,61 @@ def load_splits(data_args: DataArguments):
 def document_text(value) -> str:
     """A document field as text: multi-document lists are joined one document per paragraph."""
     return "\n\n".join(value) if isinstance(value, (list, tuple)) else (value or "")
+
+
+def model_input(value, reads_multiple_documents: bool):
+    """A dataset's text field as the model's processor and pipeline take it: a list of documents stays several
+    documents (`{"documents": [...]}`) for a model that reads several (its `reads_multiple_documents`), and is
+    otherwise one text, one document a paragraph (`document_text`; an empty list or None: an empty text)."""
+    if isinstance(value, (list, tuple)) and value and reads_multiple_documents:
+        return {"documents": list(value)}
+    return document_text(value)
+
+
+def model_and_tokenizer(source: str, create):
+    """The model to train and its tokenizer: the sumformers model saved at `source` (training continues from it), or
+    a new one, `create(encoder, tokenizer)`, over the encoder `source` names (a folder or Hub id; `minilm`: the bundled
+    MiniLM) and that encoder's tokenizer."""
+    from transformers import AutoTokenizer
+
+    from .hub import is_sumformers_model, load_model, load_tokenizer
+    from .modeling.pretrained_encoder import resolve_encoder
+
+    if is_sumformers_model(source):
+        return load_model(source), load_tokenizer(source)
+    encoder = resolve_encoder(source)
+    tokenizer = AutoTokenizer.from_pretrained(encoder)
+    return create(encoder, tokenizer), tokenizer
+
+
+def pipeline_rouge(model, tokenizer, inputs: list, references: list[str], batch_size: int = 1, **options) -> dict:
+    """ROUGE of the summaries the model's own pipeline (its registered task) gives for `inputs` with `options`."""
+    from transformers import pipeline
+
+    from .registry import architecture_for
+    from .text.scoring import rouge_scores
+
+    task = architecture_for(model.config).task
+    summarizer = pipeline(task, model=model, tokenizer=tokenizer, batch_size=batch_size)
+    outputs = summarizer(inputs, **options)
+    return rouge_scores([output["summary"] for output in outputs], list(references))
+
+
+def dataset_evaluation(
+    tokenizer, dataset, data_args: DataArguments, decoding: str, unit: str = "documents", batch_size: int = 1, **options
+):
+    """The `evaluate` that `finish_training` takes for a `datasets` eval split (None without one): `pipeline_rouge`
+    with the pipeline `options` on its `--text_column` (as `model_input` gives it to the model) against its
+    `--summary_column`, described as "<count> <unit> of `<--eval_split>`, <decoding>"."""
+    if dataset is None:
+        return None
+
+    def evaluate(model):
+        inputs = [model_input(value, model.reads_multiple_documents) for value in dataset[data_args.text_column]]
+        scores = pipeline_rouge(model, tokenizer, inputs, dataset[data_args.summary_column], batch_size, **options)
+        return scores, f"{len(dataset)} {unit} of `{data_args.eval_split}`, {decoding}"
+
+    return evaluate
 
 
 def apply_lora(model, model_args: ModelArguments):
@@ -148,6 +205,15 @@ def last_checkpoint(training_args: TrainingArguments) -> str | None:
     if os.path.isdir(training_args.output_dir):
         return get_last_checkpoint(training_args.output_dir)
     return None
+
+
+def train(model, training_args: TrainingArguments, features=None, data_collator=None):
+    """A `Trainer` for `model` and, given training `features` (what --do_train prepared), its training, resumed as
+    `train_resuming` resumes. Returns the trainer and the `TrainOutput` (None without features)."""
+    from transformers import Trainer
+
+    trainer = Trainer(model=model, args=training_args, train_dataset=features, data_collator=data_collator)
+    return trainer, (train_resuming(trainer, training_args) if features is not None else None)
 
 
 def train_resuming(trainer, training_args: TrainingArguments):
@@ -222,3 +288,23 @@ def save_final_model(trainer, tokenizer, training_args: TrainingArguments, card_
         export_model(str(final), str(export_dir), card_info=dict(card_info, repo_id=repo_id))
         logger.info("pushed to %s", push_to_hub(str(export_dir), repo_id, token=training_args.hub_token))
     return final
+
+
+def finish_training(
+    trainer, tokenizer, training_args: TrainingArguments, card_info: dict, push: bool = False, evaluate=None
+) -> Path | None:
+    """The end every training script shares, on the main process only: with `--do_eval` and an `evaluate`, the
+    trained model (in eval mode) is evaluated by `evaluate(model)`, which returns `(scores, setting)` or `(scores,
+    setting, results)`, logged and recorded on the card and in `eval_results.json` (`record_evaluation`); with
+    `--do_train` the final model is saved and, with `push`, pushed (`save_final_model`). Returns the final model's
+    folder, or None where this process saved none."""
+    if not trainer.is_world_process_zero():
+        return None
+    if training_args.do_eval and evaluate is not None:
+        trainer.model.eval()
+        scores, setting, *results = evaluate(trainer.model)
+        logger.info("eval ROUGE: %s (%s)", results[0] if results else scores, setting)
+        record_evaluation(card_info, training_args, scores, setting, *results)
+    if not training_args.do_train:
+        return None
+    return save_final_model(trainer, tokenizer, training_args, card_info, push=push)

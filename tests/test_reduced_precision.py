@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import tiny_bert_config
 from sumformers.modeling.attention import sparse_attention
-from sumformers.modeling.modeling_hetformer import collate_hetformer_batch, encode_documents
+from sumformers.processing.processing_hetformer import collate_hetformer_batch, encode_documents
 from test_attention import PATTERNS, _inputs, _valid
 from transformers import pipeline
 

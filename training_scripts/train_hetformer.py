@@ -9,42 +9,40 @@ summarization with the Trainer.
     accelerate launch training_scripts/train_hetformer.py --text_column documents \
         --train_file ../shared/data/fewsum/train.jsonl --validation_file ../shared/data/fewsum/validation.jsonl ...
 
-Inputs are split into sentences (pysbd), named entities are found with spaCy (when installed and
-`--use_entities`), and documents longer than `--max_length` tokens are cut into consecutive chunks of whole
-sentences, each a training example labelled by the greedy oracle over its own sentences (ROUGE-1 F + ROUGE-2 F for
-one document, ROUGE-2 F for several, as in the paper). Evaluation runs the `extractive-summarization` pipeline on
+Inputs go through the model's own processor, as in its pipeline: transcript markup is removed with `--strip_markup`
+(saved as the model's `strip_markup`, so that it strips at inference too), inputs are split into sentences (pysbd)
+and named entities are found with spaCy (when installed and `--use_entities`; both cached by `datasets`), and
+documents longer than `--max_length` tokens are cut into consecutive chunks of whole sentences, each a training
+example labelled by the greedy oracle over its own sentences (ROUGE-1 F + ROUGE-2 F for one document, ROUGE-2 F for
+several, as in the paper). Evaluation runs the `extractive-summarization` pipeline on
 whole inputs (up to `--eval_max_length` tokens) and reports ROUGE. Resumes from the newest checkpoint in
 --output_dir.
 """
 
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 
 from datasets import Features, List, Value
-from transformers import AutoTokenizer, Trainer, pipeline
+from sumformers.text.entities import ner_available
+from sumformers.text.scoring import greedy_oracle
 
 from sumformers import HetFormerForExtractiveSummarization
-from sumformers.modeling.pretrained_encoder import resolve_encoder
-from sumformers.text.entities import entity_clusters, ner_available
-from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
-from sumformers.processing.processing_hetformer import collate_hetformer_batch, encode_documents
-from sumformers.text.scoring import greedy_oracle, rouge_scores
-from sumformers.text.sentences import document_texts, split_sentences
 from sumformers.training import (
     apply_lora,
+    dataset_evaluation,
+    finish_training,
     load_splits,
+    model_and_tokenizer,
+    model_input,
     new_card_info,
     parse_arguments,
-    record_evaluation,
-    save_final_model,
     take_push_to_hub,
-    train_resuming,
+    train,
     trained_length,
 )
 
 logger = logging.getLogger("train_hetformer")
-
-# QMSum transcripts mark non-speech events inline ("{vocalsound}", "{disfmarker}", "{gap}").
 
 
 @dataclass
@@ -65,7 +63,10 @@ class HetFormerArguments:
     attention_dropout: float = field(
         default=0.0, metadata={"help": "Attention-probability dropout (0: CPU SDPA has no fused kernel with dropout)."}
     )
-    strip_markup: bool = field(default=False, metadata={"help": "Remove {vocalsound}-style transcript markup."})
+    strip_markup: bool = field(
+        default=False,
+        metadata={"help": "Remove {vocalsound}-style transcript markup (saved in the model's config for inference)."},
+    )
     chunk_long_documents: bool = field(
         default=True, metadata={"help": "Train on every max_length chunk of a long document, not only the first."}
     )
@@ -80,53 +81,36 @@ PREPARED_FEATURES = Features(
 )
 
 
-def split_and_find_entities(example, text_column, strip_markup, use_entities):
-    """Sentences of every document and, with spaCy, their entity mentions (the slow step, cached by datasets)."""
-    documents = [split_sentences(text) for text in document_texts(example[text_column], strip_markup)]
-    mentions = entity_clusters(documents) if use_entities else [[[] for _ in sentences] for sentences in documents]
-    return {"sentence_lists": documents, "mentions": mentions}
+def prepare(example, processor, text_column, multiple_documents):
+    """Sentences of every document and, with spaCy, their entity mentions, from the model's processor (the slow
+    step, cached by datasets)."""
+    return processor.prepare(model_input(example[text_column], multiple_documents))
 
 
-def oracle_labels(sentences: list[str], summary: str, multi_document: bool) -> list[float]:
-    chosen = set(greedy_oracle(sentences, summary, metric="r2" if multi_document else "r1+r2"))
-    return [float(index in chosen) for index in range(len(sentences))]
-
-
-def build_features(batch, tokenizer, config, max_length, summary_column, chunk_long_documents):
+def build_features(batch, processor, max_length, summary_column, chunk_long_documents):
     """Encoded examples with oracle labels; a long single document gives one example per chunk."""
     features = []
     for documents, mentions, summary in zip(batch["sentence_lists"], batch["mentions"], batch[summary_column]):
-        mentions = mentions if config.use_entities else None
-        if len(documents) > 1 or not chunk_long_documents:
-            encoded = encode_documents(tokenizer, documents, config, max_length, mentions, warn_on_truncation=False)
-            kept = [documents[d][s] for d, s in encoded["sentence_ids"]]
-            features.append(dict(encoded, labels=oracle_labels(kept, summary, len(documents) > 1)))
-            continue
-        sentences, start = documents[0], 0
-        while start < len(sentences):
-            chunk_mentions = [mentions[0][start:]] if mentions is not None else None
-            encoded = encode_documents(
-                tokenizer, [sentences[start:]], config, max_length, chunk_mentions, warn_on_truncation=False
-            )
-            count = len(encoded["sentence_ids"])
-            if count == 0:
-                break
-            features.append(dict(encoded, labels=oracle_labels(sentences[start : start + count], summary, False)))
-            start += count
+        oracle = partial(greedy_oracle, reference=summary, metric="r2" if len(documents) > 1 else "r1+r2")
+        features += processor.training_examples(documents, mentions, oracle, max_length, chunk_long_documents)
     return {key: [feature[key] for feature in features] for key in features[0]} if features else {}
 
 
-def evaluate_rouge(model, tokenizer, dataset, text_column, summary_column, args) -> dict:
-    summarizer = pipeline("extractive-summarization", model=model, tokenizer=tokenizer)
-    inputs = []
-    for value in dataset[text_column]:
-        texts = document_texts(value, args.strip_markup)
-        inputs.append({"documents": texts} if len(texts) > 1 else texts[0])
-    outputs = summarizer(
-        inputs, num_sentences=args.num_sentences, trigram_blocking=args.trigram_blocking,
-        max_length=args.eval_max_length,
+def new_model(encoder: str, source: str, het_args: HetFormerArguments, multi_document: bool):
+    settings = {
+        "encoder_name_or_path": source,
+        "use_sentence_nodes": het_args.use_sentence_nodes,
+        "use_entities": het_args.use_entities,
+        "use_document_nodes": het_args.use_document_nodes,
+        "trigram_blocking": het_args.trigram_blocking,
+    }
+    if het_args.attention_windows:
+        settings["attention_windows"] = [int(window) for window in het_args.attention_windows.split(",")]
+    if het_args.num_sentences:
+        settings["multi_document_num_sentences" if multi_document else "num_sentences"] = het_args.num_sentences
+    return HetFormerForExtractiveSummarization.from_encoder(
+        encoder, max_position_embeddings=het_args.max_position_embeddings, **settings
     )
-    return rouge_scores([output["summary"] for output in outputs], list(dataset[summary_column]))
 
 
 def main():
@@ -138,39 +122,31 @@ def main():
         raise ValueError('--use_entities needs spaCy: pip install "sumformers[ner]" (or pass --use_entities false)')
 
     source = model_args.model_name_or_path
-    if is_sumformers_model(source):
-        model, tokenizer = load_model(source), load_tokenizer(source)  # continue from a sumformers model
-    else:
-        encoder = resolve_encoder(source)
-        multi_document = train_dataset is not None and isinstance(train_dataset[0][data_args.text_column], list)
-        settings = dict(
-            encoder_name_or_path=source,
-            use_sentence_nodes=het_args.use_sentence_nodes,
-            use_entities=het_args.use_entities,
-            use_document_nodes=het_args.use_document_nodes,
-            trigram_blocking=het_args.trigram_blocking,
-        )
-        if het_args.attention_windows:
-            settings["attention_windows"] = [int(window) for window in het_args.attention_windows.split(",")]
-        if het_args.num_sentences:
-            settings["multi_document_num_sentences" if multi_document else "num_sentences"] = het_args.num_sentences
-        model = HetFormerForExtractiveSummarization.from_encoder(
-            encoder, max_position_embeddings=het_args.max_position_embeddings, **settings
-        )
-        tokenizer = AutoTokenizer.from_pretrained(encoder)
+    multi_document = train_dataset is not None and isinstance(train_dataset[0][data_args.text_column], list)
+    model, tokenizer = model_and_tokenizer(
+        source, lambda encoder, _: new_model(encoder, source, het_args, multi_document)
+    )
+    if het_args.strip_markup:  # the processor strips, in training and, saved in the config, at inference
+        model.config.strip_markup = True
     model.config.encoder_config["attention_probs_dropout_prob"] = het_args.attention_dropout
     for layer in model.hetformer.layer:
         layer.attention.self.dropout = het_args.attention_dropout
+    processor = model.processor_class(tokenizer, model.config)
+    multiple_documents = model.reads_multiple_documents
     max_length = min(het_args.max_length, model.config.max_position_embeddings)
     model = apply_lora(model, model_args)
 
     card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
+    features = None
     if training_args.do_train and train_dataset is not None:
-        prepare = dict(text_column=data_args.text_column, strip_markup=het_args.strip_markup, use_entities=het_args.use_entities)
         with training_args.main_process_first(desc="sentences and entities"):
             prepared = train_dataset.map(
-                split_and_find_entities,
-                fn_kwargs=prepare,
+                prepare,
+                fn_kwargs={
+                    "processor": processor,
+                    "text_column": data_args.text_column,
+                    "multiple_documents": multiple_documents,
+                },
                 features=Features({**train_dataset.features, **PREPARED_FEATURES}),
                 desc="sentences and entities",
             )
@@ -178,23 +154,17 @@ def main():
                 build_features,
                 batched=True,
                 batch_size=8,
-                fn_kwargs=dict(
-                    tokenizer=tokenizer,
-                    config=model.config,
-                    max_length=max_length,
-                    summary_column=data_args.summary_column,
-                    chunk_long_documents=het_args.chunk_long_documents,
-                ),
+                fn_kwargs={
+                    "processor": processor,
+                    "max_length": max_length,
+                    "summary_column": data_args.summary_column,
+                    "chunk_long_documents": het_args.chunk_long_documents,
+                },
                 remove_columns=prepared.column_names,
                 desc="oracle labels",
             )
-        trainer = Trainer(
-            model=model,
-            args=training_args,
-            train_dataset=features,
-            data_collator=lambda batch: collate_hetformer_batch(batch, tokenizer.pad_token_id),
-        )
-        result = train_resuming(trainer, training_args)
+    trainer, result = train(model, training_args, features, processor.collate)
+    if result is not None:
         card_info["training"] = (
             f"{len(features)} training examples ({len(train_dataset)} inputs of `{data_args.train_split}` of "
             f"{data_args.dataset_name or data_args.train_file}, cut into chunks of at most {max_length} tokens), "
@@ -206,25 +176,19 @@ def main():
             f"{model.config.use_sentence_nodes}, entities {model.config.use_entities}, greedy-oracle labels; final "
             f"training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
-    else:
-        trainer = Trainer(model=model, args=training_args)
 
-    if not trainer.is_world_process_zero():
-        return
-    if training_args.do_eval and eval_dataset is not None:
-        model.eval()
-        scores = evaluate_rouge(
-            trainer.model, tokenizer, eval_dataset, data_args.text_column, data_args.summary_column, het_args
-        )
-        logger.info("eval ROUGE on %d inputs: %s", len(eval_dataset), scores)
-        setting = (
-            f"{len(eval_dataset)} inputs of `{data_args.eval_split}`, top {het_args.num_sentences or 'default'} "
-            f"sentences, trigram blocking {het_args.trigram_blocking}, at most "
-            f"{het_args.eval_max_length or model.config.max_position_embeddings} tokens"
-        )
-        record_evaluation(card_info, training_args, scores, setting)
-    if training_args.do_train:
-        save_final_model(trainer, tokenizer, training_args, card_info, push=push)
+    evaluate = dataset_evaluation(
+        tokenizer,
+        eval_dataset,
+        data_args,
+        f"top {het_args.num_sentences or 'default'} sentences, trigram blocking {het_args.trigram_blocking}, at most "
+        f"{het_args.eval_max_length or model.config.max_position_embeddings} tokens",
+        unit="inputs",
+        num_sentences=het_args.num_sentences,
+        trigram_blocking=het_args.trigram_blocking,
+        max_length=het_args.eval_max_length,
+    )
+    finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)
 
 
 if __name__ == "__main__":

@@ -24,29 +24,26 @@ import hashlib
 import json
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
+from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
+from sumformers.text.scoring import greedy_oracle
 from torch.nn import functional as F
-from transformers import AutoTokenizer, Trainer, pipeline
 
 from sumformers import ARCHITECTURES
-from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
-from sumformers.modeling.pretrained_encoder import resolve_encoder
-from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
-from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
-from sumformers.text.scoring import greedy_oracle, rouge_scores
-from sumformers.text.sentences import split_sentences
 from sumformers.training import (
     apply_lora,
-    document_text,
+    dataset_evaluation,
+    finish_training,
     load_splits,
+    model_and_tokenizer,
+    model_input,
     new_card_info,
     parse_arguments,
-    record_evaluation,
-    save_final_model,
     take_push_to_hub,
-    train_resuming,
+    train,
     trained_length,
 )
 
@@ -98,34 +95,27 @@ def oracle_in_selection_order(sentences: list[str], reference: str, num_sentence
     return order
 
 
-def build_features(example, tokenizer, config, data_args, stepwise_args) -> dict | None:
-    """One document: BERTSum-layout inputs and its oracle (selection order), or None when nothing can be learned."""
-    sentences = split_sentences(document_text(example[data_args.text_column]))[: config.max_document_sentences]
-    limit = min(stepwise_args.max_length or config.max_position_embeddings, config.max_position_embeddings)
-    encoded = encode_sentences(
-        tokenizer,
-        sentences,
-        max_length=limit,
-        max_sentence_tokens=config.max_sentence_tokens,
-        min_sentence_tokens=config.min_sentence_tokens,
-        warn_on_truncation=False,
+def build_features(example, processor, multiple_documents, data_args, stepwise_args) -> dict | None:
+    """One document through the model's processor (BERTSum layout) with its oracle over the sentences that were
+    kept (selection order), or None when nothing can be learned."""
+    oracle = partial(
+        oracle_in_selection_order,
+        reference=example[data_args.summary_column],
+        num_sentences=stepwise_args.oracle_num_sentences,
     )
-    kept = sentences[: encoded["num_sentences"]]
-    oracle = oracle_in_selection_order(kept, example[data_args.summary_column], stepwise_args.oracle_num_sentences)
-    if not oracle:
-        return None
-    encoded["oracle"] = oracle
-    encoded["labels"] = [float(index in oracle) for index in range(len(kept))]
-    return encoded
+    features = processor.training_features(
+        model_input(example[data_args.text_column], multiple_documents), oracle, max_length=stepwise_args.max_length
+    )
+    return features if features["oracle"] else None
 
 
 class StepwiseCollator:
-    """Pads documents (token inputs, or precomputed `sentence_vectors`) and, for stepwise models, lays out one row
-    per (document, step): `summary_indices` (oracle prefix, -1 padding), `row_documents`, `labels` (the next oracle
-    sentence, or the sentence axis' width for the end of the summary)."""
+    """Pads documents (token inputs with `collate`, the processor's, or precomputed `sentence_vectors`) and, for
+    stepwise models, lays out one row per (document, step): `summary_indices` (oracle prefix, -1 padding),
+    `row_documents`, `labels` (the next oracle sentence, or the sentence axis' width for the end of the summary)."""
 
-    def __init__(self, pad_token_id: int, stepwise: bool):
-        self.pad_token_id = pad_token_id
+    def __init__(self, collate, stepwise: bool):
+        self.collate = collate
         self.stepwise = stepwise
 
     def __call__(self, features: list[dict]) -> dict:
@@ -139,7 +129,7 @@ class StepwiseCollator:
                 "labels": torch.tensor([f["labels"] + [-100.0] * (width - len(f["labels"])) for f in features]),
             }
         else:
-            batch = collate_sentence_batch(features, self.pad_token_id)
+            batch = self.collate(features)
         if not self.stepwise:
             return batch
         width = batch["sentence_mask"].shape[1]
@@ -166,7 +156,7 @@ def _vector_key(model, feature) -> str:
 
 
 @torch.no_grad()
-def add_sentence_vectors(model, features: list[dict], pad_token_id: int, cache_path: str | None, batch_size: int = 16):
+def add_sentence_vectors(model, features: list[dict], collate, cache_path: str | None, batch_size: int = 16):
     """Encode every document's sentences once with the (frozen) sentence encoder, reusing a cache file if given."""
     cache = torch.load(cache_path) if cache_path and Path(cache_path).is_file() else {}
     keys = [_vector_key(model, feature) for feature in features]
@@ -175,7 +165,7 @@ def add_sentence_vectors(model, features: list[dict], pad_token_id: int, cache_p
     model.eval()
     for start in range(0, len(missing), batch_size):
         chunk = missing[start : start + batch_size]
-        batch = collate_sentence_batch([features[index] for index in chunk], pad_token_id)
+        batch = collate([features[index] for index in chunk])
         vectors = model.sentence_vectors(
             batch["input_ids"], batch["attention_mask"], batch["cls_positions"], batch["sentence_mask"]
         )
@@ -191,22 +181,20 @@ def add_sentence_vectors(model, features: list[dict], pad_token_id: int, cache_p
         feature["sentence_vectors"] = cache[key]
 
 
-def evaluate_rouge(model, tokenizer, dataset, data_args, stepwise_args, stepwise: bool) -> dict:
-    documents = [document_text(value) for value in dataset[data_args.text_column]]
-    if stepwise:
-        summarizer = pipeline("stepwise-summarization", model=model, tokenizer=tokenizer, batch_size=8)
-        options = dict(
+def new_model(encoder: str, source: str, stepwise_args: StepwiseArguments):
+    """A new `--model_type` model over `encoder`, with the decoding settings as its pipeline defaults."""
+    overrides = json.loads(stepwise_args.config_overrides or "{}")
+    decoding = {"trigram_blocking": stepwise_args.trigram_blocking}
+    if stepwise_args.model_type.startswith("stepwise"):
+        decoding.update(
             beam_size=stepwise_args.beam_size,
             max_steps=stepwise_args.beam_max_steps,
             min_sentences=stepwise_args.min_sentences,
         )
     else:
-        summarizer = pipeline("extractive-summarization", model=model, tokenizer=tokenizer, batch_size=8)
-        options = dict(num_sentences=stepwise_args.num_sentences)
-    if stepwise_args.max_length:
-        options["max_length"] = stepwise_args.max_length
-    outputs = summarizer(documents, trigram_blocking=stepwise_args.trigram_blocking, **options)
-    return rouge_scores([output["summary"] for output in outputs], list(dataset[data_args.summary_column]))
+        decoding.update(num_sentences=stepwise_args.num_sentences)
+    model_class = ARCHITECTURES[stepwise_args.model_type].model_class
+    return model_class.from_encoder(encoder, encoder_name_or_path=source, **decoding, **overrides)
 
 
 def main():
@@ -218,32 +206,19 @@ def main():
     train_dataset, eval_dataset = load_splits(data_args)
 
     source = model_args.model_name_or_path
-    if is_sumformers_model(source):
-        model, tokenizer = load_model(source), load_tokenizer(source)  # continue from a sumformers model
-    else:
-        architecture = ARCHITECTURES[stepwise_args.model_type]
-        overrides = json.loads(stepwise_args.config_overrides or "{}")
-        decoding = dict(trigram_blocking=stepwise_args.trigram_blocking)
-        if stepwise_args.model_type.startswith("stepwise"):
-            decoding.update(
-                beam_size=stepwise_args.beam_size,
-                max_steps=stepwise_args.beam_max_steps,
-                min_sentences=stepwise_args.min_sentences,
-            )
-        else:
-            decoding.update(num_sentences=stepwise_args.num_sentences)
-        encoder = resolve_encoder(source)
-        model = architecture.model_class.from_encoder(encoder, encoder_name_or_path=source, **decoding, **overrides)
-        tokenizer = AutoTokenizer.from_pretrained(encoder)
+    model, tokenizer = model_and_tokenizer(source, lambda encoder, _: new_model(encoder, source, stepwise_args))
+    processor = model.processor_class(tokenizer, model.config)
     stepwise = model.is_stepwise
-    config = model.config
+    multiple_documents = model.reads_multiple_documents
 
     card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
+    features = None
     if training_args.do_train and train_dataset is not None:
         features = [
             feature
             for feature in (
-                build_features(example, tokenizer, config, data_args, stepwise_args) for example in train_dataset
+                build_features(example, processor, multiple_documents, data_args, stepwise_args)
+                for example in train_dataset
             )
             if feature is not None
         ]
@@ -251,18 +226,13 @@ def main():
         precomputed = stepwise_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
-            add_sentence_vectors(model, features, tokenizer.pad_token_id, stepwise_args.sentence_vector_cache)
+            add_sentence_vectors(model, features, processor.collate, stepwise_args.sentence_vector_cache)
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)
         model = apply_lora(model, model_args)
-        trainer = Trainer(
-            model=model,
-            args=training_args,
-            train_dataset=features,
-            data_collator=StepwiseCollator(tokenizer.pad_token_id, stepwise),
-        )
-        result = train_resuming(trainer, training_args)
+    trainer, result = train(model, training_args, features, StepwiseCollator(processor.collate, stepwise))
+    if result is not None:
         rows = sum(len(f["oracle"]) + 1 for f in features) if stepwise else len(features)
         card_info["training"] = (
             f"{len(features)} documents ({rows} training rows) from `{data_args.train_split}` of "
@@ -274,27 +244,31 @@ def main():
             f"at most {stepwise_args.oracle_num_sentences} sentences, in selection order); final training loss "
             f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
-    else:
-        trainer = Trainer(model=model, args=training_args)
 
-    if not trainer.is_world_process_zero():
-        return
-    if training_args.do_eval and eval_dataset is not None:
-        trainer.model.eval()
-        scores = evaluate_rouge(trainer.model, tokenizer, eval_dataset, data_args, stepwise_args, stepwise)
-        logger.info("eval ROUGE on %d documents: %s", len(eval_dataset), scores)
-        decoding = (
-            f"beam {stepwise_args.beam_size}, {stepwise_args.min_sentences} to {stepwise_args.beam_max_steps} sentences"
-            if stepwise
-            else f"top {stepwise_args.num_sentences} sentences"
-        )
-        setting = (
-            f"{len(eval_dataset)} documents of `{data_args.eval_split}`, {decoding}, trigram blocking "
-            f"{stepwise_args.trigram_blocking}"
-        )
-        record_evaluation(card_info, training_args, scores, setting)
-    if training_args.do_train:
-        save_final_model(trainer, tokenizer, training_args, card_info, push=push)
+    # Evaluation runs the model's own pipeline: `stepwise-summarization` (beam search) or `extractive-summarization`.
+    if stepwise:
+        options = {
+            "beam_size": stepwise_args.beam_size,
+            "max_steps": stepwise_args.beam_max_steps,
+            "min_sentences": stepwise_args.min_sentences,
+        }
+        decoding = f"beam {stepwise_args.beam_size}, {stepwise_args.min_sentences} to {stepwise_args.beam_max_steps}"
+        decoding += " sentences"
+    else:
+        options = {"num_sentences": stepwise_args.num_sentences}
+        decoding = f"top {stepwise_args.num_sentences} sentences"
+    if stepwise_args.max_length:
+        options["max_length"] = stepwise_args.max_length
+    evaluate = dataset_evaluation(
+        tokenizer,
+        eval_dataset,
+        data_args,
+        f"{decoding}, trigram blocking {stepwise_args.trigram_blocking}",
+        batch_size=8,
+        trigram_blocking=stepwise_args.trigram_blocking,
+        **options,
+    )
+    finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
         --output_dir runs/wikisum --max_steps 240 --do_train --do_eval
 
 Each example is ``[title ; paragraphs ranked by --ranker and cut at --max_input_tokens (L) ; separator ; summary]``,
-built by the pipeline's own `encode_wikisum_input`, and the loss is on every token (the paper's T-D objective). The
+built by the model's own processor (as the `wikisum` pipeline builds its input), and the loss is on every token (the paper's T-D objective). The
 title is the dataset's topic or product name: QMSum's topic list, FewSum's product category. With
 `--qmsum_specific_queries`, every QMSum query/answer pair is one more example with the query as its title.
 
@@ -26,17 +26,22 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from sumformers.processing.processing_wikisum import encode_wikisum_input, read_wikisum_examples
-from transformers import AutoTokenizer, GenerationConfig, Trainer, pipeline
+from sumformers.modeling.pretrained_encoder import portable_encoder_name
+from sumformers.processing.processing_wikisum import read_wikisum_examples
+from transformers import GenerationConfig
 
 from sumformers import WikiSumConfig, WikiSumForCausalLM
-from sumformers.modeling.pretrained_encoder import portable_encoder_name, resolve_encoder
-from sumformers.hub import is_sumformers_model, load_model, load_tokenizer
-from sumformers.text.ranking import rank_paragraphs, split_paragraphs
-from sumformers.text.scoring import rouge_scores
-from sumformers.training import parse_arguments, record_evaluation, save_final_model, take_push_to_hub, train_resuming
+from sumformers.training import (
+    finish_training,
+    model_and_tokenizer,
+    parse_arguments,
+    pipeline_rouge,
+    take_push_to_hub,
+    train,
+)
 
 logger = logging.getLogger("train_wikisum")
+
 
 @dataclass
 class WikiSumArguments:
@@ -79,28 +84,6 @@ def take_evenly(groups: list[list[dict]], count: int) -> list[dict]:
     return taken
 
 
-def encode_example(example: dict, tokenizer, config: WikiSumConfig, args: WikiSumArguments) -> dict:
-    ranked = rank_paragraphs(split_paragraphs(example["documents"]), title=example["title"], ranker=args.ranker)
-    input_ids, _ = encode_wikisum_input(tokenizer, config, example["title"], ranked, args.max_input_tokens)
-    summary_ids = tokenizer(example["summary"], add_special_tokens=False, verbose=False)["input_ids"][
-        : args.max_summary_tokens
-    ]
-    return {"input_ids": input_ids, "summary_start": len(input_ids), "summary_ids": summary_ids + [config.eos_token_id]}
-
-
-def collate(batch: list[dict], pad_token_id: int) -> dict:
-    """Right-padded [input ; separator ; summary] with labels on every real token (T-D)."""
-    sequences = [item["input_ids"] + item["summary_ids"] for item in batch]
-    width = max(len(sequence) for sequence in sequences)
-    input_ids = torch.full((len(batch), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros(len(batch), width, dtype=torch.long)
-    for row, sequence in enumerate(sequences):
-        input_ids[row, : len(sequence)] = torch.tensor(sequence)
-        attention_mask[row, : len(sequence)] = 1
-    labels = input_ids.masked_fill(attention_mask == 0, -100)
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-
-
 @torch.no_grad()
 def summary_log_perplexity(model, encoded: list[dict]) -> float:
     """Mean negative log-likelihood (nats) per summary token (the separator predicts the first one, the last
@@ -116,16 +99,6 @@ def summary_log_perplexity(model, encoded: list[dict]) -> float:
     return total / max(count, 1)
 
 
-def evaluate_summaries(model, tokenizer, examples: list[dict], args: WikiSumArguments) -> dict:
-    summarizer = pipeline("wikisum", model=model, tokenizer=tokenizer)
-    outputs = summarizer(
-        [{"title": example["title"], "documents": example["documents"]} for example in examples],
-        ranker=args.ranker,
-        max_input_tokens=args.max_input_tokens,
-    )
-    return rouge_scores([output["summary"] for output in outputs], [example["summary"] for example in examples])
-
-
 def write_fp16_copy(source: Path, target: Path) -> Path:
     """The saved model with its weights stored in fp16 (loaded back as fp32: the config keeps dtype float32)."""
     if target.exists():
@@ -139,12 +112,8 @@ def write_fp16_copy(source: Path, target: Path) -> Path:
     return target
 
 
-def build_model(model_args, args: WikiSumArguments):
-    source = model_args.model_name_or_path
-    if is_sumformers_model(source):
-        return load_model(source).train(), load_tokenizer(source)
-    encoder = resolve_encoder(source)
-    tokenizer = AutoTokenizer.from_pretrained(encoder)
+def new_model(encoder: str, tokenizer, source: str, args: WikiSumArguments) -> WikiSumForCausalLM:
+    """A new decoder with `args`' shape, its word embeddings from `encoder`'s (PCA), `tokenizer`'s special tokens."""
     if tokenizer.mask_token_id is None or tokenizer.sep_token_id is None:
         raise ValueError("the tokenizer needs a mask token (the input/summary separator) and a sep token")
     config = WikiSumConfig(
@@ -170,14 +139,15 @@ def build_model(model_args, args: WikiSumArguments):
         # blocked attention trains on CPU with memory linear in length
         attn_implementation="blocked",
     )
-    return WikiSumForCausalLM.from_encoder(encoder, config=config), tokenizer
+    return WikiSumForCausalLM.from_encoder(encoder, config=config)
 
 
 def main():
     model_args, data_args, training_args, args = parse_arguments(WikiSumArguments)
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
     push = take_push_to_hub(training_args)
-    model, tokenizer = build_model(model_args, args)
+    source = model_args.model_name_or_path
+    model, tokenizer = model_and_tokenizer(source, lambda encoder, tokenizer: new_model(encoder, tokenizer, source, args))
     model.generation_config = GenerationConfig(
         num_beams=args.num_beams,
         length_penalty=args.length_penalty,
@@ -188,6 +158,10 @@ def main():
         pad_token_id=model.config.pad_token_id,
     )
     logger.info("%s: %.2fM parameters", model.config.variant, sum(p.numel() for p in model.parameters()) / 1e6)
+    processor = model.processor_class(tokenizer, model.config)
+
+    def features(example: dict) -> dict:
+        return processor.training_features(example, args.max_summary_tokens, args.ranker, args.max_input_tokens)
 
     train_examples = [
         example for group in read_files(data_args.train_file, args.qmsum_specific_queries) for example in group
@@ -205,20 +179,14 @@ def main():
         "split": "validation",
     }
 
-    encoded = []
+    encoded = None
     if training_args.do_train:
         if not train_examples:
             raise ValueError("give --train_file (comma-separated JSONL files)")
         with training_args.main_process_first(desc="ranking and tokenizing"):
-            encoded = [encode_example(example, tokenizer, model.config, args) for example in train_examples]
-    trainer = Trainer(
-        model=model,
-        args=training_args,
-        train_dataset=encoded or None,
-        data_collator=lambda batch: collate(batch, model.config.pad_token_id),
-    )
-    if training_args.do_train:
-        result = train_resuming(trainer, training_args)
+            encoded = [features(example) for example in train_examples]
+    trainer, result = train(model, training_args, encoded, processor.collate)
+    if result is not None:
         tokens = sum(len(item["input_ids"]) + len(item["summary_ids"]) for item in encoded)
         card_info["training"] = (
             f"{model.config.variant} ({', '.join(model.config.attention_layers)}; hidden {model.config.hidden_size}, "
@@ -232,21 +200,24 @@ def main():
             f"{result.metrics.get('train_runtime', 0):.0f} s on CPU."
         )
 
-    if not trainer.is_world_process_zero():
-        return
-    if training_args.do_eval and eval_examples:
-        model.eval()
-        encoded_eval = [encode_example(example, tokenizer, model.config, args) for example in eval_examples]
-        log_perplexity = summary_log_perplexity(model, encoded_eval)
+    def evaluate(trained):
+        """Log-perplexity of the reference summaries, and ROUGE of the `wikisum` pipeline on a sample."""
+        log_perplexity = summary_log_perplexity(trained, [features(example) for example in eval_examples])
         sample = take_evenly(eval_groups, args.eval_generate_samples)
-        scores = evaluate_summaries(model, tokenizer, sample, args)
+        scores = pipeline_rouge(
+            trained,
+            tokenizer,
+            [{"title": example["title"], "documents": example["documents"]} for example in sample],
+            [example["summary"] for example in sample],
+            ranker=args.ranker,
+            max_input_tokens=args.max_input_tokens,
+        )
         results = {
             **scores,
             "summary_log_perplexity": log_perplexity,
             "perplexity_examples": len(eval_examples),
             "rouge_examples": len(sample),
         }
-        logger.info("eval: %s", results)
         setting = (
             f"Log-perplexity of the reference summary tokens (nats per WordPiece) on {len(eval_examples)} untouched "
             f"validation examples: {log_perplexity:.3f} (perplexity {math.exp(log_perplexity):.1f}). ROUGE of the "
@@ -254,11 +225,11 @@ def main():
             f"{args.num_beams}, length penalty {args.length_penalty}, no-repeat {args.no_repeat_ngram_size}-grams) on "
             f"{len(sample)} validation examples (the first of each file in turn)"
         )
-        record_evaluation(card_info, training_args, scores, setting, results)
-    if training_args.do_train:
-        final = save_final_model(trainer, tokenizer, training_args, card_info, push=push)
-        if args.ship_to:
-            logger.info("fp16 checkpoint: %s", write_fp16_copy(final, Path(args.ship_to)))
+        return scores, setting, results
+
+    final = finish_training(trainer, tokenizer, training_args, card_info, push, evaluate if eval_examples else None)
+    if final is not None and args.ship_to:
+        logger.info("fp16 checkpoint: %s", write_fp16_copy(final, Path(args.ship_to)))
 
 
 if __name__ == "__main__":

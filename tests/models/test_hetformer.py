@@ -477,7 +477,7 @@ def test_training_script_chunks_long_documents_and_saves_a_loadable_checkpoint(m
         "--eval_split", "validation[:2]", "--output_dir", str(output), "--max_length", "128",
         "--max_position_embeddings", "512", "--attention_windows", "8,16", "--num_sentences", "2", "--max_steps", "2",
         "--per_device_train_batch_size", "2", "--lora_target_modules", "query,value,query_node,value_node",
-        "--use_entities", "false", "--do_train", "--do_eval", "--use_cpu",
+        "--use_entities", "false", "--strip_markup", "--do_train", "--do_eval", "--use_cpu",
     ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=600,
                                env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"))
@@ -486,11 +486,13 @@ def test_training_script_chunks_long_documents_and_saves_a_loadable_checkpoint(m
     examples = int(card["training"].split()[0])
     assert examples > 6 and "(6 inputs" in card["training"]  # every document was cut into several chunks
     assert set(json.loads((output / "eval_results.json").read_text())) == {"rouge1", "rouge2", "rougeLsum"}
+    # --strip_markup is saved in the config, so that the model's processor strips at inference as in training
+    assert json.loads((output / "final" / "config.json").read_text())["strip_markup"] is True
 
     import sumformers
 
-    result = sumformers.load_pipeline(str(output / "final"))("One point. Another point here. A third point.")
-    assert len(result["sentences"]) == 2
+    result = sumformers.load_pipeline(str(output / "final"))("One point. Another {vocalsound} point here. A third point.")
+    assert len(result["sentences"]) == 2 and "{vocalsound}" not in result["summary"]
 
 
 def test_shipped_checkpoint_picks_its_best_scored_sentences():

@@ -318,7 +318,7 @@ def test_training_rows_follow_the_oracle_in_selection_order():
     features = [{"oracle": [2, 0], "labels": [1.0, 0.0, 1.0]}, {"oracle": [1], "labels": [0.0, 1.0]}]
     for feature in features:
         feature["sentence_vectors"] = torch.zeros(len(feature["labels"]), 4)
-    batch = script.StepwiseCollator(pad_token_id=0, stepwise=True)(features)
+    batch = script.StepwiseCollator(collate=None, stepwise=True)(features)  # vectors: no token padding
     # One row per step: prefixes [], [2], [2, 0] then [], [1]; END is the sentence axis' width (3).
     assert batch["summary_indices"].tolist() == [[-1, -1], [2, -1], [2, 0], [-1, -1], [1, -1]]
     assert batch["row_documents"].tolist() == [0, 0, 0, 1, 1]

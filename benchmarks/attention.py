@@ -72,7 +72,6 @@ def build_case(case, length, device, dtype):
     """Inputs for one case and a zero-argument callable that runs it once (backward included where named)."""
     import torch
     import torch.nn.functional as F
-    from torch import nn
     from transformers import LongformerConfig
     from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
 

@@ -34,8 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 from transformers import AutoConfig  # noqa: E402
 
 from sumformers.cards import build_model_card  # noqa: E402
-from sumformers.text.evaluation import data_dir, read_jsonl  # noqa: E402
 from sumformers.hub import CARD_INFO_FILE, load_pipeline  # noqa: E402
+from sumformers.text.evaluation import data_dir, read_jsonl  # noqa: E402
 from sumformers.text.scoring import greedy_oracle, rouge_scores  # noqa: E402
 from sumformers.text.sentences import document_texts, lead_k, split_sentences  # noqa: E402
 

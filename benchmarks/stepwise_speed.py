@@ -63,8 +63,8 @@ def load(model_type: str, attn_implementation: str | None = None):
     from transformers import AutoTokenizer, pipeline
 
     import sumformers
-    from sumformers.modeling.pretrained_encoder import bundled_encoder_path
     from sumformers.hub import load_tokenizer
+    from sumformers.modeling.pretrained_encoder import bundled_encoder_path
 
     for candidate in CHECKPOINTS[model_type]:
         if (REPO / candidate / "config.json").is_file():

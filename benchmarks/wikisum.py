@@ -148,9 +148,9 @@ def ranker_benchmark() -> None:
 
 def perplexity_benchmark(models: dict[str, str]) -> None:
     import torch
-    from sumformers.processing.processing_wikisum import encode_wikisum_input
 
     from sumformers.hub import load_model, load_tokenizer
+    from sumformers.processing.processing_wikisum import encode_wikisum_input
     from sumformers.text.ranking import rank_paragraphs, split_paragraphs
 
     torch.set_num_threads(1)

@@ -9,9 +9,9 @@ and loading the pretrained encoder with a config made from its settings (`load_e
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers.activations import ACT2FN
 
 from .pretrained_encoder import load_pretrained_encoder
-from transformers.activations import ACT2FN
 
 
 class ResidualOutput(nn.Module):

@@ -13,8 +13,8 @@ from transformers.utils import ModelOutput
 from ..configuration.configuration_bertsum import BertSumConfig
 from ..processing.processing_bertsum import BertSumProcessor
 from .bert_blocks import init_bert_style_weights
-from .sentence_scoring import sentence_logits_and_loss
 from .pretrained_encoder import load_pretrained_encoder
+from .sentence_scoring import sentence_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
 
 

@@ -31,8 +31,8 @@ from ..configuration.summarizer_config import position_offset
 from ..processing.processing_hetformer import HetFormerProcessor
 from .attention import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern, get_sparse_attention_function
 from .modeling_bertsum import ExtractiveSummarizerOutput
-from .sentence_scoring import sentence_logits_and_loss
 from .pretrained_encoder import load_pretrained_encoder
+from .sentence_scoring import sentence_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
 
 TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT

@@ -10,8 +10,14 @@ from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseH
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization, HetFormerModel
-from .modeling.modeling_stepwise_etcsum import ETCSumForExtractiveSummarization, StepwiseETCSumForExtractiveSummarization
-from .modeling.modeling_stepwise_hibert import HiBertForExtractiveSummarization, StepwiseHiBertForExtractiveSummarization
+from .modeling.modeling_stepwise_etcsum import (
+    ETCSumForExtractiveSummarization,
+    StepwiseETCSumForExtractiveSummarization,
+)
+from .modeling.modeling_stepwise_hibert import (
+    HiBertForExtractiveSummarization,
+    StepwiseHiBertForExtractiveSummarization,
+)
 from .modeling.modeling_wikisum import WikiSumCache, WikiSumForCausalLM
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline

@@ -6,11 +6,10 @@ import json
 import pytest
 
 import sumformers
+from conftest import REPO_ROOT
 from sumformers.hub import DEFAULT_MODEL, shipped_checkpoints
 from sumformers.text.scoring import rouge_scores
 from sumformers.text.sentences import lead_k, split_sentences
-
-from conftest import REPO_ROOT
 
 
 @pytest.fixture(scope="module")

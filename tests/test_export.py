@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 import torch
-from conftest import REPO_ROOT
 from huggingface_hub import ModelCard
 from transformers import AutoConfig
 
+from conftest import REPO_ROOT
 from sumformers.hub import export_model, load_model, save_adapter_checkpoint
 
 ARTICLE = (

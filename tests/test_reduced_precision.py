@@ -11,12 +11,10 @@ import os
 
 import pytest
 import torch
-from conftest import tiny_bert_config
-from sumformers.modeling.attention import sparse_attention
-from sumformers.processing.processing_hetformer import collate_hetformer_batch, encode_documents
 from test_attention import PATTERNS, _inputs, _valid
 from transformers import pipeline
 
+from conftest import tiny_bert_config
 from sumformers import (
     BertSumConfig,
     BertSumForExtractiveSummarization,
@@ -34,6 +32,8 @@ from sumformers import (
     WikiSumForCausalLM,
 )
 from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.modeling.attention import sparse_attention
+from sumformers.processing.processing_hetformer import collate_hetformer_batch, encode_documents
 
 # FlexAttention's CPU compiles (the slow cases) are cheap on repeated runs with a persistent inductor cache.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")

@@ -5,6 +5,7 @@ import warnings
 
 import pytest
 import torch
+
 from conftest import tiny_bert_config
 
 ARTICLE = " ".join(

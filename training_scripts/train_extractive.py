@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from sumformers.text.scoring import greedy_oracle
-
 from sumformers import BertSumForExtractiveSummarization
+from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from functools import partial
 
 from datasets import Features, List, Value
-from sumformers.text.entities import ner_available
-from sumformers.text.scoring import greedy_oracle
 
 from sumformers import HetFormerForExtractiveSummarization
+from sumformers.text.entities import ner_available
+from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,

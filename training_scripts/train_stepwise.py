@@ -28,11 +28,11 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
-from sumformers.text.scoring import greedy_oracle
 from torch.nn import functional as F
 
 from sumformers import ARCHITECTURES
+from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
+from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,

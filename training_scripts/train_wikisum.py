@@ -26,11 +26,11 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from sumformers.modeling.pretrained_encoder import portable_encoder_name
-from sumformers.processing.processing_wikisum import read_wikisum_examples
 from transformers import GenerationConfig
 
 from sumformers import WikiSumConfig, WikiSumForCausalLM
+from sumformers.modeling.pretrained_encoder import portable_encoder_name
+from sumformers.processing.processing_wikisum import read_wikisum_examples
 from sumformers.training import (
     finish_training,
     model_and_tokenizer,

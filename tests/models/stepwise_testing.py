@@ -10,12 +10,12 @@ import textwrap
 import warnings
 
 import torch
-from conftest import tiny_bert_config
-from test_modeling_common import ARTICLE, SENTENCES, document_batch, random_lora, step_inputs
 from transformers import AutoTokenizer, BertModel
 
+from conftest import tiny_bert_config
 from sumformers.hub import load_model, load_pipeline, save_adapter_checkpoint
 from sumformers.modeling.pretrained_encoder import bundled_encoder_path
+from test_modeling_common import ARTICLE, SENTENCES, document_batch, random_lora, step_inputs
 
 # Beam settings of the exported-repo comparison.
 BEAM = dict(beam_size=2, num_sentences=3)

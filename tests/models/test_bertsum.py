@@ -2,11 +2,11 @@ import warnings
 
 import pytest
 import torch
-from conftest import tiny_bertsum_config
-from test_modeling_common import ModelTesterMixin
 
+from conftest import tiny_bertsum_config
 from sumformers import BertSumForExtractiveSummarization
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
+from test_modeling_common import ModelTesterMixin
 
 SENTENCES = [
     "The council approved the new budget on Monday.",

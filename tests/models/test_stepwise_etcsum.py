@@ -5,6 +5,8 @@ pipeline and the exported repo."""
 
 import pytest
 import torch
+from transformers import BertModel, pipeline
+
 from conftest import tiny_bert_config
 from stepwise_testing import (
     beam_in_package,
@@ -13,18 +15,16 @@ from stepwise_testing import (
     save_tiny_encoder,
     trained_and_reloaded_logits,
 )
-from test_modeling_common import ARTICLE, SENTENCES, ModelTesterMixin, document_batch
-from transformers import BertModel, pipeline
-
 from sumformers import (
     ETCSumConfig,
     ETCSumForExtractiveSummarization,
     StepwiseETCSumConfig,
     StepwiseETCSumForExtractiveSummarization,
 )
-from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from sumformers.hub import export_model
 from sumformers.modeling.modeling_stepwise_etcsum import DOCUMENT_SENTENCE, END_OF_SUMMARY, SUMMARY_SENTENCE
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
+from test_modeling_common import ARTICLE, SENTENCES, ModelTesterMixin, document_batch
 
 TINY = dict(local_radius=4, relative_pos_max_distance=3, max_sentence_tokens=10, max_document_tokens=4096)
 

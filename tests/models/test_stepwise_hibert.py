@@ -9,6 +9,8 @@ import sys
 
 import pytest
 import torch
+from transformers import BertModel, pipeline
+
 from conftest import tiny_bert_config
 from stepwise_testing import (
     beam_in_package,
@@ -17,9 +19,6 @@ from stepwise_testing import (
     save_tiny_encoder,
     trained_and_reloaded_logits,
 )
-from test_modeling_common import ARTICLE, SENTENCES, ModelTesterMixin, document_batch
-from transformers import BertModel, pipeline
-
 from sumformers import (
     HiBertConfig,
     HiBertForExtractiveSummarization,
@@ -29,6 +28,7 @@ from sumformers import (
 from sumformers.hub import export_model, load_model
 from sumformers.modeling.modeling_stepwise_hibert import sentence_blocks
 from sumformers.pipelines.stepwise_decoding import stepwise_beam_search
+from test_modeling_common import ARTICLE, SENTENCES, ModelTesterMixin, document_batch
 
 TINY = dict(sentence_encoder_layers=2, document_layers=2, max_document_sentences=16, max_sentence_tokens=10)
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_modeling_common import ModelTesterMixin
 
 from sumformers import WikiSumCache, WikiSumConfig, WikiSumForCausalLM
 from sumformers.hub import export_model, load_model, shipped_checkpoints
+from test_modeling_common import ModelTesterMixin
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -14,7 +14,8 @@ highest resident set of the whole process during the pass (Python, libraries and
 are forward + backward with every parameter trainable (no optimizer state), with and without gradient checkpointing
 (each layer's activations recomputed in the backward pass, as `train_hetformer.py --gradient_checkpointing` trains).
 
-    OMP_NUM_THREADS=1 python benchmarks/hetformer_memory.py     # writes benchmarks/results/hetformer_memory.{md,json,png}
+    # writes benchmarks/results/hetformer_memory.{md,json,png}
+    OMP_NUM_THREADS=1 python benchmarks/hetformer_memory.py
 """
 
 import argparse
@@ -110,7 +111,8 @@ def build_case(case, length):
         inputs = hetformer_inputs(length)
         if case.startswith("hetformer_blocked_train"):
             model.train()
-            if case.endswith("checkpointed"):  # what `train_hetformer.py --gradient_checkpointing` does: keep layer inputs
+            # what `train_hetformer.py --gradient_checkpointing` does: keep layer inputs
+            if case.endswith("checkpointed"):
                 model.activation_checkpointing_enable()  # transformers 5: non-reentrant
             return lambda: model(**inputs).loss.backward()
         model.eval()
@@ -253,7 +255,8 @@ def main():
             print(case, length, results[case][str(length)], flush=True)
     output.parent.mkdir(parents=True, exist_ok=True)
     report = "\n".join([
-        f"Command: `OMP_NUM_THREADS={args.threads} python benchmarks/hetformer_memory.py` (CPU, {args.threads} thread(s), "
+        f"Command: `OMP_NUM_THREADS={args.threads} python benchmarks/hetformer_memory.py` "
+        f"(CPU, {args.threads} thread(s), "
         "cores shared with other jobs: compare times only within this table).",
         *(
             [f"Re-measured in a later run: `--cases {' '.join(args.cases)}`; the other rows come from the earlier run, "

@@ -1,11 +1,11 @@
 """Summary quality on the CNN/DM documents held out from training (`validation[:300]` of the shared copy).
 
-One table: Lead-2, Lead-3, the greedy oracle, the BERTSum baseline, HiBERT, Stepwise HiBERT, ETCSum and Stepwise ETCSum, each
-with and without trigram blocking: ROUGE-1/2/Lsum (F1 x 100, rouge-score with stemming, one sentence per line), mean
-summary length in whitespace words, and redundancy (share of summaries in which a trigram occurs in two different
+One table: Lead-2, Lead-3, the greedy oracle, the BERTSum baseline, HiBERT, Stepwise HiBERT, ETCSum and Stepwise ETCSum,
+each with and without trigram blocking: ROUGE-1/2/Lsum (F1 x 100, rouge-score with stemming, one sentence per line),
+mean summary length in whitespace words, and redundancy (share of summaries in which a trigram occurs in two different
 sentences).
 
-    python benchmarks/quality_cnndm.py                       # every model found, writes benchmarks/results/quality_cnndm.md
+    python benchmarks/quality_cnndm.py  # every model found, writes benchmarks/results/quality_cnndm.md
     python benchmarks/quality_cnndm.py --stepwise_hibert checkpoints/stepwise-hibert-minilm-cnndm --limit 50
 
 Decoding: non-stepwise models keep their top 3 sentences (the `extractive-summarization` pipeline); stepwise models
@@ -139,7 +139,9 @@ def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max
     options, _ = decoding_options(name, checkpoint, args, max_words)
     modified = (checkpoint / "config.json").stat().st_mtime
     key = json.dumps([str(checkpoint), modified, blocking, options, documents])
-    cache = Path(args.cache_dir) / f"{name.lower().replace(' ', '_')}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
+    cache = Path(args.cache_dir) / (
+        f"{name.lower().replace(' ', '_')}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
+    )
     if cache.is_file():
         cached = json.loads(cache.read_text())
         return cached["summaries"], f"{cached['seconds_per_document']:.2f} ({cached.get('threads', 1)})"
@@ -172,7 +174,9 @@ def format_table(rows: list[tuple[str, str, str, dict | str]], count: int, check
         if isinstance(result, str):
             lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | | |")
             continue
-        values = " | ".join(f"{result[column]:.2f}" if column != "mean_words" else f"{result[column]:.1f}" for column in COLUMNS)
+        values = " | ".join(
+            f"{result[column]:.2f}" if column != "mean_words" else f"{result[column]:.1f}" for column in COLUMNS
+        )
         seconds = result.get("seconds") or ""
         lines.append(f"| {name} | {decoding} | {blocking} | {values} | {seconds} |")
     lines += ["", "Checkpoints: " + "; ".join(f"{name}: `{path}`" for name, path in checkpoints.items())]

@@ -2,7 +2,8 @@
 baseline truncated at 512 tokens, with the paper's ablations. One table per dataset.
 
     OMP_NUM_THREADS=1 python benchmarks/quality_hetformer.py --dataset qmsum --model runs/hetformer-minilm-qmsum/final
-    OMP_NUM_THREADS=1 python benchmarks/quality_hetformer.py --dataset cnn_dailymail --model runs/hetformer-minilm-cnndm/final
+    OMP_NUM_THREADS=1 python benchmarks/quality_hetformer.py --dataset cnn_dailymail \
+        --model runs/hetformer-minilm-cnndm/final
     OMP_NUM_THREADS=1 python benchmarks/quality_hetformer.py --dataset fewsum --model runs/hetformer-minilm-fewsum/final
 
 Rows:
@@ -105,9 +106,15 @@ def main():
     parser.add_argument("--num_sentences", type=int, default=None, help="k (default: per dataset, see DATASETS).")
     parser.add_argument("--max_length", type=int, default=None, help="HetFormer input tokens (default: the model's).")
     parser.add_argument("--max_samples", type=int, default=None)
-    parser.add_argument("--output", default=None, help="Path without extension (default results/hetformer_quality_<dataset>).")
-    parser.add_argument("--no_ablations", action="store_true", help="HetFormer as trained only (e.g. at another length).")
-    parser.add_argument("--record_card", default=None, help="A checkpoint folder whose model card gets the HetFormer row.")
+    parser.add_argument(
+        "--output", default=None, help="Path without extension (default results/hetformer_quality_<dataset>)."
+    )
+    parser.add_argument(
+        "--no_ablations", action="store_true", help="HetFormer as trained only (e.g. at another length)."
+    )
+    parser.add_argument(
+        "--record_card", default=None, help="A checkpoint folder whose model card gets the HetFormer row."
+    )
     args = parser.parse_args()
     # BERTSum and long inputs: the pipeline warns on every truncated document; the table states the limits.
     warnings.filterwarnings("ignore", message="Input truncated")
@@ -124,7 +131,9 @@ def main():
     predictions = {
         f"Lead-{k}": ["\n".join(sentences[i] for i in lead_k(sentences, k)) for sentences in flat_sentences],
         "Oracle (greedy)": [
-            "\n".join(sentences[i] for i in greedy_oracle(sentences, reference, metric="r2" if multi_document else "r1+r2"))
+            "\n".join(
+                sentences[i] for i in greedy_oracle(sentences, reference, metric="r2" if multi_document else "r1+r2")
+            )
             for sentences, reference in zip(flat_sentences, references)
         ],
     }
@@ -169,7 +178,8 @@ def main():
         record_in_card(args.record_card, scores["HetFormer"], (
             f"{len(examples)} documents of `{file_name}`, top {k} sentences with trigram blocking, at most "
             f"{max_length:,} tokens: ROUGE-1 {scores['HetFormer']['rouge1']:.2f}, ROUGE-2 "
-            f"{scores['HetFormer']['rouge2']:.2f}, ROUGE-Lsum {scores['HetFormer']['rougeLsum']:.2f} (BERTSum truncated "
+            f"{scores['HetFormer']['rouge2']:.2f}, ROUGE-Lsum {scores['HetFormer']['rougeLsum']:.2f} "
+            f"(BERTSum truncated "
             f"at 512 tokens: {scores['BERTSum (CNN/DM, 512 tokens)']['rougeLsum']:.2f} ROUGE-Lsum; Lead-{k}: "
             f"{scores[f'Lead-{k}']['rougeLsum']:.2f}). Command: `python benchmarks/quality_hetformer.py "
             f"{' '.join(sys.argv[1:])}`."

@@ -38,7 +38,8 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             every other sentence node, with its own projections). Off: it is an ordinary windowed token.
         use_entities (`bool`, *optional*, defaults to `True`):
             Entity-to-entity attention among mentions of the same entity cluster (named entities from spaCy,
-            clustered by string match; see `sumformers.text.entities`). Off, or without spaCy installed: no entity edges.
+            clustered by string match; see `sumformers.text.entities`). Off, or without spaCy installed: no entity
+            edges.
         use_document_nodes (`bool`, *optional*, defaults to `True`):
             For multi-document input, one document node before each document (d2t, t2d, d2s, s2d, d2d edges).
         keep_documents_apart (`bool`, *optional*, defaults to `True`):

@@ -285,7 +285,9 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
         types = rows.global_types[..., None]
         positions = torch.where(types == DOCUMENT_SENTENCE, self.sentence_positions(rows.global_positions), 0.0)
         if hasattr(self, "summary_positions"):
-            summary_positions = self.summary_positions(rows.global_positions.clamp(max=self.config.max_summary_sentences - 1))
+            summary_positions = self.summary_positions(
+                rows.global_positions.clamp(max=self.config.max_summary_sentences - 1)
+            )
             positions = torch.where(types == SUMMARY_SENTENCE, summary_positions, positions)
         states = self.global_embeddings(rows.global_types) + positions
         return self.embeddings.dropout(self.embeddings.LayerNorm(states))

@@ -115,7 +115,9 @@ def sentence_blocks(input_ids, attention_mask, cls_positions, sentence_mask, blo
     end of the real tokens; longer sentences are cut to `block_size` tokens.
     """
     length = input_ids.shape[1]
-    real_length = attention_mask.long().sum(-1) if attention_mask is not None else torch.full_like(input_ids[:, 0], length)
+    real_length = (
+        attention_mask.long().sum(-1) if attention_mask is not None else torch.full_like(input_ids[:, 0], length)
+    )
     next_start = torch.cat([cls_positions[:, 1:], cls_positions.new_zeros(cls_positions.shape[0], 1)], dim=1)
     next_is_real = torch.cat([sentence_mask[:, 1:], sentence_mask.new_zeros(sentence_mask.shape[0], 1)], dim=1)
     ends = torch.where(next_is_real, next_start, real_length[:, None])
@@ -145,7 +147,9 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
     def __init__(self, config: HiBertConfig, stepwise: bool):
         super().__init__(config)
         encoder_config = config.get_encoder_config()
-        sentence_config = encoder_config.__class__(**dict(encoder_config.to_dict(), num_hidden_layers=config.sentence_encoder_layers))
+        sentence_config = encoder_config.__class__(
+            **dict(encoder_config.to_dict(), num_hidden_layers=config.sentence_encoder_layers)
+        )
         self.sentence_encoder = AutoModel.from_config(sentence_config, add_pooling_layer=False)
         self.document_layers = nn.ModuleList(
             HiBertDocumentLayer(encoder_config, stepwise) for _ in range(config.document_layers)
@@ -287,7 +291,13 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         self.post_init()
 
     def prepare_document(
-        self, input_ids=None, cls_positions=None, sentence_mask=None, attention_mask=None, sentence_vectors=None, **kwargs
+        self,
+        input_ids=None,
+        cls_positions=None,
+        sentence_mask=None,
+        attention_mask=None,
+        sentence_vectors=None,
+        **kwargs,
     ) -> dict:
         """What stays fixed while a summary grows: the sentence vectors (computed once) and the sentence mask."""
         self._check_inputs(input_ids, cls_positions, sentence_mask, sentence_vectors)

@@ -35,7 +35,8 @@ def resolve_encoder(name_or_path: str | None) -> str:
 
 
 def portable_encoder_name(name_or_path: str | None) -> str:
-    """The name to write into configs and cards: the Hub id for the bundled encoder, never a local site-packages path."""
+    """The name to write into configs and cards: the Hub id for the bundled encoder, never a local site-packages
+    path."""
     if name_or_path in _BUNDLED_ALIASES:
         return DEFAULT_ENCODER
     try:

@@ -24,12 +24,13 @@ def sentence_logits_and_loss(logits, sentence_mask, labels=None):
 
 
 def first_sentences(sentence_mask: torch.Tensor, max_document_sentences: int) -> torch.Tensor:
-    """The mask of the first `max_document_sentences` sentence slots, the ones a model with that limit scores; warns when real
-    sentences lie past them."""
+    """The mask of the first `max_document_sentences` sentence slots, the ones a model with that limit scores; warns
+    when real sentences lie past them."""
     if sentence_mask.shape[1] > max_document_sentences and bool(sentence_mask[:, max_document_sentences:].any()):
         # stacklevel 3: the warning names the caller of the model's forward, as if raised there
         warnings.warn(
-            f"Only the first {max_document_sentences} sentences of a document are scored (max_document_sentences).", stacklevel=3
+            f"Only the first {max_document_sentences} sentences of a document are scored (max_document_sentences).",
+            stacklevel=3,
         )
     return sentence_mask[:, :max_document_sentences]
 
@@ -46,7 +47,8 @@ def check_sentence_slots(sentence_mask: torch.Tensor, max_document_sentences: in
     """Stepwise models read every sentence slot of a document: more than `max_document_sentences` is an error."""
     if sentence_mask.shape[1] > max_document_sentences:
         raise ValueError(
-            f"documents have {sentence_mask.shape[1]} sentence slots, more than max_document_sentences={max_document_sentences}"
+            f"documents have {sentence_mask.shape[1]} sentence slots, "
+            f"more than max_document_sentences={max_document_sentences}"
         )
 
 

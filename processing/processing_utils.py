@@ -20,7 +20,9 @@ class SummarizationProcessor:
     @classmethod
     def from_pretrained(cls, name_or_path, **kwargs):
         """The processor of a saved model (folder or Hub id): its tokenizer and config."""
-        return cls(AutoTokenizer.from_pretrained(name_or_path, **kwargs), AutoConfig.from_pretrained(name_or_path, **kwargs))
+        return cls(
+            AutoTokenizer.from_pretrained(name_or_path, **kwargs), AutoConfig.from_pretrained(name_or_path, **kwargs)
+        )
 
     def check_input(self, document) -> None:
         raise NotImplementedError

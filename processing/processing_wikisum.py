@@ -172,7 +172,9 @@ class WikiSumProcessor(SummarizationProcessor):
         }
 
     def decode(self, summary_ids) -> str:
-        return self.tokenizer.decode(list(summary_ids), skip_special_tokens=True, clean_up_tokenization_spaces=True).strip()
+        return self.tokenizer.decode(
+            list(summary_ids), skip_special_tokens=True, clean_up_tokenization_spaces=True
+        ).strip()
 
 
 __all__ = ["WikiSumProcessor", "encode_wikisum_input", "read_wikisum_examples", "wikisum_inputs"]

@@ -102,7 +102,9 @@ def save_adapter_checkpoint(peft_model, output_dir: str, tokenizer, card_info: d
     adapter_config["base_model_name_or_path"] = base_config.encoder_name_or_path
     adapter_config_path.write_text(json.dumps(adapter_config, indent=2, sort_keys=True) + "\n")
     weights = load_file(output / ADAPTER_WEIGHTS)
-    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}, output / ADAPTER_WEIGHTS)
+    save_file(
+        {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}, output / ADAPTER_WEIGHTS
+    )
     if card_info is not None:
         (output / CARD_INFO_FILE).write_text(json.dumps(card_info, indent=2) + "\n")
     (output / "README.md").write_text(str(build_model_card(base_config, card_info or {})))
@@ -129,14 +131,19 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
         (output / file_name).write_text(text, encoding="utf-8")
     config = model.config
     config.auto_map = {
-        "AutoConfig": f"{Path(inspect.getsourcefile(architecture.config_class)).stem}.{architecture.config_class.__name__}",
+        "AutoConfig": (
+            f"{Path(inspect.getsourcefile(architecture.config_class)).stem}.{architecture.config_class.__name__}"
+        ),
         architecture.auto_class.__name__: (
             f"{Path(inspect.getsourcefile(architecture.model_class)).stem}.{architecture.model_class.__name__}"
         ),
     }
     config.custom_pipelines = {
         architecture.task: {
-            "impl": f"{Path(inspect.getsourcefile(architecture.pipeline_class)).stem}.{architecture.pipeline_class.__name__}",
+            "impl": (
+                f"{Path(inspect.getsourcefile(architecture.pipeline_class)).stem}."
+                f"{architecture.pipeline_class.__name__}"
+            ),
             "pt": [architecture.auto_class.__name__],
             "type": "text",
         }

@@ -50,7 +50,10 @@ ARCHITECTURES = {
         StepwiseSummarizationPipeline,
     ),
     HetFormerConfig.model_type: Architecture(
-        HetFormerConfig, HetFormerForExtractiveSummarization, "extractive-summarization", ExtractiveSummarizationPipeline
+        HetFormerConfig,
+        HetFormerForExtractiveSummarization,
+        "extractive-summarization",
+        ExtractiveSummarizationPipeline,
     ),
     HiBertConfig.model_type: Architecture(
         HiBertConfig, HiBertForExtractiveSummarization, "extractive-summarization", ExtractiveSummarizationPipeline

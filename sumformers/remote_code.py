@@ -69,7 +69,9 @@ def name_required_packages(files: dict[str, str], entry_classes) -> dict[str, st
     packages = required_packages(files)
     if not packages:
         return files
-    line = "".join(f"import {name}  # noqa: F401  (needed by sibling files; named here for transformers)\n" for name in packages)
+    line = "".join(
+        f"import {name}  # noqa: F401  (needed by sibling files; named here for transformers)\n" for name in packages
+    )
     entries = {Path(inspect.getsourcefile(entry)).name for entry in entry_classes}
     named = dict(files)
     for file_name in entries:

@@ -41,7 +41,9 @@ class DataArguments:
     validation_file: str | None = field(default=None, metadata={"help": "Local JSONL for evaluation."})
     dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset instead of local files."})
     dataset_config_name: str | None = field(default=None)
-    train_split: str = field(default="train", metadata={"help": "datasets split expression, e.g. train+validation[300:]"})
+    train_split: str = field(
+        default="train", metadata={"help": "datasets split expression, e.g. train+validation[300:]"}
+    )
     eval_split: str = field(default="validation", metadata={"help": "datasets split expression, e.g. validation[:300]"})
     text_column: str = field(default="document", metadata={"help": "A string, or a list of strings (multi-document)."})
     summary_column: str = field(default="summary")
@@ -96,7 +98,9 @@ def load_splits(data_args: DataArguments):
         dataset = load_dataset(**source, split=expression)
         return dataset.select(range(min(limit, len(dataset)))) if limit else dataset
 
-    train = split(data_args.train_split, data_args.max_train_samples) if (data_args.dataset_name or data_args.train_file) else None
+    train = split(data_args.train_split, data_args.max_train_samples) if (
+        data_args.dataset_name or data_args.train_file
+    ) else None
     evaluation = split(data_args.eval_split, data_args.max_eval_samples) if (
         data_args.dataset_name or data_args.validation_file
     ) else None

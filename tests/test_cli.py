@@ -29,12 +29,18 @@ def test_summarize_a_text_file_writes_jsonl(model_dir, tmp_path):
     source = tmp_path / "article.txt"
     source.write_text(ARTICLE)
     output = tmp_path / "out.jsonl"
-    assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "2"]) == 0
+    assert (
+        cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "2"])
+        == 0
+    )
     (row,) = read_jsonl(output)
     assert row["id"] == "article" and len(row["sentences"]) == 2 and len(row["scores"]) == 2
     assert row["summary"].count("\n") == 1
     # A word budget: the sentences have 7-10 words, so within 12 words only the best-scored one fits.
-    assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "1"]) == 0
+    assert (
+        cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "1"])
+        == 0
+    )
     (best,) = read_jsonl(output)
     assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--max-words", "12"]) == 0
     (budgeted,) = read_jsonl(output)
@@ -83,7 +89,9 @@ def test_missing_input_is_a_one_line_error(tmp_path):
         text=True,
     )
     assert completed.returncode == cli.ERROR_EXIT
-    assert completed.stderr.strip().splitlines() == [f"sumformers: error: {tmp_path / 'nope.txt'}: no such file or folder"]
+    assert completed.stderr.strip().splitlines() == [
+        f"sumformers: error: {tmp_path / 'nope.txt'}: no such file or folder"
+    ]
 
 
 def test_export_command_writes_a_repo(model_dir, tmp_path):

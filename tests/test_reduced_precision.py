@@ -1,7 +1,7 @@
 """Reduced precision on CPU: every model converted to bfloat16 or float16 (or loaded with `dtype=`) runs, and its
 logits are finite and close to the float32 logits of the same weights; every sparse attention backend on its own,
-too; the pipelines choose as in float32 (losses: the shared model tester). torch 2.13 has CPU kernels for every op these models use
-in both dtypes, so no case is skipped.
+too; the pipelines choose as in float32 (losses: the shared model tester). torch 2.13 has CPU kernels for every op
+these models use in both dtypes, so no case is skipped.
 
 Tiny random models (hidden size 32); their scorers are scaled up so that logits are of order 1 and a comparison at
 the tolerances below means something."""

@@ -1,4 +1,5 @@
-"""Beam search over extraction steps, driven by scripted step distributions so every result can be worked out by hand."""
+"""Beam search over extraction steps, driven by scripted step distributions so every result can be worked out by
+hand."""
 
 import math
 
@@ -101,12 +102,16 @@ def test_end_is_not_a_first_choice_and_stops_a_hypothesis():
 
 def test_min_sentences_holds_end_back_until_the_summary_is_long_enough():
     script = {(): {0: 0.6, 1: 0.4}, (0,): {1: 0.2, END: 0.8}, (0, 1): {END: 1.0}}
-    best = stepwise_beam_search(ScriptedScorer(2, script), [SENTENCES[:2]], beam_size=1, num_sentences=4, min_sentences=2)[0]
+    best = stepwise_beam_search(
+        ScriptedScorer(2, script), [SENTENCES[:2]], beam_size=1, num_sentences=4, min_sentences=2
+    )[0]
     # END (0.8) is not allowed after one sentence, so 1 (0.2) is taken, then END.
     assert best.sentences == (0, 1) and best.ended
     assert best.score == pytest.approx(math.log(0.6) + math.log(0.2) + math.log(1.0))
     # A document too short for the minimum ends when nothing is left.
-    short = stepwise_beam_search(ScriptedScorer(1, {(): {0: 1.0}, (0,): {END: 1.0}}), [SENTENCES[:1]], min_sentences=3)[0]
+    short = stepwise_beam_search(
+        ScriptedScorer(1, {(): {0: 1.0}, (0,): {END: 1.0}}), [SENTENCES[:1]], min_sentences=3
+    )[0]
     assert short.sentences == (0,) and short.ended
 
 
@@ -131,7 +136,9 @@ def test_trigram_blocking_blocks_sentences_sharing_a_trigram():
     }
     plain = stepwise_beam_search(ScriptedScorer(3, script), [sentences], beam_size=1, num_sentences=3)[0]
     assert plain.sentences[:2] == (0, 1)
-    blocked = stepwise_beam_search(ScriptedScorer(3, script), [sentences], beam_size=1, num_sentences=3, trigram_blocking=True)[0]
+    blocked = stepwise_beam_search(
+        ScriptedScorer(3, script), [sentences], beam_size=1, num_sentences=3, trigram_blocking=True
+    )[0]
     # (0) then 1 is blocked, so 2 (0.1) ties with END (0.1) and wins as the first generated; then 1 is still blocked.
     assert blocked.sentences == (0, 2) and blocked.ended
     assert blocked.score == pytest.approx(math.log(0.6) + math.log(0.1) + math.log(0.5))
@@ -140,7 +147,9 @@ def test_trigram_blocking_blocks_sentences_sharing_a_trigram():
 def test_length_budgets_in_sentences_and_words():
     sentences = ["one two three four five six", "one two", "a b c", "x y z w"]
     uniform = {0: 0.24, 1: 0.24, 2: 0.24, 3: 0.24, END: 0.04}
-    by_sentences = stepwise_beam_search(ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, num_sentences=2)[0]
+    by_sentences = stepwise_beam_search(
+        ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, num_sentences=2
+    )[0]
     assert by_sentences.sentences == (0, 1) and not by_sentences.ended  # cut after two steps, as the paper's 4 steps
     by_words = stepwise_beam_search(
         ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, num_sentences=4, max_words=6
@@ -163,7 +172,9 @@ def test_documents_in_a_batch_are_decoded_independently():
 
     results = stepwise_beam_search(batch_scorer, [SENTENCES, SENTENCES[:2], []], beam_size=2, num_sentences=4)
     assert results[0] == stepwise_beam_search(ScriptedScorer(4, SCRIPT), [SENTENCES], beam_size=2, num_sentences=4)[0]
-    assert results[1] == stepwise_beam_search(ScriptedScorer(4, other), [SENTENCES[:2]], beam_size=2, num_sentences=4)[0]
+    assert results[1] == stepwise_beam_search(
+        ScriptedScorer(4, other), [SENTENCES[:2]], beam_size=2, num_sentences=4
+    )[0]
     assert results[2].steps == ()  # a document without sentences gives an empty summary
 
 
@@ -176,7 +187,8 @@ def test_return_distributions_gives_each_steps_full_distribution():
 
 
 @pytest.mark.parametrize(
-    "options", [dict(beam_size=0), dict(num_sentences=0), dict(max_words=0), dict(num_sentences=-1), dict(beam_size=1.5)]
+    "options",
+    [dict(beam_size=0), dict(num_sentences=0), dict(max_words=0), dict(num_sentences=-1), dict(beam_size=1.5)],
 )
 def test_bad_options_are_value_errors(options):
     with pytest.raises(ValueError, match="must be a positive integer"):

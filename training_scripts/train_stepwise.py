@@ -1,7 +1,8 @@
 """Train Stepwise HiBERT / Stepwise ETCSum (Narayan et al. 2020) or their non-stepwise variants with the Trainer.
 
     accelerate launch training_scripts/train_stepwise.py --model_type stepwise_hibert \
-        --train_file ../shared/data/cnn_dailymail/train.jsonl --validation_file ../shared/data/cnn_dailymail/validation.jsonl \
+        --train_file ../shared/data/cnn_dailymail/train.jsonl \
+        --validation_file ../shared/data/cnn_dailymail/validation.jsonl \
         --train_split "train+validation[300:]" --eval_split "validation[:300]" --output_dir runs/stepwise-hibert \
         --do_train --do_eval
 
@@ -72,7 +73,9 @@ class StepwiseArguments:
     )
     config_overrides: str | None = field(
         default=None,
-        metadata={"help": "JSON object of model config settings, e.g. '{\"document_layers\": 2, \"local_radius\": 84}'."},
+        metadata={
+            "help": "JSON object of model config settings, e.g. '{\"document_layers\": 2, \"local_radius\": 84}'."
+        },
     )
     # Decoding for evaluation, saved as the model's pipeline defaults.
     num_sentences: int = field(default=3, metadata={"help": "Non-stepwise models: sentences per summary."})

@@ -6,9 +6,10 @@
         --output_dir runs/wikisum --max_steps 240 --do_train --do_eval
 
 Each example is ``[title ; paragraphs ranked by --ranker and cut at --max_input_tokens (L) ; separator ; summary]``,
-built by the model's own processor (as the `wikisum` pipeline builds its input), and the loss is on every token (the paper's T-D objective). The
-title is the dataset's topic or product name: QMSum's topic list, FewSum's product category. With
-`--qmsum_specific_queries`, every QMSum query/answer pair is one more example with the query as its title.
+built by the model's own processor (as the `wikisum` pipeline builds its input), and the loss is on every token (the
+paper's T-D objective). The title is the dataset's topic or product name: QMSum's topic list, FewSum's product
+category. With `--qmsum_specific_queries`, every QMSum query/answer pair is one more example with the query as its
+title.
 
 The decoder trains fully from scratch (the LoRA options of the shared arguments do not apply); its word embeddings
 start from the encoder given by --model_name_or_path (PCA of MiniLM's by default), or training continues from a
@@ -147,7 +148,9 @@ def main():
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
     push = take_push_to_hub(training_args)
     source = model_args.model_name_or_path
-    model, tokenizer = model_and_tokenizer(source, lambda encoder, tokenizer: new_model(encoder, tokenizer, source, args))
+    model, tokenizer = model_and_tokenizer(
+        source, lambda encoder, tokenizer: new_model(encoder, tokenizer, source, args)
+    )
     model.generation_config = GenerationConfig(
         num_beams=args.num_beams,
         length_penalty=args.length_penalty,

@@ -59,7 +59,9 @@ def tiny_config(**overrides):
 def tiny_model(implementation="eager", seed=0, **overrides):
     """A tiny random HetFormer whose three projection sets differ (as after training)."""
     torch.manual_seed(seed)
-    model = HetFormerForExtractiveSummarization._from_config(tiny_config(**overrides), attn_implementation=implementation)
+    model = HetFormerForExtractiveSummarization._from_config(
+        tiny_config(**overrides), attn_implementation=implementation
+    )
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "_node." in name or "_entity." in name:
@@ -244,7 +246,9 @@ def test_self_attention_sums_the_three_patterns(minilm_tokenizer):
                        for name in ("query", "key", "value"))
             return sparse_attention(q, k, v, pattern, "eager").transpose(1, 2).flatten(2)
 
-        expected = attend("", sequence.token_window(8)) + attend("_node", graph.nodes()) + attend("_entity", graph.entities())
+        expected = (
+            attend("", sequence.token_window(8)) + attend("_node", graph.nodes()) + attend("_entity", graph.entities())
+        )
     assert (output - expected).abs().max() <= TOL
 
 
@@ -356,7 +360,9 @@ def test_from_roberta_keeps_its_position_offset_and_grows_token_types(tmp_path):
     ).eval()
     positions = model.hetformer.embeddings.position_embeddings.weight
     assert positions.shape[0] == 258 and model.config.max_position_embeddings == 256
-    assert torch.equal(positions[66:130], positions[2:66]) and torch.equal(positions[:2], roberta.embeddings.position_embeddings.weight[:2])
+    assert torch.equal(positions[66:130], positions[2:66]) and torch.equal(
+        positions[:2], roberta.embeddings.position_embeddings.weight[:2]
+    )
     assert model.hetformer.embeddings.token_type_embeddings.weight.shape[0] == 2
     input_ids = torch.randint(3, 100, (1, 50))
     with torch.no_grad():
@@ -437,8 +443,14 @@ def test_exported_repo_gives_the_in_package_results(minilm_tokenizer, tmp_path, 
     tiny_model().save_pretrained(source)
     minilm_tokenizer.save_pretrained(source)
     repo = export_model(str(source), str(tmp_path / "repo"))
-    assert {"modeling_hetformer.py", "processing_hetformer.py", "attention.py", "entities.py", "sentence_layout.py", "sentences.py"} <= {
-        path.name for path in repo.glob("*.py")}
+    assert {
+        "modeling_hetformer.py",
+        "processing_hetformer.py",
+        "attention.py",
+        "entities.py",
+        "sentence_layout.py",
+        "sentences.py",
+    } <= {path.name for path in repo.glob("*.py")}
     completed = subprocess.run(
         [sys.executable, "-c", REMOTE_SCRIPT, str(repo), ARTICLE, "spacy" if spacy_available else "no-spacy",
          json.dumps(REVIEWS)],
@@ -469,7 +481,9 @@ def test_training_script_chunks_long_documents_and_saves_a_loadable_checkpoint(m
     with data.open("w") as f:
         for number in range(6):
             sentences = [f"Item {number} of the meeting covered point {i} about the budget plan." for i in range(30)]
-            f.write(json.dumps({"document": "\n".join(sentences), "summary": sentences[3] + " " + sentences[20]}) + "\n")
+            f.write(
+                json.dumps({"document": "\n".join(sentences), "summary": sentences[3] + " " + sentences[20]}) + "\n"
+            )
     output = tmp_path / "run"
     command = [
         sys.executable, str(REPO_ROOT / "training_scripts" / "train_hetformer.py"),
@@ -491,7 +505,9 @@ def test_training_script_chunks_long_documents_and_saves_a_loadable_checkpoint(m
 
     import sumformers
 
-    result = sumformers.load_pipeline(str(output / "final"))("One point. Another {vocalsound} point here. A third point.")
+    result = sumformers.load_pipeline(str(output / "final"))(
+        "One point. Another {vocalsound} point here. A third point."
+    )
     assert len(result["sentences"]) == 2 and "{vocalsound}" not in result["summary"]
 
 

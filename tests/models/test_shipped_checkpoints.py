@@ -31,7 +31,11 @@ def test_checkpoint_is_small_and_safetensors_only(name):
 def _first_inputs(model, tokenizer):
     """The model's processor's inputs for the bundled article (a batch of one), without the text fields."""
     inputs = model.processor_class(tokenizer, model.config)(ARTICLE.read_text(), max_length=512)
-    return {key: value for key, value in inputs.items() if isinstance(value, torch.Tensor) and key != "default_num_sentences"}
+    return {
+        key: value
+        for key, value in inputs.items()
+        if isinstance(value, torch.Tensor) and key != "default_num_sentences"
+    }
 
 
 @pytest.mark.parametrize("name", ADAPTERS)
@@ -58,7 +62,9 @@ def test_standard_loading_gives_the_adapter_over_its_encoder(name):
 def test_the_shipped_wikisum_loads_the_standard_way():
     folder = str(shipped_checkpoints()["wikisum-tdmca-qmsum-fewsum"])
     summarizer = pipeline("wikisum", model=folder)
-    result = summarizer({"title": "a missing student", "documents": [ARTICLE.read_text()]}, max_new_tokens=8, num_beams=1)
+    result = summarizer(
+        {"title": "a missing student", "documents": [ARTICLE.read_text()]}, max_new_tokens=8, num_beams=1
+    )
     inputs = summarizer.model.processor_class(summarizer.tokenizer, summarizer.model.config)(
         {"title": "a missing student", "documents": [ARTICLE.read_text()]}
     )

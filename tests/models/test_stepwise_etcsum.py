@@ -67,9 +67,13 @@ def test_rows_lay_out_document_then_summary_by_hand():
     cls_positions = torch.tensor([[0, 4, 7], [0, 0, 0]])
     sentence_mask = torch.tensor([[True, True, True], [True, False, False]])
     summary = torch.tensor([[2, 0], [-1, -1]])
-    rows = model._layout(input_ids, attention_mask, cls_positions, sentence_mask, summary, torch.tensor([0, 1]), end=True)
+    rows = model._layout(
+        input_ids, attention_mask, cls_positions, sentence_mask, summary, torch.tensor([0, 1]), end=True
+    )
     # Row 0: the document, then sentence 2's tokens, then sentence 0's (token type 1).
-    assert rows.input_ids[0].tolist() == [101, 1, 2, 102, 101, 3, 102, 101, 4, 5, 6, 102, 101, 4, 5, 6, 102, 101, 1, 2, 102]
+    assert rows.input_ids[0].tolist() == [
+        101, 1, 2, 102, 101, 3, 102, 101, 4, 5, 6, 102, 101, 4, 5, 6, 102, 101, 1, 2, 102
+    ]
     assert rows.token_type_ids[0].tolist() == [0] * 12 + [1] * 9
     assert rows.long_sentence_ids[0].tolist() == [0] * 4 + [1] * 3 + [2] * 5 + [3] * 5 + [4] * 4
     assert rows.position_ids[0].tolist() == list(range(21))
@@ -128,7 +132,11 @@ def test_step_logits_close_chosen_and_padded_sentences_and_the_loss_is_cross_ent
     output = model(**batch, summary_indices=summary, row_documents=torch.tensor([0, 1, 1]), labels=labels)
     closed = torch.finfo(output.logits.dtype).min
     assert output.logits.shape == (3, 6)
-    assert output.logits[0, 0] == closed and output.logits[0, 3] == closed and (output.logits[0, [1, 2, 4, 5]] > closed).all()
+    assert (
+        output.logits[0, 0] == closed
+        and output.logits[0, 3] == closed
+        and (output.logits[0, [1, 2, 4, 5]] > closed).all()
+    )
     assert output.logits[1, 1] == closed and (output.logits[1, 3:5] == closed).all()
     log_probs = torch.log_softmax(output.logits, -1)
     torch.testing.assert_close(output.loss, -(log_probs[0, 5] + log_probs[1, 0] + log_probs[2, 2]) / 3)
@@ -142,7 +150,9 @@ def test_step_logits_close_chosen_and_padded_sentences_and_the_loss_is_cross_ent
 def test_non_stepwise_model_reads_4096_tokens(minilm_tokenizer):
     model = tiny_model(stepwise=False, max_document_sentences=512)
     sentences = [f"Sentence number {i} reports on the weather in the town today." for i in range(400)]
-    encoded = encode_sentences(minilm_tokenizer, sentences, max_length=4096, max_sentence_tokens=10, warn_on_truncation=False)
+    encoded = encode_sentences(
+        minilm_tokenizer, sentences, max_length=4096, max_sentence_tokens=10, warn_on_truncation=False
+    )
     assert len(encoded["input_ids"]) > 4000
     batch = collate_sentence_batch([encoded], minilm_tokenizer.pad_token_id)
     changed = dict(batch, input_ids=batch["input_ids"].clone())
@@ -175,10 +185,14 @@ def test_from_encoder_copies_the_layers_and_repeats_the_positions(encoder_folder
     torch.testing.assert_close(table[64:128], pretrained)
     torch.testing.assert_close(table[4096:4096 + 64], pretrained)
     torch.testing.assert_close(model.layers[1].attention.key.weight, encoder.encoder.layer[1].attention.self.key.weight)
-    torch.testing.assert_close(model.layers[1].feed_forward.output.dense.weight, encoder.encoder.layer[1].output.dense.weight)
+    torch.testing.assert_close(
+        model.layers[1].feed_forward.output.dense.weight, encoder.encoder.layer[1].output.dense.weight
+    )
     assert (model.layers[0].attention.relative_bias.weight == 0).all()
     words = encoder.embeddings.word_embeddings.weight
-    torch.testing.assert_close(model.global_embeddings.weight[END_OF_SUMMARY], words[102] + encoder.embeddings.token_type_embeddings.weight[0])
+    torch.testing.assert_close(
+        model.global_embeddings.weight[END_OF_SUMMARY], words[102] + encoder.embeddings.token_type_embeddings.weight[0]
+    )
 
 
 def trained_like_checkpoint(encoder_folder, tmp_path):

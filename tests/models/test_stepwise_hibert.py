@@ -69,7 +69,9 @@ def test_sentence_blocks_cut_the_bertsum_layout_by_hand():
     attention_mask = (input_ids != 0).long()
     cls_positions = torch.tensor([[0, 4], [0, 0]])
     sentence_mask = torch.tensor([[True, True], [True, False]])
-    blocks, mask = sentence_blocks(input_ids, attention_mask, cls_positions, sentence_mask, block_size=4, pad_token_id=0)
+    blocks, mask = sentence_blocks(
+        input_ids, attention_mask, cls_positions, sentence_mask, block_size=4, pad_token_id=0
+    )
     assert blocks.tolist() == [[[101, 1, 2, 102], [101, 3, 102, 0]], [[101, 4, 102, 0], [0, 0, 0, 0]]]
     assert mask.tolist() == [
         [[True, True, True, True], [True, True, True, False]],
@@ -185,7 +187,11 @@ def encoder_folder(tmp_path, minilm_tokenizer):
 def test_from_encoder_splits_the_pretrained_layers(encoder_folder):
     encoder = BertModel.from_pretrained(encoder_folder, add_pooling_layer=False)
     model = StepwiseHiBertForExtractiveSummarization.from_encoder(
-        str(encoder_folder), sentence_encoder_layers=2, document_layers=2, max_document_sentences=16, max_sentence_tokens=10
+        str(encoder_folder),
+        sentence_encoder_layers=2,
+        document_layers=2,
+        max_document_sentences=16,
+        max_sentence_tokens=10,
     )
     assert len(model.sentence_encoder.encoder.layer) == 2
     torch.testing.assert_close(
@@ -227,7 +233,9 @@ def model_scorer(model, batch):
             summary = torch.tensor([list(prefix)], dtype=torch.long).view(1, -1)
             rows.append(model(**single, summary_indices=summary).logits[0])
         width = max(row.shape[0] for row in rows)
-        return torch.stack([torch.cat([row[:-1], row.new_full((width - row.shape[0],), -1e30), row[-1:]]) for row in rows])
+        return torch.stack(
+            [torch.cat([row[:-1], row.new_full((width - row.shape[0],), -1e30), row[-1:]]) for row in rows]
+        )
 
     return score_rows
 
@@ -293,7 +301,9 @@ def training_script():
 
     from conftest import REPO_ROOT
 
-    spec = importlib.util.spec_from_file_location("train_stepwise", REPO_ROOT / "training_scripts" / "train_stepwise.py")
+    spec = importlib.util.spec_from_file_location(
+        "train_stepwise", REPO_ROOT / "training_scripts" / "train_stepwise.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

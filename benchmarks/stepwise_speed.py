@@ -119,7 +119,7 @@ def main():
     hibert, hibert_source = load("hibert")
     stepwise_hibert, stepwise_hibert_source = load("stepwise_hibert")
     plain_seconds, _ = timed(lambda: hibert(document, num_sentences=3), args.repeats)
-    stepwise_seconds, result = timed(lambda: stepwise_hibert(document, beam_size=3, max_steps=4), args.repeats)
+    stepwise_seconds, result = timed(lambda: stepwise_hibert(document, beam_size=3, num_sentences=4), args.repeats)
     rows.append(("HiBERT, top 3", hibert_source, plain_seconds, ""))
     rows.append(
         (
@@ -135,7 +135,7 @@ def main():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         etc_seconds, result = timed(
-            lambda: etcsum(document, beam_size=3, max_steps=4, max_length=args.etc_tokens), args.repeats
+            lambda: etcsum(document, beam_size=3, num_sentences=4, max_length=args.etc_tokens), args.repeats
         )
     rows.append(
         (

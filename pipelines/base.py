@@ -5,6 +5,12 @@ import functools
 from transformers import Pipeline
 
 
+def reject_unknown_options(options: dict) -> None:
+    """A misspelt or retired option (say `max_steps`) is an error, not silently ignored."""
+    if options:
+        raise TypeError(f"unknown option(s) {sorted(options)}")
+
+
 class SummarizationPipeline(Pipeline):
     """A `Pipeline` whose `preprocess` goes through the processor the model declares (`model.processor_class`).
 
@@ -37,4 +43,4 @@ class SummarizationPipeline(Pipeline):
         return super().__call__(inputs, *args, **kwargs)
 
 
-__all__ = ["SummarizationPipeline"]
+__all__ = ["SummarizationPipeline", "reject_unknown_options"]

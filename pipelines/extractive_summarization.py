@@ -4,7 +4,7 @@ their indices and scores in document order."""
 import torch
 
 from ..text.sentences import select_sentences
-from .base import SummarizationPipeline
+from .base import SummarizationPipeline, reject_unknown_options
 
 
 class ExtractiveSummarizationPipeline(SummarizationPipeline):
@@ -26,6 +26,7 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
     def _sanitize_parameters(
         self, num_sentences=None, trigram_blocking=None, max_words=None, max_length=None, **kwargs
     ):
+        reject_unknown_options(kwargs)
         preprocess = {} if max_length is None else {"max_length": max_length}
         postprocess = {}
         if num_sentences is not None:

@@ -3,7 +3,7 @@ sentence at a time, conditioned on what it already picked, with beam search over
 
 import torch
 
-from .base import SummarizationPipeline
+from .base import SummarizationPipeline, reject_unknown_options
 from .stepwise_decoding import stepwise_beam_search
 
 
@@ -46,6 +46,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
         max_length=None,
         **kwargs,
     ):
+        reject_unknown_options(kwargs)
         if not self.model.is_stepwise:
             raise ValueError(
                 f"{type(self.model).__name__} is not a stepwise model; use the `extractive-summarization` pipeline"

@@ -31,7 +31,7 @@ from sumformers import (
     WikiSumConfig,
     WikiSumForCausalLM,
 )
-from sumformers.features import collate_sentence_batch, encode_sentences
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from sumformers.modeling.attention import sparse_attention
 from sumformers.processing.processing_hetformer import collate_hetformer_batch, encode_documents
 
@@ -316,7 +316,7 @@ PIPELINE_CASES = {
     "stepwise_etcsum": ("stepwise-summarization", lambda: etcsum(True)),
 }
 # Three sentences whatever END scores, so that three choices are compared.
-STEPWISE_OPTIONS = {"beam_size": 2, "max_steps": 3, "min_sentences": 3, "return_steps": True}
+STEPWISE_OPTIONS = {"beam_size": 2, "num_sentences": 3, "min_sentences": 3, "return_steps": True}
 # Least gap between a chosen sentence and the best one left out, in logits (stepwise: log-probabilities) of the
 # float32 model: bf16 moves a logit by at most 0.03 here (ATOL), so choices this far apart cannot swap.
 SEPARATION = 0.2

@@ -78,12 +78,20 @@ class StepwiseArguments:
         },
     )
     # Decoding for evaluation, saved as the model's pipeline defaults.
-    num_sentences: int = field(default=3, metadata={"help": "Non-stepwise models: sentences per summary."})
+    num_sentences: int | None = field(
+        default=None,
+        metadata={"help": "Sentences per summary (stepwise models: the most, one per step). Default 3; stepwise 4."},
+    )
     beam_size: int = field(default=3)
-    # (`--max_steps` is the Trainer's number of optimizer steps)
-    beam_max_steps: int = field(default=4, metadata={"help": "Stepwise models: most sentences per summary."})
     min_sentences: int = field(default=1, metadata={"help": "Stepwise models: END only from this length on."})
     trigram_blocking: bool = field(default=False)
+
+
+def summary_size(stepwise_args: StepwiseArguments) -> int:
+    """--num_sentences, or the paper's default: 4 steps for stepwise models, top 3 for the others."""
+    if stepwise_args.num_sentences is not None:
+        return stepwise_args.num_sentences
+    return 4 if stepwise_args.model_type.startswith("stepwise") else 3
 
 
 def oracle_in_selection_order(sentences: list[str], reference: str, num_sentences: int) -> list[int]:
@@ -187,15 +195,9 @@ def add_sentence_vectors(model, features: list[dict], collate, cache_path: str |
 def new_model(encoder: str, source: str, stepwise_args: StepwiseArguments):
     """A new `--model_type` model over `encoder`, with the decoding settings as its pipeline defaults."""
     overrides = json.loads(stepwise_args.config_overrides or "{}")
-    decoding = {"trigram_blocking": stepwise_args.trigram_blocking}
+    decoding = {"trigram_blocking": stepwise_args.trigram_blocking, "num_sentences": summary_size(stepwise_args)}
     if stepwise_args.model_type.startswith("stepwise"):
-        decoding.update(
-            beam_size=stepwise_args.beam_size,
-            max_steps=stepwise_args.beam_max_steps,
-            min_sentences=stepwise_args.min_sentences,
-        )
-    else:
-        decoding.update(num_sentences=stepwise_args.num_sentences)
+        decoding.update(beam_size=stepwise_args.beam_size, min_sentences=stepwise_args.min_sentences)
     model_class = ARCHITECTURES[stepwise_args.model_type].model_class
     return model_class.from_encoder(encoder, encoder_name_or_path=source, **decoding, **overrides)
 
@@ -252,14 +254,14 @@ def main():
     if stepwise:
         options = {
             "beam_size": stepwise_args.beam_size,
-            "max_steps": stepwise_args.beam_max_steps,
+            "num_sentences": summary_size(stepwise_args),
             "min_sentences": stepwise_args.min_sentences,
         }
-        decoding = f"beam {stepwise_args.beam_size}, {stepwise_args.min_sentences} to {stepwise_args.beam_max_steps}"
+        decoding = f"beam {stepwise_args.beam_size}, {stepwise_args.min_sentences} to {summary_size(stepwise_args)}"
         decoding += " sentences"
     else:
-        options = {"num_sentences": stepwise_args.num_sentences}
-        decoding = f"top {stepwise_args.num_sentences} sentences"
+        options = {"num_sentences": summary_size(stepwise_args)}
+        decoding = f"top {summary_size(stepwise_args)} sentences"
     if stepwise_args.max_length:
         options["max_length"] = stepwise_args.max_length
     evaluate = dataset_evaluation(

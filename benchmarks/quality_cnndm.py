@@ -121,7 +121,8 @@ def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = 
         options, description = {"num_sentences": 4 if max_words else 3}, f"top {4 if max_words else 3}"
     else:
         minimum = json.loads((checkpoint / "config.json").read_text()).get("min_sentences", 1)
-        options, description = dict(beam_size=3, num_sentences=4, min_sentences=minimum), f"beam 3, {minimum}-4 sentences"
+        options = dict(beam_size=3, num_sentences=4, min_sentences=minimum)
+        description = f"beam 3, {minimum}-4 sentences"
     if max_words:
         options["max_words"] = max_words
         description += f", <= {max_words} words"

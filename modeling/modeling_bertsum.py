@@ -108,7 +108,7 @@ class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
     ) -> "BertSumForExtractiveSummarization":
         """A summarizer whose encoder starts from a pretrained BERT/RoBERTa checkpoint; the other layers are new.
 
-        `encoder_path` is a folder or Hub id (`sumformers.modeling.pretrained_encoder.resolve_encoder` maps the default's names to the
+        `encoder_path` is a folder or Hub id (`pretrained_encoder.resolve_encoder` maps the default's names to the
         bundled copy). With `config`, its settings are used as they are (to rebuild a saved model before loading its
         adapter); otherwise a config is made from the encoder's and `config_kwargs`.
         """

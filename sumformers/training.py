@@ -217,7 +217,12 @@ def train(model, training_args: TrainingArguments, features=None, data_collator=
     from transformers import Trainer
 
     trainer = Trainer(model=model, args=training_args, train_dataset=features, data_collator=data_collator)
-    return trainer, (train_resuming(trainer, training_args) if features is not None else None)
+    if features is None:
+        return trainer, None
+    result = train_resuming(trainer, training_args)
+    # <output_dir>/train_results.json: runtime and documents per second, as the transformers example scripts keep them
+    trainer.save_metrics("train", result.metrics)
+    return trainer, result
 
 
 def train_resuming(trainer, training_args: TrainingArguments):

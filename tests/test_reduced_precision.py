@@ -31,9 +31,9 @@ from sumformers import (
     WikiSumConfig,
     WikiSumForCausalLM,
 )
-from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from sumformers.modeling.attention import sparse_attention
 from sumformers.processing.processing_hetformer import collate_hetformer_batch, encode_documents
+from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 
 # FlexAttention's CPU compiles (the slow cases) are cheap on repeated runs with a persistent inductor cache.
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")

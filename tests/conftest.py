@@ -32,6 +32,40 @@ def minilm_tokenizer():
     return AutoTokenizer.from_pretrained(bundled_encoder_path())
 
 
+# A short news document the model tests share.
+SENTENCES = [
+    "The council approved the new budget on Monday.",
+    "It includes money for schools and roads.",
+    "Critics said the plan raises taxes too quickly.",
+    "The mayor will sign it next week.",
+    "Residents can comment on the plan until Friday.",
+]
+ARTICLE = " ".join(SENTENCES)
+
+
+def tiny_wikisum_config(**overrides):
+    """A tiny WikiSum decoder (64-token vocabulary, hidden size 32, blocks of 4, compression stride 3)."""
+    from sumformers import WikiSumConfig
+
+    settings = dict(
+        vocab_size=64,
+        embedding_size=16,
+        hidden_size=32,
+        num_attention_heads=4,
+        intermediate_size=64,
+        local_block_size=4,
+        compression_stride=3,
+        hidden_dropout=0.0,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        separator_token_id=3,
+        paragraph_separator_token_id=2,
+    )
+    settings.update(overrides)
+    return WikiSumConfig(**settings)
+
+
 def tiny_bert_config(**overrides):
     from transformers import BertConfig
 

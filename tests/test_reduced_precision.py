@@ -14,7 +14,7 @@ import torch
 from test_attention import PATTERNS, _inputs, _valid
 from transformers import pipeline
 
-from conftest import tiny_bert_config
+from conftest import SENTENCES, tiny_bert_config, tiny_wikisum_config
 from sumformers import (
     BertSumConfig,
     BertSumForExtractiveSummarization,
@@ -28,7 +28,6 @@ from sumformers import (
     StepwiseETCSumForExtractiveSummarization,
     StepwiseHiBertConfig,
     StepwiseHiBertForExtractiveSummarization,
-    WikiSumConfig,
     WikiSumForCausalLM,
 )
 from sumformers.modeling.attention import sparse_attention
@@ -49,13 +48,6 @@ DTYPES = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, i
 # FlexAttention compiles for half a minute per pattern on CPU: its cases run with `-m slow`.
 BACKENDS = ["eager", "sdpa", "blocked", pytest.param("flex_attention", marks=pytest.mark.slow)]
 
-SENTENCES = [
-    "The council approved the new budget on Monday.",
-    "It includes money for schools and roads.",
-    "Critics said the plan raises taxes too quickly.",
-    "The mayor will sign it next week.",
-    "Residents can comment on the plan until Friday.",
-]
 # Stepwise rows: empty and partial summaries over both documents of the batch.
 ROWS = {"summary_indices": torch.tensor([[-1, -1], [3, 1], [2, -1]]), "row_documents": torch.tensor([0, 0, 1])}
 # HetFormer input with two documents and two entity clusters (character spans per sentence), so that the token,
@@ -150,23 +142,8 @@ def hetformer(implementation="blocked", use_entities=True):
 
 
 def wikisum(implementation="sdpa"):
-    config = WikiSumConfig(
-        vocab_size=64,
-        embedding_size=16,
-        hidden_size=32,
-        num_attention_heads=4,
-        intermediate_size=64,
-        local_block_size=4,
-        compression_stride=3,
-        hidden_dropout=0.0,
-        attention_layers=["local", "compressed", "full", "local", "compressed"],
-        moe_layers=[1],
-        pad_token_id=0,
-        bos_token_id=1,
-        eos_token_id=2,
-        separator_token_id=3,
-        paragraph_separator_token_id=2,
-    )
+    layers = ["local", "compressed", "full", "local", "compressed"]
+    config = tiny_wikisum_config(attention_layers=layers, moe_layers=[1])
     model = WikiSumForCausalLM._from_config(config, attn_implementation=implementation)
     with torch.no_grad():  # peaked logits, as in the WikiSum tests
         model.model.embed_tokens.weight.mul_(30)

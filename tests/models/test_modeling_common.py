@@ -27,6 +27,7 @@ from transformers import AutoConfig, pipeline  # noqa: E402
 from transformers.dynamic_module_utils import get_class_from_dynamic_module  # noqa: E402
 from transformers.modeling_layers import GradientCheckpointingLayer  # noqa: E402
 
+from conftest import ARTICLE, SENTENCES
 from sumformers import ARCHITECTURES  # noqa: E402
 from sumformers.hub import export_model  # noqa: E402
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences  # noqa: E402
@@ -36,14 +37,6 @@ from sumformers.training import ModelArguments, apply_lora  # noqa: E402
 # Shared inputs
 # ----------------------------------------------------------------------------------------------------------------
 
-SENTENCES = [
-    "The council approved the new budget on Monday.",
-    "It includes money for schools and roads.",
-    "Critics said the plan raises taxes too quickly.",
-    "The mayor will sign it next week.",
-    "Residents can comment on the plan until Friday.",
-]
-ARTICLE = " ".join(SENTENCES)
 # Documents of different lengths (5, 2 and 4 sentences), so that a batch of them is padded.
 DOCUMENTS = (SENTENCES, SENTENCES[1:3], SENTENCES[:4])
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import tiny_wikisum_config
 from sumformers import WikiSumCache, WikiSumConfig, WikiSumForCausalLM
 from sumformers.hub import export_model, load_model, shipped_checkpoints
 from test_modeling_common import ModelTesterMixin
@@ -24,28 +25,9 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
-TOKEN_IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2, separator_token_id=3, paragraph_separator_token_id=2)
-
-
-def tiny_config(**overrides) -> WikiSumConfig:
-    settings = dict(
-        vocab_size=64,
-        embedding_size=16,
-        hidden_size=32,
-        num_attention_heads=4,
-        intermediate_size=64,
-        local_block_size=4,
-        compression_stride=3,
-        hidden_dropout=0.0,
-        **TOKEN_IDS,
-    )
-    settings.update(overrides)
-    return WikiSumConfig(**settings)
-
-
 def tiny_model(implementation="eager", seed=0, **overrides) -> WikiSumForCausalLM:
     torch.manual_seed(seed)
-    model = WikiSumForCausalLM._from_config(tiny_config(**overrides), attn_implementation=implementation).eval()
+    model = WikiSumForCausalLM._from_config(tiny_wikisum_config(**overrides), attn_implementation=implementation).eval()
     with torch.no_grad():  # larger embeddings give peaked logits, so greedy choices are not near-ties
         model.model.embed_tokens.weight.mul_(30)
     return model
@@ -292,7 +274,8 @@ def test_generate_limit_counts_the_input_and_the_summary():
 
 def moe_layer(num_experts=4, top_k=2):
     torch.manual_seed(0)
-    model = WikiSumForCausalLM(tiny_config(moe_layers=[0], num_experts=num_experts, num_experts_per_token=top_k))
+    config = tiny_wikisum_config(moe_layers=[0], num_experts=num_experts, num_experts_per_token=top_k)
+    model = WikiSumForCausalLM(config)
     return model.model.layers[0].feed_forward
 
 

@@ -15,6 +15,16 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get("SUMFORMERS_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models on a shared 2-core machine run many times faster on one thread than on two: a module of them asks
+    for this with `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     path = shared_data_dir()

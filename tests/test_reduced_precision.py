@@ -56,13 +56,7 @@ DOCUMENTS = [["Anna met Bob.", "Bob left."], ["Anna smiled."]]
 MENTIONS = [[[(0, 4, 0), (9, 12, 1)], [(0, 3, 1)]], [[(0, 4, 0)]]]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine run faster on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ----------------------------------------------------------------------------------------------------------------

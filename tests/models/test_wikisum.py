@@ -16,13 +16,7 @@ from sumformers.hub import export_model, load_model, shipped_checkpoints
 from test_modeling_common import ModelTesterMixin
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine run many times faster on one thread than on two."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_model(implementation="eager", seed=0, **overrides) -> WikiSumForCausalLM:

@@ -15,7 +15,6 @@ from sumformers import WikiSumCache, WikiSumConfig, WikiSumForCausalLM
 from sumformers.hub import export_model, load_model, shipped_checkpoints
 from test_modeling_common import ModelTesterMixin
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 

@@ -176,6 +176,8 @@ def apply_lora(model, model_args: ModelArguments):
     from peft import LoraConfig, get_peft_model
     from torch import nn
 
+    from .modeling.pretrained_encoder import quiet_loading
+
     names = {name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()}
     layers = {int(index) for index in model_args.lora_layers.split(",")} if model_args.lora_layers else None
     prefix = model.lora_layers + "."
@@ -196,7 +198,8 @@ def apply_lora(model, model_args: ModelArguments):
         target_modules=targets,
         modules_to_save=list(model.new_modules),
     )
-    peft_model = get_peft_model(model, config)
+    with quiet_loading():  # PEFT reads a deprecated transformers property while wrapping
+        peft_model = get_peft_model(model, config)
     trainable, total = peft_model.get_nb_trainable_parameters()
     logger.info("LoRA on %d layers: %d trainable of %d parameters", len(targets), trainable, total)
     return peft_model

@@ -163,3 +163,12 @@ def test_cnndm_validation_lead3_matches_target():
     result = evaluate_file(CNNDM_VALIDATION, baseline="lead-3")
     assert result["num_examples"] == 1000
     assert (result["rouge1"], result["rouge2"], result["rougeLsum"]) == pytest.approx((28.3, 10.5, 25.1), abs=0.3)
+
+
+def test_read_jsonl_reads_gzip_files(tmp_path):
+    import gzip
+
+    rows = [{"id": "a", "document": "One. Two.", "summary": "One."}, {"id": "b", "document": "Three.", "summary": "x"}]
+    with gzip.open(tmp_path / "rows.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(json.dumps(row) for row in rows) + "\n\n")
+    assert read_jsonl(tmp_path / "rows.jsonl.gz") == rows

@@ -3,6 +3,7 @@ JSONL data file."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -26,12 +27,14 @@ def data_dir() -> Path:
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Rows of a JSONL file (one JSON object a line, blank lines skipped)."""
+    """Rows of a JSONL file, gzip-compressed if its name ends in `.gz` (one JSON object a line, blank lines
+    skipped)."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{path}: no such file")
     rows = []
-    with path.open(encoding="utf-8") as handle:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

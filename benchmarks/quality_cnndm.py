@@ -44,6 +44,7 @@ MODELS = {  # name -> (default checkpoint candidates, pipeline task)
     ),
 }
 COLUMNS = ("rouge1", "rouge2", "rougeLsum", "mean_words", "redundancy")
+SOURCES = {"cnn": "CNN", "dailymail": "DM"}
 
 
 def parse_args():
@@ -61,6 +62,9 @@ def parse_args():
         help="document tokens the ETCSum models read (their training length; CNN/DM articles average about 770); "
         "others use their own limit",
     )
+    parser.add_argument(
+        "--models", default=None, help=f"comma-separated subset of {', '.join(MODELS)} (default: all)"
+    )
     parser.add_argument("--max_words", type=int, default=None, help="add rows under this word budget (see above)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
@@ -69,11 +73,21 @@ def parse_args():
     return parser.parse_args()
 
 
-def summary_metrics(summaries: list[str], references: list[str]) -> dict:
-    from sumformers.text.scoring import rouge_scores
+def summary_metrics(summaries: list[str], references: list[str], sources: list[str | None]) -> dict:
+    """Mean ROUGE-1/2/Lsum with 95% bootstrap intervals (`<key>_interval`), ROUGE-1 by source (`rouge1_<source>`),
+    mean words and redundancy."""
+    from sumformers.text.scoring import ROUGE_KEYS, bootstrap_interval, rouge_per_example
     from sumformers.text.sentences import has_repeated_trigram, summary_length_stats, to_sentences
 
-    scores = rouge_scores(summaries, references)
+    per_example = rouge_per_example(summaries, references)
+    scores = {}
+    for key in ROUGE_KEYS:
+        values = [example[key] for example in per_example]
+        scores[key] = sum(values) / len(values)
+        scores[f"{key}_interval"] = bootstrap_interval(values)
+    for source in SOURCES:
+        values = [example["rouge1"] for example, origin in zip(per_example, sources) if origin == source]
+        scores[f"rouge1_{source}"] = sum(values) / len(values) if values else None
     scores["mean_words"] = summary_length_stats(summaries)["mean_words"]
     scores["redundancy"] = 100.0 * sum(has_repeated_trigram(to_sentences(s)) for s in summaries) / len(summaries)
     return scores
@@ -159,27 +173,38 @@ def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max
     return summaries, f"{seconds:.2f} ({args.threads})"
 
 
-def format_table(rows: list[tuple[str, str, str, dict | str]], count: int, checkpoints: dict) -> str:
+def _cell(result: dict, column: str) -> str:
+    if column == "mean_words":
+        return f"{result[column]:.1f}"
+    if f"{column}_interval" in result:
+        low, high = result[f"{column}_interval"]
+        return f"{result[column]:.2f} [{low:.2f}, {high:.2f}]"
+    return f"{result[column]:.2f}"
+
+
+def format_table(rows: list[tuple[str, str, str, dict | str]], counts: dict, checkpoints: dict) -> str:
+    by_source = [source for source in SOURCES if counts.get(source)]
+    source_columns = "".join(f" ROUGE-1 {SOURCES[source]} ({counts[source]}) |" for source in by_source)
     lines = [
         "Command: `" + " ".join(["python", "benchmarks/quality_cnndm.py", *sys.argv[1:]]) + "`",
         "",
-        f"CNN/DM validation documents {count} (held out from training); ROUGE F1 x 100 (rouge-score, stemming, "
-        "rougeLsum over pysbd sentences); words = mean summary length; redundancy = % of summaries repeating a "
-        "trigram across sentences.",
+        f"CNN/DM validation documents {counts['all']} (held out from training); ROUGE F1 x 100 (rouge-score, "
+        "stemming, rougeLsum over pysbd sentences) with 95% bootstrap intervals (1,000 resamples of the documents); "
+        "words = mean summary length; redundancy = % of summaries repeating a trigram across sentences.",
         "",
-        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % "
-        "| s / doc (threads) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % |"
+        + source_columns
+        + " s / doc (threads) |",
+        "|---|---|---|---|---|---|---|---|" + "---|" * len(by_source) + "---|",
     ]
     for name, decoding, blocking, result in rows:
         if isinstance(result, str):
-            lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | | |")
+            lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | |" + " |" * len(by_source) + " |")
             continue
-        values = " | ".join(
-            f"{result[column]:.2f}" if column != "mean_words" else f"{result[column]:.1f}" for column in COLUMNS
-        )
+        values = " | ".join(_cell(result, column) for column in COLUMNS)
+        sources = "".join(f" {result[f'rouge1_{source}']:.2f} |" for source in by_source)
         seconds = result.get("seconds") or ""
-        lines.append(f"| {name} | {decoding} | {blocking} | {values} | {seconds} |")
+        lines.append(f"| {name} | {decoding} | {blocking} | {values} |{sources} {seconds} |")
     lines += ["", "Checkpoints: " + "; ".join(f"{name}: `{path}`" for name, path in checkpoints.items())]
     return "\n".join(lines)
 
@@ -197,6 +222,13 @@ def main():
     examples = read_jsonl(data_file)[args.start : args.start + args.limit]
     documents = [example["document"] for example in examples]
     references = [example["summary"] for example in examples]
+    # the small shared validation file is CNN only and has no `source` field
+    sources = [example.get("source", "cnn") for example in examples]
+    counts = {"all": len(examples), **{source: sources.count(source) for source in SOURCES}}
+    selected = [name.strip() for name in args.models.split(",")] if args.models else list(MODELS)
+    unknown = sorted(set(selected) - set(MODELS))
+    if unknown:
+        raise SystemExit(f"unknown --models {unknown}; choose from {list(MODELS)}")
 
     rows = []
     for (name, blocking, *budget), summaries in baseline_summaries(documents, references, args.max_words).items():
@@ -205,9 +237,9 @@ def main():
             decoding = f"first 4, <= {budget[0]} words"
         else:
             decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy oracle"
-        rows.append((name, decoding, label, dict(summary_metrics(summaries, references), seconds=None)))
+        rows.append((name, decoding, label, dict(summary_metrics(summaries, references, sources), seconds=None)))
     checkpoints = {}
-    for name in MODELS:
+    for name in selected:
         checkpoint = resolve_checkpoint(name, getattr(args, name.lower().replace(" ", "_")))
         if checkpoint is None:
             rows.append((name, "-", "-", "checkpoint not found"))
@@ -217,10 +249,10 @@ def main():
         for blocking, max_words in settings:
             print(f"{name}, trigram blocking {blocking}, budget {max_words}: {checkpoint}", file=sys.stderr, flush=True)
             summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words)
-            metrics = dict(summary_metrics(summaries, references), seconds=seconds)
+            metrics = dict(summary_metrics(summaries, references, sources), seconds=seconds)
             description = decoding_options(name, checkpoint, args, max_words)[1]
             rows.append((name, description, "yes" if blocking else "no", metrics))
-    table = format_table(rows, len(documents), checkpoints)
+    table = format_table(rows, counts, checkpoints)
     print(table)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -231,3 +231,13 @@ def test_local_evaluate_metric_equals_rouge_scores(tmp_path):
     )
     assert json.loads(result.stdout.strip().splitlines()[-1]) == rouge_scores(PREDICTIONS, REFERENCES)
     assert (tmp_path / "hf" / "modules" / "evaluate_modules" / "metrics" / "sumformers_rouge").is_dir()
+
+
+def test_bootstrap_interval_brackets_the_mean_and_collapses_for_constant_scores():
+    from sumformers.text.scoring import bootstrap_interval
+
+    assert bootstrap_interval([40.0] * 25) == (40.0, 40.0)
+    low, high = bootstrap_interval([0.0, 100.0] * 50)
+    # mean 50, standard error 50 / sqrt(100) = 5: the 95% interval is about 50 -/+ 1.96 * 5
+    assert 39.0 < low < 41.5 and 58.5 < high < 61.0
+    assert bootstrap_interval([0.0, 100.0] * 50) == (low, high)  # seeded: reproducible

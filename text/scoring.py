@@ -24,6 +24,7 @@ from rouge_score import rouge_scorer, tokenize, tokenizers
 from .sentences import to_sentences
 
 __all__ = [
+    "bootstrap_interval",
     "ROUGE_KEYS",
     "ORACLE_METRICS",
     "rouge_tokenize",
@@ -105,6 +106,19 @@ def rouge_scores(predictions: Sequence[str], references: Sequence[str]) -> dict[
     if not per_example:
         raise ValueError("rouge_scores needs at least one prediction")
     return {key: sum(scores[key] for scores in per_example) / len(per_example) for key in ROUGE_KEYS}
+
+
+def bootstrap_interval(values: Sequence[float], resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """The 95% percentile bootstrap interval of the mean of `values` (per-example scores): `resamples` resamples
+    with replacement, a fixed seed so a table is reproducible."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        raise ValueError("bootstrap_interval needs at least one value")
+    rows = np.random.default_rng(seed).integers(0, values.size, size=(resamples, values.size))
+    means = values[rows].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def _f1(overlap: int, predicted_total: int, reference_total: int) -> float:

@@ -108,6 +108,9 @@ class StepwiseETCSumConfig(StepwiseConfigMixin, ETCSumConfig):
             Beam of the `stepwise-summarization` pipeline (the paper's default).
         num_sentences (`int`, *optional*, defaults to 4):
             Most sentences the `stepwise-summarization` pipeline extracts (the paper's 4 steps).
+        end_at_limit (`bool`, *optional*, defaults to `True`):
+            The paper's beam: a summary that reaches `num_sentences` takes one more step in which it can only end,
+            so it is scored, like every other, with its end-of-summary probability (False: cut without it).
         min_sentences (`int`, *optional*, defaults to 1):
             Pipeline default: the end-of-summary unit can close the summary only from this length on.
         trigram_blocking (`bool`, *optional*, defaults to `False`):

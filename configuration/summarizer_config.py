@@ -52,13 +52,17 @@ class StepwiseConfigMixin:
         num_sentences: int = 4,
         min_sentences: int = 1,
         trigram_blocking: bool = False,
+        end_at_limit: bool = True,
         **kwargs,
     ):
-        if num_sentences > max_summary_sentences + 1:
+        # the last step conditions on num_sentences - 1 sentences, or with end_at_limit the END step on num_sentences
+        needed = num_sentences if end_at_limit else num_sentences - 1
+        if needed > max_summary_sentences:
             raise ValueError(
-                f"num_sentences={num_sentences} needs partial summaries of {num_sentences - 1} sentences, more than "
+                f"num_sentences={num_sentences} needs partial summaries of {needed} sentences, more than "
                 f"max_summary_sentences={max_summary_sentences}"
             )
+        self.end_at_limit = end_at_limit
         self.max_summary_sentences = max_summary_sentences
         self.beam_size = beam_size
         self.min_sentences = min_sentences

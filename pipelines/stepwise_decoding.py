@@ -9,9 +9,13 @@ Search, per document:
 - allowed choices: sentences not yet chosen, that share no trigram with a chosen one (`trigram_blocking`) and fit the
   word budget (`max_words`, whitespace words); END once the summary has `min_sentences` sentences (1: never as the
   first choice), or whenever no sentence is allowed;
-- search stops after `num_sentences` choices (live hypotheses are then kept as they are), when no hypothesis is live, or
-  as soon as the best finished hypothesis scores at least as high as every live one: log-probabilities are never
-  positive, so a live hypothesis can only lose score, and stopping then changes no result.
+- at most `num_sentences` sentences: with `end_at_limit` (the paper's rule: every hypothesis is scored on a complete
+  summary) a hypothesis that reaches the limit takes one more step in which END is its only choice, so it pays for
+  its end as finished ones do; without it, the search stops after `num_sentences` choices and such hypotheses are kept
+  as they are, cut without END;
+- search also stops when no hypothesis is live, or as soon as the best finished hypothesis scores at least as high as
+  every live one: log-probabilities are never positive, so a live hypothesis can only lose score, and stopping then
+  changes no result.
 The best finished hypothesis is returned (ties go to the one found first).
 
 Model-agnostic: the model is reached through `score_rows(document_indices, prefixes) -> logits [rows, width]`, where
@@ -68,9 +72,10 @@ def _check_positive(name: str, value, allow_none: bool = False) -> None:
 class _DocumentSearch:
     """The beam of one document and the facts about its sentences that the constraints need."""
 
-    def __init__(self, sentences: Sequence[str], trigram_blocking: bool, min_sentences, max_words):
+    def __init__(self, sentences: Sequence[str], trigram_blocking: bool, min_sentences, max_sentences, max_words):
         self.num_sentences = len(sentences)
         self.min_sentences = min_sentences
+        self.max_sentences = max_sentences
         self.words = [len(sentence.split()) for sentence in sentences]
         self.trigrams = [trigrams(sentence) for sentence in sentences] if trigram_blocking else None
         self.max_words = max_words
@@ -79,6 +84,8 @@ class _DocumentSearch:
 
     def allowed_sentences(self, hypothesis: Hypothesis) -> list[int]:
         chosen = hypothesis.sentences
+        if len(chosen) >= self.max_sentences:
+            return []
         used_words = sum(self.words[i] for i in chosen)
         chosen_trigrams = set().union(*(self.trigrams[i] for i in chosen)) if self.trigrams and chosen else set()
         return [
@@ -109,6 +116,7 @@ def stepwise_beam_search(
     min_sentences: int = 1,
     max_words: int | None = None,
     return_distributions: bool = False,
+    end_at_limit: bool = True,
 ) -> list[Hypothesis]:
     """Decode a batch of documents (each a list of sentence strings) together; returns the best hypothesis of each.
 
@@ -121,9 +129,9 @@ def stepwise_beam_search(
     _check_positive("min_sentences", min_sentences)
     _check_positive("max_words", max_words, allow_none=True)
     searches = [
-        _DocumentSearch(sentences, trigram_blocking, min_sentences, max_words) for sentences in documents
+        _DocumentSearch(sentences, trigram_blocking, min_sentences, num_sentences, max_words) for sentences in documents
     ]
-    for _ in range(num_sentences):
+    for _ in range(num_sentences + int(end_at_limit)):
         active = [(d, search) for d, search in enumerate(searches) if not search.done()]
         if not active:
             break

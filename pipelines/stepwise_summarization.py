@@ -64,8 +64,9 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
             ),
             "max_words": None if max_words is None else _positive("max_words", max_words),
             "return_distributions": bool(return_steps),
+            "end_at_limit": config.end_at_limit,
         }
-        if forward["num_sentences"] > config.max_summary_sentences + 1:
+        if forward["num_sentences"] - (not config.end_at_limit) > config.max_summary_sentences:
             raise ValueError(
                 f"num_sentences={forward['num_sentences']} is more than this model can condition on "
                 f"(max_summary_sentences={config.max_summary_sentences})"

@@ -60,7 +60,8 @@ def encode_sentences(
     cls_id, sep_id = tokenizer.cls_token_id, tokenizer.sep_token_id
     input_ids, token_type_ids, cls_positions = [], [], []
     # One batched call: tokenizing sentence by sentence is several times slower for long documents.
-    pieces = tokenizer(list(sentences), add_special_tokens=False)["input_ids"] if sentences else []
+    # verbose=False: a sentence longer than the encoder limit is cut below, so its length warning is noise
+    pieces = tokenizer(list(sentences), add_special_tokens=False, verbose=False)["input_ids"] if sentences else []
     for index, piece in enumerate(pieces):
         piece = piece[:max_sentence_tokens]
         room = max_length - len(input_ids) - 2

@@ -115,11 +115,32 @@ def test_min_sentences_holds_end_back_until_the_summary_is_long_enough():
     assert short.sentences == (0,) and short.ended
 
 
-def test_num_sentences_cuts_the_summary_without_end():
+def test_without_end_at_limit_num_sentences_cuts_the_summary_without_end():
     scorer = ScriptedScorer(4, {}, default={0: 0.3, 1: 0.3, 2: 0.3, 3: 0.09, END: 0.01})
-    best = stepwise_beam_search(scorer, [SENTENCES], beam_size=1, num_sentences=2)[0]
+    best = stepwise_beam_search(scorer, [SENTENCES], beam_size=1, num_sentences=2, end_at_limit=False)[0]
     assert best.sentences == (0, 1) and not best.ended
     assert best.score == pytest.approx(2 * math.log(0.3))
+
+
+def test_at_the_limit_a_summary_pays_for_its_end_and_that_can_change_the_winner():
+    """The paper's rule: every hypothesis is scored on a complete plan. With beam 2 and at most 2 sentences, (0, 1)
+    scores log .5 + log .6 = -1.20 when cut, above the finished (0, END) at log .5 + log .4 = -1.61; closed by END
+    (probability .05 after two sentences) it scores -4.20, and (0, END) wins."""
+    script = {
+        (): {0: 0.5, 1: 0.4, END: 0.1},
+        (0,): {1: 0.6, END: 0.4},
+        (1,): {0: 0.5, END: 0.5},
+        (0, 1): {END: 0.05, 2: 0.95},
+    }
+    cut = stepwise_beam_search(ScriptedScorer(3, script), [SENTENCES[:3]], beam_size=2, num_sentences=2,
+                               end_at_limit=False)[0]
+    assert cut.sentences == (0, 1) and not cut.ended
+    scorer = ScriptedScorer(3, script)
+    closed = stepwise_beam_search(scorer, [SENTENCES[:3]], beam_size=2, num_sentences=2)[0]
+    assert closed.sentences == (0,) and closed.ended
+    assert closed.score == pytest.approx(math.log(0.5) + math.log(0.4))
+    # the third step scores only (0, 1), and sentence 2 (probability .95) is not allowed there
+    assert scorer.calls[-1] == [(0, 1)]
 
 
 def test_trigram_blocking_blocks_sentences_sharing_a_trigram():
@@ -133,6 +154,7 @@ def test_trigram_blocking_blocks_sentences_sharing_a_trigram():
         (0,): {1: 0.8, 2: 0.1, END: 0.1},
         (0, 1): {2: 0.5, END: 0.5},
         (0, 2): {1: 0.5, END: 0.5},
+        (0, 1, 2): {END: 1.0},  # at the limit: END only
     }
     plain = stepwise_beam_search(ScriptedScorer(3, script), [sentences], beam_size=1, num_sentences=3)[0]
     assert plain.sentences[:2] == (0, 1)
@@ -150,7 +172,7 @@ def test_length_budgets_in_sentences_and_words():
     by_sentences = stepwise_beam_search(
         ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, num_sentences=2
     )[0]
-    assert by_sentences.sentences == (0, 1) and not by_sentences.ended  # cut after two steps, as the paper's 4 steps
+    assert by_sentences.sentences == (0, 1) and by_sentences.ended  # after two sentences END is the only choice
     by_words = stepwise_beam_search(
         ScriptedScorer(4, {}, default=uniform), [sentences], beam_size=1, num_sentences=4, max_words=6
     )[0]

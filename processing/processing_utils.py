@@ -39,10 +39,15 @@ class SummarizationProcessor:
         return min(max_length, limit) if max_length else limit
 
 
-def with_oracle_labels(encoded: dict, sentences: list[str], oracle) -> dict:
+def with_oracle_labels(encoded: dict, sentences: list[str], oracle, document: list[str] | None = None) -> dict:
     """`encoded` (one training example, lists) with `oracle`, the indices that `oracle(sentences)` picks among the
-    `sentences` the example kept (in its order), and `labels`: 1.0 for those sentences, 0.0 for the other kept ones."""
-    chosen = list(oracle(sentences)) if sentences else []
+    `sentences` the example kept (in its order), and `labels`: 1.0 for those sentences, 0.0 for the other kept ones.
+    With `document` (all the sentences, of which `sentences` is the start), the oracle runs over the whole document
+    and its picks past the kept sentences are dropped."""
+    if document is not None:
+        chosen = [index for index in oracle(document) if index < len(sentences)] if document else []
+    else:
+        chosen = list(oracle(sentences)) if sentences else []
     return dict(encoded, oracle=chosen, labels=[float(index in chosen) for index in range(len(sentences))])
 
 

@@ -149,13 +149,17 @@ class SentenceLayoutProcessor(SummarizationProcessor):
             warn_on_truncation=warn_on_truncation,
         )
 
-    def training_features(self, document, oracle, max_length: int | None = None) -> dict:
+    def training_features(
+        self, document, oracle, max_length: int | None = None, oracle_over_document: bool = False
+    ) -> dict:
         """One training document as lists (what `collate` pads): the inputs `__call__` gives the model, cut at its
         limits without warnings, with `oracle`, the indices that `oracle(sentences)` picks among the sentences that
-        were kept (in its order), and `labels`, 1.0 for those sentences and 0.0 for the other kept ones."""
+        were kept (in its order), and `labels`, 1.0 for those sentences and 0.0 for the other kept ones. With
+        `oracle_over_document`, the oracle reads every sentence of the document (see `with_oracle_labels`)."""
         sentences = self.sentences(document, warn_on_truncation=False)
         encoded = self.encode(sentences, max_length, warn_on_truncation=False)
-        return with_oracle_labels(encoded, sentences[: encoded["num_sentences"]], oracle)
+        whole = document_sentences(document) if oracle_over_document else None
+        return with_oracle_labels(encoded, sentences[: encoded["num_sentences"]], oracle, whole)
 
     def __call__(self, document, max_length: int | None = None) -> dict:
         sentences = self.sentences(document)

@@ -47,6 +47,15 @@ class DataArguments:
     eval_split: str = field(default="validation", metadata={"help": "datasets split expression, e.g. validation[:300]"})
     text_column: str = field(default="document", metadata={"help": "A string, or a list of strings (multi-document)."})
     summary_column: str = field(default="summary")
+    oracle: str = field(
+        default="greedy",
+        metadata={
+            "help": "Training targets. greedy: PreSumm's greedy oracle (ROUGE-1 F + ROUGE-2 F) over the sentences "
+            "the model reads; full: the paper's Oracle (Full), greedy on the mean of ROUGE-1/2/Lsum F over the whole "
+            "document (its sentences past the model's input are then dropped from the targets).",
+            "choices": ["greedy", "full"],
+        },
+    )
     max_train_samples: int | None = field(default=None)
     max_eval_samples: int | None = field(default=None)
 

@@ -83,3 +83,22 @@ def test_wikisum_features_are_the_pipeline_input_followed_by_the_summary(minilm_
     width = len(features["input_ids"]) + 3
     assert batch["input_ids"].shape == (2, width)
     assert batch["labels"][1].tolist().count(-100) == width - len(short["input_ids"]) - 3  # padding is not learned
+
+
+def test_oracle_over_the_whole_document_drops_picks_past_the_input(minilm_tokenizer):
+    """Oracle (Full) reads every sentence; a pick the model cannot read (past its token limit) leaves the targets."""
+    from conftest import tiny_bert_config
+    from sumformers import BertSumConfig
+    from sumformers.processing.processing_bertsum import BertSumProcessor
+
+    processor = BertSumProcessor(minilm_tokenizer, BertSumConfig(encoder_config=tiny_bert_config().to_dict()))
+    sentences = ["the mayor signed the budget today .", "it adds money for schools .", "rain is expected ."]
+    # an oracle that picks the last sentence it reads, then the first
+    def picks(document):
+        return [len(document) - 1, 0]
+
+    # 20 tokens hold the first two sentences (9 and 8 tokens with [CLS] and [SEP]), not the third
+    kept = processor.training_features(sentences, picks, max_length=20)
+    assert kept["oracle"] == [1, 0] and kept["labels"] == [1.0, 1.0]
+    whole = processor.training_features(sentences, picks, max_length=20, oracle_over_document=True)
+    assert whole["oracle"] == [0] and whole["labels"] == [1.0, 0.0]

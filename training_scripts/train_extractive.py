@@ -43,11 +43,14 @@ class ExtractiveArguments:
 
 
 def build_features(example, processor, multiple_documents, data_args, extractive_args):
-    """One document through the model's processor, labelled by the greedy oracle over the sentences it kept."""
+    """One document through the model's processor, labelled by the --oracle: the greedy oracle over the sentences it
+    kept, or Oracle (Full) over the whole document."""
+    metric = "full" if data_args.oracle == "full" else "r1+r2"
     return processor.training_features(
         model_input(example[data_args.text_column], multiple_documents),
-        partial(greedy_oracle, reference=example[data_args.summary_column]),
+        partial(greedy_oracle, reference=example[data_args.summary_column], metric=metric),
         max_length=extractive_args.max_length,
+        oracle_over_document=data_args.oracle == "full",
     )
 
 
@@ -96,7 +99,8 @@ def main():
             f"{data_args.dataset_name or data_args.train_file}, {trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes, learning rate "
             f"{training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
-            f"(use_lora={model_args.use_lora}), max {extractive_args.max_length} tokens, greedy-oracle labels; "
+            f"(use_lora={model_args.use_lora}), max {extractive_args.max_length} tokens, "
+            f"{'Oracle (Full) labels, whole document' if data_args.oracle == 'full' else 'greedy-oracle labels'}; "
             f"final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
 

@@ -101,12 +101,14 @@ def summary_size(stepwise_args: StepwiseArguments) -> int:
     return 4 if stepwise_args.model_type.startswith("stepwise") else 3
 
 
-def oracle_in_selection_order(sentences: list[str], reference: str, num_sentences: int) -> list[int]:
+def oracle_in_selection_order(
+    sentences: list[str], reference: str, num_sentences: int, metric: str = "r1+r2"
+) -> list[int]:
     """The greedy oracle's sentences in the order the greedy search adds them (`greedy_oracle` returns them sorted;
     the greedy search is deterministic, so its k-sentence result extends its (k-1)-sentence result by one)."""
     order: list[int] = []
     for size in range(1, num_sentences + 1):
-        selected = greedy_oracle(sentences, reference, num_sentences=size)
+        selected = greedy_oracle(sentences, reference, num_sentences=size, metric=metric)
         if len(selected) < size:
             break
         order.extend(index for index in selected if index not in order)
@@ -120,9 +122,13 @@ def build_features(example, processor, multiple_documents, data_args, stepwise_a
         oracle_in_selection_order,
         reference=example[data_args.summary_column],
         num_sentences=stepwise_args.oracle_num_sentences,
+        metric="full" if data_args.oracle == "full" else "r1+r2",
     )
     features = processor.training_features(
-        model_input(example[data_args.text_column], multiple_documents), oracle, max_length=stepwise_args.max_length
+        model_input(example[data_args.text_column], multiple_documents),
+        oracle,
+        max_length=stepwise_args.max_length,
+        oracle_over_document=data_args.oracle == "full",
     )
     return features if features["oracle"] else None
 
@@ -251,14 +257,19 @@ def main():
     trainer, result = train(model, training_args, features, StepwiseCollator(processor.collate, stepwise))
     if result is not None:
         rows = sum(len(f["oracle"]) + 1 for f in features) if stepwise else len(features)
+        oracle = (
+            "Oracle (Full) (mean of ROUGE-1/2/Lsum F, greedy, whole document)"
+            if data_args.oracle == "full"
+            else "greedy-oracle (ROUGE-1 F + ROUGE-2 F)"
+        )
         card_info["training"] = (
             f"{len(features)} documents ({rows} training rows) from `{data_args.train_split}` of "
             f"{data_args.dataset_name or data_args.train_file}, {trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} documents x {training_args.world_size} processes, learning "
             f"rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}; new layers trained in full"
-            f"{', sentence encoder frozen' if precomputed else ''}), greedy-oracle targets (ROUGE-1 F + ROUGE-2 F, "
-            f"at most {stepwise_args.oracle_num_sentences} sentences, in selection order); final training loss "
+            f"{', sentence encoder frozen' if precomputed else ''}), {oracle} targets (at most "
+            f"{stepwise_args.oracle_num_sentences} sentences, in selection order); final training loss "
             f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
 

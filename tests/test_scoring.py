@@ -241,3 +241,12 @@ def test_bootstrap_interval_brackets_the_mean_and_collapses_for_constant_scores(
     # mean 50, standard error 50 / sqrt(100) = 5: the 95% interval is about 50 -/+ 1.96 * 5
     assert 39.0 < low < 41.5 and 58.5 < high < 61.0
     assert bootstrap_interval([0.0, 100.0] * 50) == (low, high)  # seeded: reproducible
+
+
+@pytest.mark.parametrize("metric", ["r1+r2", "full"])
+def test_selection_order_extends_one_sentence_at_a_time(metric):
+    """The greedy search is deterministic: its first k picks are the k-sentence oracle, for every k."""
+    order = greedy_oracle(HAND_SENTENCES, HAND_REFERENCE, metric=metric, selection_order=True)
+    assert sorted(order) == greedy_oracle(HAND_SENTENCES, HAND_REFERENCE, metric=metric)
+    for size in range(1, len(order) + 1):
+        assert sorted(order[:size]) == greedy_oracle(HAND_SENTENCES, HAND_REFERENCE, num_sentences=size, metric=metric)

@@ -227,9 +227,14 @@ def _check_oracle_inputs(sentences: Sequence[str], reference: str, num_sentences
 
 
 def greedy_oracle(
-    sentences: Sequence[str], reference: str, num_sentences: int | None = None, metric: str = "r1+r2"
+    sentences: Sequence[str],
+    reference: str,
+    num_sentences: int | None = None,
+    metric: str = "r1+r2",
+    selection_order: bool = False,
 ) -> list[int]:
-    """Greedy extractive oracle: indices (ascending) of the sentences that best match ``reference``.
+    """Greedy extractive oracle: indices (ascending, or with ``selection_order`` in the order the search adds them)
+    of the sentences that best match ``reference``.
 
     Each step adds the sentence that most raises the objective of the selection against the reference and
     stops when no sentence raises it or ``num_sentences`` are selected; ties go to the earlier sentence.
@@ -264,7 +269,7 @@ def greedy_oracle(
         selected.append(best_index)
         for part in parts:
             part.add(best_index)
-    return sorted(selected)
+    return selected if selection_order else sorted(selected)
 
 
 def full_oracle(sentences: Sequence[str], reference: str, num_sentences: int | None = None) -> list[int]:

@@ -104,15 +104,8 @@ def summary_size(stepwise_args: StepwiseArguments) -> int:
 def oracle_in_selection_order(
     sentences: list[str], reference: str, num_sentences: int, metric: str = "r1+r2"
 ) -> list[int]:
-    """The greedy oracle's sentences in the order the greedy search adds them (`greedy_oracle` returns them sorted;
-    the greedy search is deterministic, so its k-sentence result extends its (k-1)-sentence result by one)."""
-    order: list[int] = []
-    for size in range(1, num_sentences + 1):
-        selected = greedy_oracle(sentences, reference, num_sentences=size, metric=metric)
-        if len(selected) < size:
-            break
-        order.extend(index for index in selected if index not in order)
-    return order
+    """The greedy oracle's sentences in the order the greedy search adds them: the stepwise targets."""
+    return greedy_oracle(sentences, reference, num_sentences=num_sentences, metric=metric, selection_order=True)
 
 
 def build_features(example, processor, multiple_documents, data_args, stepwise_args) -> dict | None:

@@ -134,9 +134,12 @@ def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = 
     if MODELS[name][1] == "extractive-summarization":
         options, description = {"num_sentences": 4 if max_words else 3}, f"top {4 if max_words else 3}"
     else:
-        minimum = json.loads((checkpoint / "config.json").read_text()).get("min_sentences", 1)
+        config = json.loads((checkpoint / "config.json").read_text())
+        minimum = config.get("min_sentences", 1)
         options = dict(beam_size=3, num_sentences=4, min_sentences=minimum)
-        description = f"beam 3, {minimum}-4 sentences"
+        # the paper's rule (the default): a summary cut at 4 sentences pays for its end unit
+        closing = ", END paid at 4" if config.get("end_at_limit", True) else ""
+        description = f"beam 3, {minimum}-4 sentences{closing}"
     if max_words:
         options["max_words"] = max_words
         description += f", <= {max_words} words"

@@ -7,19 +7,21 @@ from transformers import PretrainedConfig
 
 from .summarizer_config import PretrainedEncoderConfigMixin, position_offset
 
-# The paper's best setting: token windows grow from 32 at the bottom layer to 512 at the top.
+# The paper's best setting: token windows grow from 32 at the bottom layer to 512 at the top, counted on each side of
+# a token as in the authors' code (allenai's Longformer convention), i.e. two-sided 64 to 1024.
 SMALLEST_WINDOW, LARGEST_WINDOW = 32, 512
 
 
 def growing_windows(num_layers: int, smallest: int = SMALLEST_WINDOW, largest: int = LARGEST_WINDOW) -> list[int]:
-    """Per-layer two-sided window sizes growing geometrically from `smallest` to `largest`, rounded to powers of two
-    (6 layers: 32, 64, 128, 128, 256, 512; 12 layers: 32, 32, 64, 64, 128, 128, 128, 256, 256, 512, 512, 512)."""
+    """Per-layer two-sided window sizes (what `HetFormerConfig.attention_windows` holds) for one-sided sizes growing
+    geometrically from `smallest` to `largest` on each side, rounded to powers of two (6 layers: one-sided 32, 64,
+    128, 128, 256, 512, returned as 64, 128, 256, 256, 512, 1024)."""
     if num_layers < 1:
         raise ValueError(f"num_layers must be at least 1, got {num_layers}")
     if num_layers == 1:
-        return [largest]
+        return [2 * largest]
     low, high = math.log2(smallest), math.log2(largest)
-    return [int(2 ** round(low + (high - low) * layer / (num_layers - 1))) for layer in range(num_layers)]
+    return [2 * int(2 ** round(low + (high - low) * layer / (num_layers - 1))) for layer in range(num_layers)]
 
 
 class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
@@ -31,8 +33,10 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         encoder_name_or_path (`str`, *optional*):
             Where the encoder weights came from (a Hub id or path), recorded for model cards and adapter checkpoints.
         attention_windows (`list[int]`, *optional*):
-            Two-sided token-to-token window per layer (even; transformers' Longformer convention, one side is half
-            of it). Defaults to `growing_windows(num_layers)`: 32 at the bottom to 512 at the top.
+            Two-sided token-to-token window per layer (even): a token sees `window // 2` tokens on each side
+            (transformers' Longformer convention; the HetFormer paper and the authors' code count one side, so their
+            32 to 512 is 64 to 1024 here). Defaults to `growing_windows(num_layers)`: 64 at the bottom to 1024 at the
+            top. Saved configs keep their windows as written.
         use_sentence_nodes (`bool`, *optional*, defaults to `True`):
             The `[CLS]` token before each sentence is a sentence node (full attention to and from every token and
             every other sentence node, with its own projections). Off: it is an ordinary windowed token.

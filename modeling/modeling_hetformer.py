@@ -6,8 +6,9 @@ One sequence holds every node of the heterogeneous graph: tokens, a sentence nod
 document. Named-entity mentions are tokens that carry an entity-cluster id. Each layer runs one attention per
 pattern, each with its own query/key/value projections and its own mask, and sums the outputs:
 
-- tokens: a sliding window (two-sided size per layer, growing with depth: 32 at the bottom to 512 at the top) over
-  every position, nodes included: a node is a `[CLS]` token and reads its own sentence there;
+- tokens: a sliding window (growing with depth: 32 tokens on each side at the bottom to 512 at the top, stored
+  two-sided as 64 to 1024) over every position, nodes included: a node is a `[CLS]` token and reads its own
+  sentence there;
 - nodes: sentence nodes to and from every token and each other; document nodes to and from their document's tokens
   and sentences and each other (the patterns of `attention.HeterogeneousGraph`);
 - entities: full attention among the mentions of one entity cluster (computed on the gathered mentions only).

@@ -56,7 +56,9 @@ class HetFormerArguments:
     )
     trigram_blocking: bool = field(default=True)
     attention_windows: str | None = field(
-        default=None, metadata={"help": "Comma-separated two-sided window per layer (default: 32 growing to 512)."}
+        default=None,
+        metadata={"help": "Comma-separated two-sided window per layer (default: 64 growing to 1024, i.e. the paper's "
+                  "32 to 512 on each side)."},
     )
     use_sentence_nodes: bool = field(default=True)
     use_entities: bool = field(default=True, metadata={"help": "Entity-to-entity attention (needs spaCy)."})

@@ -96,10 +96,15 @@ class TestHetFormerModel(ModelTesterMixin):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_default_windows_grow_from_32_to_512():
-    assert growing_windows(6) == [32, 64, 128, 128, 256, 512]
-    assert growing_windows(12)[0] == 32 and growing_windows(12)[-1] == 512
+def test_default_windows_grow_from_32_to_512_on_each_side():
+    # the paper's (and the authors' code's) one-sided 32 -> 512, stored two-sided as transformers' Longformer does
+    assert growing_windows(6) == [64, 128, 256, 256, 512, 1024]
+    assert growing_windows(12)[0] == 64 and growing_windows(12)[-1] == 1024
+    assert growing_windows(1) == [1024]
     assert HetFormerConfig().attention_windows == growing_windows(12)  # BERT-base default encoder config
+    # a saved config keeps the windows it was written with (the shipped checkpoint's are two-sided 32 -> 512)
+    saved = tiny_config(attention_windows=[32, 512]).to_dict()
+    assert HetFormerConfig.from_dict(saved).attention_windows == [32, 512]
     with pytest.raises(ValueError, match="positive even"):
         tiny_config(attention_windows=[8, 7])
     with pytest.raises(ValueError, match="2 encoder layers"):

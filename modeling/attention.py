@@ -168,6 +168,9 @@ class AttentionPattern:
 
     # A method `score_mod(score, b, h, q_idx, kv_idx)` in subclasses that add a bias; None means "scores as is".
     score_mod = None
+    # A method `blocked_attention(query, key, value, scaling, dropout_p) -> output` in subclasses with their own
+    # implementation of the "blocked" backend (HetFormer's patterns); None means the generic one.
+    blocked_attention = None
 
     def _layout(self) -> SparseLayout:
         raise NotImplementedError
@@ -502,8 +505,52 @@ class _HeterogeneousPattern(AttentionPattern):
         return self.graph.valid[b, q_idx] & self.graph.valid[b, kv_idx]
 
 
+    def _subset_mask(self, name, q_positions, kv_positions):
+        """Mask of `q_positions` ([B, R], -1 unused; None = all) against `kv_positions` (None = all), evaluated
+        once per pattern (the model builds its patterns once per forward and every layer reuses them).
+
+        Returns ``(attn_mask, has_key)``: the [B, 1, R, K] bool mask where rows without any allowed key are opened
+        to every key (so that SDPA's softmax stays finite), or None where everything is allowed, and the [B, 1, R, 1]
+        rows that have a key, or None where all do.
+        """
+        if name not in self._cache:
+            length = self.query_length
+            b = torch.arange(self.batch_size, device=self.device).view(-1, 1, 1, 1)
+            q_idx = torch.arange(length, device=self.device) if q_positions is None else q_positions.clamp(min=0)
+            kv_idx = torch.arange(length, device=self.device) if kv_positions is None else kv_positions.clamp(min=0)
+            mask = self.mask_mod(b, 0, q_idx.view(-1, 1, q_idx.shape[-1], 1), kv_idx.view(-1, 1, 1, kv_idx.shape[-1]))
+            if kv_positions is not None:
+                mask = mask & (kv_positions >= 0)[:, None, None, :]
+            mask = mask.expand(self.batch_size, 1, q_idx.shape[-1], kv_idx.shape[-1])
+            has_key = mask.any(dim=-1, keepdim=True)
+            all_rows = bool(has_key.all())
+            allowed = None if all_rows and bool(mask.all()) else mask | ~has_key
+            self._cache[name] = (allowed, None if all_rows else has_key)
+        return self._cache[name]
+
+
+def _sdpa_rows(query, key, value, attn_mask, has_key, scaling, dropout_p):
+    """SDPA with an optional bool mask whose rows without a key (`has_key` False) give zeros."""
+    output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scaling)
+    return output if has_key is None else output.masked_fill(~has_key, 0.0)
+
+
+def _scatter_rows(output, rows, row_output):
+    """`output` [B, H, L, D] with the rows at `rows` ([B, R], -1 unused) replaced by `row_output` [B, H, R, D]."""
+    length = output.shape[2]
+    # unused row slots (-1) write into one extra trailing row that is dropped
+    target = torch.where(rows >= 0, rows, length)[:, None, :, None].expand_as(row_output)
+    return F.pad(output, (0, 0, 0, 1)).scatter(2, target, row_output)[:, :, :length]
+
+
 class TokenWindowPattern(_HeterogeneousPattern):
-    """HetFormer token-to-token sliding window (see `HeterogeneousGraph`); node rows and keys are excluded."""
+    """HetFormer token-to-token sliding window (see `HeterogeneousGraph`); node rows and keys are excluded.
+
+    Its "blocked" backend cuts the queries into blocks of ``c`` positions (the one-sided window, at least 64); block
+    ``i`` reads the ``c + window`` keys from ``i * c - window // 2`` on, taken as overlapping strided views of the
+    padded keys (one copy), and the mask of every block is built once per pattern from position arithmetic (the
+    band is the same in every block), so that the layers that share a window share it too.
+    """
 
     def __init__(self, graph: HeterogeneousGraph, window: int):
         if not isinstance(window, int) or window <= 0 or window % 2:
@@ -518,6 +565,51 @@ class TokenWindowPattern(_HeterogeneousPattern):
         if self.graph.keep_documents_apart:
             allowed = allowed & self._same_document(b, q_idx, kv_idx)
         return self._both_valid(b, q_idx, kv_idx) & allowed
+
+    def _blocks(self):
+        """(block length, blocks, keys per block, [B * blocks, 1, block, keys] bool mask, rows with a key or None)."""
+        if "blocks" not in self._cache:
+            radius = self.window // 2
+            block = radius * -(-_MIN_QUERY_BLOCK // radius)
+            length = self.query_length
+            num_blocks = -(-length // block)
+            span = block + 2 * radius
+            graph = self.graph
+            token = graph.valid[:, :length] & (graph.node_types[:, :length] == HeterogeneousGraph.TOKEN)
+            tail = num_blocks * block - length
+            query_ok = F.pad(token, (0, tail), value=False).view(self.batch_size, num_blocks, block, 1)
+            key_ok = F.pad(token, (radius, tail + radius), value=False).unfold(1, span, block)[:, :, None, :]
+            # key j of block i is position i * block - radius + j: in the band of row r when 0 <= j - r <= 2 radius
+            offset = torch.arange(span, device=self.device) - torch.arange(block, device=self.device)[:, None]
+            mask = (offset >= 0) & (offset <= 2 * radius) & query_ok & key_ok  # [B, blocks, block, span]
+            if graph.keep_documents_apart:
+                documents = graph.document_ids[:, :length]
+                query_document = F.pad(documents, (0, tail), value=-1).view(self.batch_size, num_blocks, block, 1)
+                key_document = F.pad(documents, (radius, tail + radius), value=-1).unfold(1, span, block)
+                mask = mask & (query_document == key_document[:, :, None, :])
+            has_key = mask.any(dim=-1, keepdim=True)
+            allowed = (mask | ~has_key).view(-1, 1, block, span)
+            has_key = None if bool(has_key.all()) else has_key.view(-1, 1, block, 1)
+            self._cache["blocks"] = (block, num_blocks, span, allowed, has_key)
+        return self._cache["blocks"]
+
+    def blocked_attention(self, query, key, value, scaling, dropout_p):
+        batch, heads, length, head_dim = query.shape
+        radius = self.window // 2
+        block, num_blocks, span, allowed, has_key = self._blocks()
+        tail = num_blocks * block - length
+
+        def key_blocks(x):  # [B, H, L, D] -> [B * blocks, H, span, D]: overlapping windows, one copy
+            windows = F.pad(x, (0, 0, radius, tail + radius)).unfold(2, span, block)  # [B, H, blocks, D, span]
+            return windows.permute(0, 2, 1, 4, 3).reshape(batch * num_blocks, heads, span, x.shape[-1])
+
+        query_blocks = F.pad(query, (0, 0, 0, tail)).view(batch, heads, num_blocks, block, head_dim)
+        output = _sdpa_rows(
+            query_blocks.transpose(1, 2).reshape(batch * num_blocks, heads, block, head_dim),
+            key_blocks(key), key_blocks(value), allowed, has_key, scaling, dropout_p,
+        )
+        output = output.view(batch, num_blocks, heads, block, -1).transpose(1, 2)
+        return output.reshape(batch, heads, num_blocks * block, -1)[:, :, :length]
 
     def _layout(self):
         band = partial(_symmetric_band, radius=self.window // 2)
@@ -551,6 +643,22 @@ class NodePattern(_HeterogeneousPattern):
         node_positions = _positions(is_node[:, : self.query_length])
         return SparseLayout(extra_keys=node_positions, dense_rows=node_positions)
 
+    def blocked_attention(self, query, key, value, scaling, dropout_p):
+        """Every query against the node keys, then the node rows against every key; both masks are built once per
+        pattern and left out where everything is allowed (one document without padding)."""
+        nodes = self.layout().extra_keys
+        to_nodes = _sdpa_rows(
+            query, _gather_positions(key, nodes), _gather_positions(value, nodes),
+            *self._subset_mask("to_nodes", None, nodes), scaling, dropout_p,
+        )
+        if not nodes.shape[1]:
+            return to_nodes
+        node_rows = _sdpa_rows(
+            _gather_positions(query, nodes), key, value, *self._subset_mask("node_rows", nodes, None), scaling,
+            dropout_p,
+        )
+        return _scatter_rows(to_nodes, nodes, node_rows)
+
 
 class EntityPattern(_HeterogeneousPattern):
     """HetFormer entity-to-entity edges: mentions of the same cluster, across documents (see `HeterogeneousGraph`)."""
@@ -563,6 +671,19 @@ class EntityPattern(_HeterogeneousPattern):
         is_mention = (self.graph.entity_ids >= 0) & self.graph.valid
         mentions = _positions(is_mention[:, : self.query_length])
         return SparseLayout(dense_rows=mentions, dense_row_keys=mentions)
+
+    def blocked_attention(self, query, key, value, scaling, dropout_p):
+        """The mentions against the mentions (mask built once per pattern); every other row gives zeros."""
+        mentions = self.layout().dense_rows
+        if not mentions.shape[1]:
+            return query.new_zeros(query.shape[:3] + (value.shape[-1],))
+        rows = _sdpa_rows(
+            _gather_positions(query, mentions), _gather_positions(key, mentions), _gather_positions(value, mentions),
+            *self._subset_mask("mentions", mentions, mentions), scaling, dropout_p,
+        )
+        if mentions.shape[1] == query.shape[2] and bool((mentions >= 0).all()):
+            return rows  # every position is a mention (positions ascend): the rows are the output
+        return _scatter_rows(query.new_zeros(query.shape[:3] + (value.shape[-1],)), mentions, rows)
 
 
 class BlockLocalCausalPattern(AttentionPattern):
@@ -940,6 +1061,8 @@ def _prefix_phase(query, key, value, pattern, layout, scaling, dropout_p):
 
 def _blocked_attention(query, key, value, pattern, scaling, dropout_p):
     """Attention over the pattern's layout only: band (+ extra keys), or prefix chunks, then dense rows."""
+    if pattern.blocked_attention is not None:
+        return pattern.blocked_attention(query, key, value, scaling, dropout_p)
     layout = pattern.layout()
     if layout.band is not None:
         output = _band_phase(query, key, value, pattern, layout, scaling, dropout_p)

@@ -45,7 +45,8 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             clustered by string match; see `sumformers.text.entities`). Off, or without spaCy installed: no entity
             edges.
         use_document_nodes (`bool`, *optional*, defaults to `True`):
-            For multi-document input, one document node before each document (d2t, t2d, d2s, s2d, d2d edges).
+            For multi-document input, one document node before each document (edges to and from its own
+            document's tokens, and to and from every sentence and document node: d2t, t2d, d2s, s2d, d2d).
         keep_documents_apart (`bool`, *optional*, defaults to `True`):
             For multi-document input, token windows and sentence-token edges stay inside a document; sentence nodes
             still see each other across documents.

@@ -430,8 +430,9 @@ class HeterogeneousGraph:
     Q/K/V and sums the outputs (a row with no edge in a pattern contributes zeros):
 
     - `token_window(window)`: token-to-token sliding window (two-sided ``window``, even; grows with depth).
-    - `nodes()`: sentence nodes to and from every token (s2t, t2s) and each other (s2s); document nodes to and
-      from the tokens and sentence nodes of their own document (d2t, t2d, d2s, s2d) and each other (d2d).
+    - `nodes()`: sentence nodes to and from every token (s2t, t2s); document nodes to and from the tokens of their
+      own document (d2t, t2d); every node to and from every other node, across documents (s2s, s2d, d2s, d2d), as
+      the paper's node attention is unrestricted (the authors' code gives all of them global attention).
     - `entities()`: full attention among mentions of the same entity cluster (``entity_ids``, -1 = no entity),
       across documents.
 
@@ -632,11 +633,9 @@ class NodePattern(_HeterogeneousPattern):
         sentence_token = (q_sentence & kv_token) | (q_token & kv_sentence)
         if self.graph.keep_documents_apart:
             sentence_token = sentence_token & same_document
-        sentence_sentence = q_sentence & kv_sentence
-        document_other = ((q_document & ~kv_document) | (~q_document & kv_document)) & same_document
-        document_document = q_document & kv_document
-        allowed = sentence_token | sentence_sentence | document_other | document_document
-        return self._both_valid(b, q_idx, kv_idx) & allowed
+        document_token = ((q_document & kv_token) | (q_token & kv_document)) & same_document
+        node_node = ~q_token & ~kv_token  # s2s, s2d, d2s, d2d
+        return self._both_valid(b, q_idx, kv_idx) & (sentence_token | document_token | node_node)
 
     def _layout(self):
         is_node = (self.graph.node_types != HeterogeneousGraph.TOKEN) & self.graph.valid

@@ -9,8 +9,8 @@ pattern, each with its own query/key/value projections and its own mask, and sum
 - tokens: a sliding window (growing with depth: 32 tokens on each side at the bottom to 512 at the top, stored
   two-sided as 64 to 1024) over every position, nodes included: a node is a `[CLS]` token and reads its own
   sentence there;
-- nodes: sentence nodes to and from every token and each other; document nodes to and from their document's tokens
-  and sentences and each other (the patterns of `attention.HeterogeneousGraph`);
+- nodes: sentence nodes to and from every token; document nodes to and from their document's tokens; every node
+  to and from every other node, across documents (the patterns of `attention.HeterogeneousGraph`);
 - entities: full attention among the mentions of one entity cluster (computed on the gathered mentions only).
 
 The pretrained encoder supplies the embeddings (positions extended by copying, the Longformer recipe), the token

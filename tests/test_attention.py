@@ -162,20 +162,21 @@ def test_hetformer_token_window_mask_by_hand():
 
 def test_hetformer_node_mask_by_hand():
     expected_apart = rows(
-        "1111111000",  # d0: its tokens and sentences, and every document node
-        "1111110100",  # s0: tokens of its document, every sentence node, its document node
+        "1111111100",  # d0: its tokens, and every sentence and document node
+        "1111111100",  # s0: tokens of its document, and every sentence and document node
         "1100100000",  # token: sentences and document node of its document
         "1100100000",
-        "1111110100",
+        "1111111100",
         "1100100000",
-        "1000001111",  # d1
-        "0100101111",  # s (d1)
+        "1100101111",  # d1
+        "1100101111",  # s (d1)
         "0000001100",
         "0000001100",
     )
     assert torch.equal(_hetformer_tiny().nodes().dense_mask()[0, 0], expected_apart)
     together = _hetformer_tiny(keep_documents_apart=False).nodes().dense_mask()[0, 0]
-    assert together[1].tolist() == [c == "1" for c in "1111110111"]  # a sentence node sees every token
+    assert together[1].tolist() == [c == "1" for c in "1111111111"]  # a sentence node sees every position
+    assert together[0].tolist() == [c == "1" for c in "1111111100"]  # a document node: its own document's tokens
     assert together[8].tolist() == [c == "1" for c in "0100101100"]  # a token sees every sentence node
 
 

@@ -175,20 +175,20 @@ def structure_of(model, tokenizer, mentions=MENTIONS):
 def test_node_pattern_by_hand(minilm_tokenizer):
     mask = structure_of(tiny_model(), minilm_tokenizer).nodes.dense_mask()[0, 0]
     expected = rows(
-        "111111111111100000",  # D0: its document's sentences and tokens, itself and D1
-        "111111111111010000",  # sentence (doc 0): its document's tokens, every sentence node, D0
+        "111111111111110000",  # D0: its document's tokens, every sentence and document node
+        "111111111111110000",  # sentence (doc 0): its document's tokens, every sentence and document node
         "110000010000000000",  # token (doc 0): its document's sentence nodes and D0
         "110000010000000000",
         "110000010000000000",
         "110000010000000000",
         "110000010000000000",
-        "111111111111010000",  # sentence (doc 0)
+        "111111111111110000",  # sentence (doc 0)
         "110000010000000000",
         "110000010000000000",
         "110000010000000000",
         "110000010000000000",
-        "100000000000111111",  # D1
-        "010000010000111111",  # sentence (doc 1): its tokens, every sentence node, D1
+        "110000010000111111",  # D1
+        "110000010000111111",  # sentence (doc 1): its document's tokens, every node
         "000000000000110000",  # token (doc 1)
         "000000000000110000",
         "000000000000110000",

@@ -517,9 +517,10 @@ class _HeterogeneousPattern(AttentionPattern):
         if name not in self._cache:
             length = self.query_length
             b = torch.arange(self.batch_size, device=self.device).view(-1, 1, 1, 1)
-            q_idx = torch.arange(length, device=self.device) if q_positions is None else q_positions.clamp(min=0)
-            kv_idx = torch.arange(length, device=self.device) if kv_positions is None else kv_positions.clamp(min=0)
-            mask = self.mask_mod(b, 0, q_idx.view(-1, 1, q_idx.shape[-1], 1), kv_idx.view(-1, 1, 1, kv_idx.shape[-1]))
+            every = torch.arange(length, device=self.device).expand(self.batch_size, -1)
+            q_idx = every if q_positions is None else q_positions.clamp(min=0)
+            kv_idx = every if kv_positions is None else kv_positions.clamp(min=0)
+            mask = self.mask_mod(b, 0, q_idx[:, None, :, None], kv_idx[:, None, None, :])
             if kv_positions is not None:
                 mask = mask & (kv_positions >= 0)[:, None, None, :]
             mask = mask.expand(self.batch_size, 1, q_idx.shape[-1], kv_idx.shape[-1])
@@ -646,12 +647,12 @@ class NodePattern(_HeterogeneousPattern):
         """Every query against the node keys, then the node rows against every key; both masks are built once per
         pattern and left out where everything is allowed (one document without padding)."""
         nodes = self.layout().extra_keys
+        if not nodes.shape[1]:  # no node: no edge
+            return query.new_zeros(query.shape[:3] + (value.shape[-1],))
         to_nodes = _sdpa_rows(
             query, _gather_positions(key, nodes), _gather_positions(value, nodes),
             *self._subset_mask("to_nodes", None, nodes), scaling, dropout_p,
         )
-        if not nodes.shape[1]:
-            return to_nodes
         node_rows = _sdpa_rows(
             _gather_positions(query, nodes), key, value, *self._subset_mask("node_rows", nodes, None), scaling,
             dropout_p,

@@ -462,6 +462,57 @@ def test_blocked_backend_with_many_small_blocks_matches_eager(monkeypatch):
     assert (sparse_attention(q, k, v, pattern, "blocked") - expected).abs().max() <= TOL
 
 
+def _hetformer_graph(case, length):
+    """Graphs that take every branch of the HetFormer patterns' own blocked paths."""
+    batch = 2
+    valid = torch.ones(batch, length, dtype=torch.bool)
+    node_types = torch.zeros(batch, length, dtype=torch.long)
+    node_types[:, ::13] = HeterogeneousGraph.SENTENCE
+    entity_ids = torch.full((batch, length), -1)
+    entity_ids[:, 5::29] = torch.arange(len(range(5, length, 29))) % 3
+    document_ids = torch.zeros(batch, length, dtype=torch.long)
+    apart = False
+    if case == "one_document":  # no padding, no document node: node masks all allowed (left out)
+        pass
+    elif case == "documents_padding":
+        valid[1, length - 37 :] = False
+        document_ids[:, length // 2 :] = 1
+        node_types[:, [0, length // 2]] = HeterogeneousGraph.DOCUMENT
+        apart = True
+    elif case == "all_padding_row":
+        valid[1] = False
+        document_ids[:, length // 3 :] = 1
+        apart = True
+    elif case == "all_mentions":  # like the model's mention graph and token windows: no node, no padding
+        node_types.zero_()
+        entity_ids = (torch.arange(length) % 4).expand(batch, -1).clone()
+    return HeterogeneousGraph(node_types, valid, entity_ids, document_ids, keep_documents_apart=apart)
+
+
+@pytest.mark.parametrize("case", ["one_document", "documents_padding", "all_padding_row", "all_mentions"])
+@pytest.mark.parametrize("window, length", [(4, 150), (20, 200), (130, 300), (256, 257)])
+def test_hetformer_blocked_paths_match_eager_with_gradients(case, window, length):
+    graph = _hetformer_graph(case, length)
+    patterns = {"window": graph.token_window(window), "nodes": graph.nodes(), "entities": graph.entities()}
+    for name, pattern in patterns.items():
+        assert pattern.blocked_attention is not None
+        q, k, v = _inputs(pattern, requires_grad=True, seed=window)
+        weights = torch.randn(q.shape[:3] + (HEAD_DIM,), generator=torch.Generator().manual_seed(1))
+        expected = sparse_attention(q, k, v, pattern, "eager")
+        expected_grads = torch.autograd.grad((expected * weights).sum(), [q, k, v])
+        for _ in range(2):  # the second call reuses the masks built by the first (as every later layer does)
+            output = sparse_attention(q, k, v, pattern, "blocked")
+            assert (output - expected).abs().max() <= TOL, name
+            if not output.requires_grad:  # a pattern without any edge: zeros, no gradient
+                assert not output.any() and not any(grad.any() for grad in expected_grads)
+                continue
+            grads = torch.autograd.grad((output * weights).sum(), [q, k, v])
+            for grad, expected_grad in zip(grads, expected_grads):
+                torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=TOL, msg=name)
+    if case == "one_document":
+        assert patterns["nodes"]._subset_mask("to_nodes", None, None) == (None, None)
+
+
 def test_dropout_is_applied_only_in_training():
     pattern, _ = _window(_valid())
     q, k, v = _inputs(pattern)

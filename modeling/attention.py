@@ -643,12 +643,28 @@ class NodePattern(_HeterogeneousPattern):
         node_positions = _positions(is_node[:, : self.query_length])
         return SparseLayout(extra_keys=node_positions, dense_rows=node_positions)
 
+    def _all_allowed(self) -> bool:
+        """Whether every position sees every node and every node every position: sentence nodes only, no padding,
+        documents not kept apart or only one (BERTSum-style single-document input); no mask is built then."""
+        if "all_allowed" not in self._cache:
+            graph, length = self.graph, self.query_length
+            documents = graph.document_ids[:, :length]
+            self._cache["all_allowed"] = (
+                bool(graph.valid[:, :length].all())
+                and not bool((graph.node_types[:, :length] == HeterogeneousGraph.DOCUMENT).any())
+                and (not graph.keep_documents_apart or bool((documents == documents[:, :1]).all()))
+            )
+        return self._cache["all_allowed"]
+
     def blocked_attention(self, query, key, value, scaling, dropout_p):
         """Every query against the node keys, then the node rows against every key; both masks are built once per
         pattern and left out where everything is allowed (one document without padding)."""
         nodes = self.layout().extra_keys
         if not nodes.shape[1]:  # no node: no edge
             return query.new_zeros(query.shape[:3] + (value.shape[-1],))
+        if self._all_allowed():
+            self._cache.setdefault("to_nodes", (None, None))
+            self._cache.setdefault("node_rows", (None, None))
         to_nodes = _sdpa_rows(
             query, _gather_positions(key, nodes), _gather_positions(value, nodes),
             *self._subset_mask("to_nodes", None, nodes), scaling, dropout_p,

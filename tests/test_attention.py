@@ -509,8 +509,12 @@ def test_hetformer_blocked_paths_match_eager_with_gradients(case, window, length
             grads = torch.autograd.grad((output * weights).sum(), [q, k, v])
             for grad, expected_grad in zip(grads, expected_grads):
                 torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=TOL, msg=name)
-    if case == "one_document":
-        assert patterns["nodes"]._subset_mask("to_nodes", None, None) == (None, None)
+    nodes = patterns["nodes"]
+    assert nodes._all_allowed() == (case in ("one_document", "all_mentions"))
+    if case == "one_document":  # no node mask was built: the dense mask agrees that every node edge is allowed
+        mask = nodes.dense_mask()[:, 0]
+        is_node = graph.node_types[:, :length] != HeterogeneousGraph.TOKEN
+        assert mask[is_node].all() and mask.transpose(1, 2)[is_node].all()
 
 
 def test_dropout_is_applied_only_in_training():

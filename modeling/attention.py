@@ -568,8 +568,12 @@ class TokenWindowPattern(_HeterogeneousPattern):
             allowed = allowed & self._same_document(b, q_idx, kv_idx)
         return self._both_valid(b, q_idx, kv_idx) & allowed
 
-    def _blocks(self):
-        """(block length, blocks, keys per block, [B * blocks, 1, block, keys] bool mask, rows with a key or None)."""
+    def _blocks(self) -> dict:
+        """The block layout and masks, built once per pattern.
+
+        Blocks whose mask is the plain band for every batch row (no padding, document border, node or sequence end
+        in reach: nearly all of them) share one [1, 1, block, span] mask; only the others keep their own.
+        """
         if "blocks" not in self._cache:
             radius = self.window // 2
             block = radius * -(-_MIN_QUERY_BLOCK // radius)
@@ -583,35 +587,56 @@ class TokenWindowPattern(_HeterogeneousPattern):
             key_ok = F.pad(token, (radius, tail + radius), value=False).unfold(1, span, block)[:, :, None, :]
             # key j of block i is position i * block - radius + j: in the band of row r when 0 <= j - r <= 2 radius
             offset = torch.arange(span, device=self.device) - torch.arange(block, device=self.device)[:, None]
-            mask = (offset >= 0) & (offset <= 2 * radius) & query_ok & key_ok  # [B, blocks, block, span]
+            band = (offset >= 0) & (offset <= 2 * radius)
+            mask = band & query_ok & key_ok  # [B, blocks, block, span]
             if graph.keep_documents_apart:
                 documents = graph.document_ids[:, :length]
                 query_document = F.pad(documents, (0, tail), value=-1).view(self.batch_size, num_blocks, block, 1)
                 key_document = F.pad(documents, (radius, tail + radius), value=-1).unfold(1, span, block)
                 mask = mask & (query_document == key_document[:, :, None, :])
+            plain = (mask == band).flatten(2).all(-1).all(0)  # [blocks]
+            others = (~plain).nonzero().flatten()
+            mask = mask[:, others]
             has_key = mask.any(dim=-1, keepdim=True)
-            allowed = (mask | ~has_key).view(-1, 1, block, span)
-            has_key = None if bool(has_key.all()) else has_key.view(-1, 1, block, 1)
-            self._cache["blocks"] = (block, num_blocks, span, allowed, has_key)
+            self._cache["blocks"] = dict(
+                block=block, num_blocks=num_blocks, span=span, band=band.view(1, 1, block, span),
+                plain=plain.nonzero().flatten(), others=others,
+                # block order after concatenating the plain blocks and the others
+                order=torch.cat([plain.nonzero().flatten(), others]).argsort(),
+                allowed=(mask | ~has_key).view(-1, 1, block, span),
+                has_key=None if bool(has_key.all()) else has_key.view(-1, 1, block, 1),
+            )
         return self._cache["blocks"]
 
     def blocked_attention(self, query, key, value, scaling, dropout_p):
         batch, heads, length, head_dim = query.shape
         radius = self.window // 2
-        block, num_blocks, span, allowed, has_key = self._blocks()
+        layout = self._blocks()
+        block, num_blocks, span = layout["block"], layout["num_blocks"], layout["span"]
         tail = num_blocks * block - length
-
-        def key_blocks(x):  # [B, H, L, D] -> [B * blocks, H, span, D]: overlapping windows, one copy
-            windows = F.pad(x, (0, 0, radius, tail + radius)).unfold(2, span, block)  # [B, H, blocks, D, span]
-            return windows.permute(0, 2, 1, 4, 3).reshape(batch * num_blocks, heads, span, x.shape[-1])
-
-        query_blocks = F.pad(query, (0, 0, 0, tail)).view(batch, heads, num_blocks, block, head_dim)
-        output = _sdpa_rows(
-            query_blocks.transpose(1, 2).reshape(batch * num_blocks, heads, block, head_dim),
-            key_blocks(key), key_blocks(value), allowed, has_key, scaling, dropout_p,
+        # [B, blocks, H, rows, D] views: block i's queries, and its keys from i * block - radius on (overlapping)
+        query_blocks = F.pad(query, (0, 0, 0, tail)).view(batch, heads, num_blocks, block, head_dim).transpose(1, 2)
+        key_blocks, value_blocks = (
+            F.pad(x, (0, 0, radius, tail + radius)).unfold(2, span, block).permute(0, 2, 1, 4, 3)
+            for x in (key, value)
         )
-        output = output.view(batch, num_blocks, heads, block, -1).transpose(1, 2)
-        return output.reshape(batch, heads, num_blocks * block, -1)[:, :, :length]
+
+        def attend(blocks, attn_mask, has_key):  # the selected blocks, copied once each, in one batched SDPA
+            def take(x):
+                return x.index_select(1, blocks).flatten(0, 1)
+
+            output = _sdpa_rows(
+                take(query_blocks), take(key_blocks), take(value_blocks), attn_mask, has_key, scaling, dropout_p
+            )
+            return output.view(batch, len(blocks), heads, block, -1)
+
+        parts = []
+        if len(layout["plain"]):
+            parts.append(attend(layout["plain"], layout["band"], None))
+        if len(layout["others"]):
+            parts.append(attend(layout["others"], layout["allowed"], layout["has_key"]))
+        output = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1).index_select(1, layout["order"])
+        return output.transpose(1, 2).reshape(batch, heads, num_blocks * block, -1)[:, :, :length]
 
     def _layout(self):
         band = partial(_symmetric_band, radius=self.window // 2)

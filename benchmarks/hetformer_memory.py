@@ -2,17 +2,19 @@
 LongformerModel of the same size (the paper's Table 3), at 512, 4,096 and 16,384 tokens, on CPU.
 
 All models have MiniLM-L6's size (6 layers, hidden 384, 12 heads, feed-forward 1536, positions tiled to 16,384) and
-random weights. HetFormer runs its default windows (32 growing to 512) with a sentence node every 20 tokens and an
-entity mention every 40 tokens (50 clusters), close to the QMSum transcripts' density; Longformer runs a window of
-512 (transformers' two-sided size) and no global tokens. The full-attention encoder is BertModel with eager attention
-(the score matrices are materialized, as in the paper's BERT) and with SDPA (a fused, flash-style CPU kernel: little
-memory, quadratic time).
+random weights. HetFormer runs its default windows (32 growing to 512 tokens on each side, two-sided 64, 128, 256,
+256, 512, 1024) with a sentence node every 20 tokens and an entity mention every 40 tokens (50 clusters), close to
+the QMSum transcripts' density; Longformer runs the same per-layer windows (matched: its `attention_window` is
+HetFormer's two-sided `attention_windows`) and no global tokens. The full-attention encoder is BertModel with eager
+attention (the score matrices are materialized, as in the paper's BERT) and with SDPA (a fused, flash-style CPU
+kernel: little memory, quadratic time).
 
 Each case runs in a fresh subprocess. Memory is the resident set: `peak` is the highest resident set during the
 measured pass minus the resident set just before it (weights and inputs already in memory), `process peak` the
 highest resident set of the whole process during the pass (Python, libraries and weights included). Training steps
 are forward + backward with every parameter trainable (no optimizer state), with and without gradient checkpointing
 (each layer's activations recomputed in the backward pass, as `train_hetformer.py --gradient_checkpointing` trains).
+HetFormer's training loss is its sentence-classification loss; Longformer's the mean of its last hidden states.
 
     # writes benchmarks/results/hetformer_memory.{md,json,png}
     OMP_NUM_THREADS=1 python benchmarks/hetformer_memory.py
@@ -44,7 +46,9 @@ CASES = {
     "hetformer_blocked_train_checkpointed": "HetFormer, blocked backend, forward + backward, gradient checkpointing",
     "full_eager": "full attention (BertModel, eager), forward",
     "full_sdpa": "full attention (BertModel, SDPA kernel), forward",
-    "longformer": "LongformerModel (window 512), forward",
+    "longformer": "LongformerModel (same windows), forward",
+    "longformer_train": "LongformerModel (same windows), forward + backward",
+    "longformer_train_checkpointed": "LongformerModel (same windows), forward + backward, gradient checkpointing",
 }
 # Cases that cannot run here, with the reason printed in the table.
 SKIPPED = {
@@ -52,10 +56,14 @@ SKIPPED = {
     # Sentence nodes sit in every 128-token tile, so the node pattern's BlockMask has every tile: flex does the full
     # quadratic work there (and recompiles per length); at 4,096 tokens it is already several times slower than blocked.
     ("hetformer_flex", 16384): "quadratic on CPU here (node tiles everywhere): over 15 min, stopped",
-    # Activations of all six layers are kept for the backward pass: about 4x the 4,096-token peak (3.9 GiB); the
-    # one attempt, with other jobs on this 24 GiB machine, was killed by the kernel. The checkpointed row is the fix.
-    ("hetformer_blocked_train", 16384): "about 4x the 4,096-token peak (~15 GiB); killed for memory here",
 }
+# HetFormer against Longformer with the same windows: (HetFormer case, Longformer case, what is measured)
+PAIRS = (
+    ("hetformer_blocked", "longformer", "forward"),
+    ("hetformer_blocked_train", "longformer_train", "forward + backward"),
+    ("hetformer_blocked_train_checkpointed", "longformer_train_checkpointed",
+     "forward + backward, gradient checkpointing"),
+)
 
 
 def _proc_status_mib(key):
@@ -123,10 +131,19 @@ def build_case(case, length):
         input_ids = torch.randint(1000, 29000, (1, length))
         inputs = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids))
     else:
-        config = LongformerConfig(**SIZE, max_position_embeddings=MAX_POSITIONS + 2, attention_window=512)
+        config = LongformerConfig(
+            **SIZE, max_position_embeddings=MAX_POSITIONS + 2, attention_window=HetFormerConfig(
+                encoder_config=BertConfig(**SIZE).to_dict()).attention_windows,
+            attention_probs_dropout_prob=0.0,
+        )
         model = LongformerModel(config, add_pooling_layer=False).eval()
         input_ids = torch.randint(1000, 29000, (1, length))
         inputs = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids))
+        if case.startswith("longformer_train"):
+            model.train()
+            if case.endswith("checkpointed"):
+                model.gradient_checkpointing_enable()
+            return lambda: model(**inputs).last_hidden_state.mean().backward()
 
     def forward():
         with torch.no_grad():
@@ -182,6 +199,23 @@ def table(results) -> str:
                     f"{result['process_peak_mib']:,.0f} |"
                 )
     return "\n".join(lines)
+
+
+def ratio_lines(results) -> list[str]:
+    """HetFormer / Longformer time and memory at 4,096 and 16,384 tokens (below 1: HetFormer is faster/smaller)."""
+    lines = []
+    for het_case, longformer_case, what in PAIRS:
+        for length in (4096, 16384):
+            het, longformer = results[het_case][str(length)], results[longformer_case][str(length)]
+            if "seconds" not in het or "seconds" not in longformer:
+                continue
+            lines.append(
+                f"- {what}, {length:,} tokens: HetFormer {het['seconds']:.2f} s vs Longformer "
+                f"{longformer['seconds']:.2f} s (time ratio {het['seconds'] / longformer['seconds']:.2f}); peak "
+                f"{het['peak_mib']:,.0f} vs {longformer['peak_mib']:,.0f} MiB "
+                f"(ratio {het['peak_mib'] / longformer['peak_mib']:.2f})."
+            )
+    return lines
 
 
 def target_lines(results) -> list[str]:
@@ -255,6 +289,11 @@ def main():
             print(case, length, results[case][str(length)], flush=True)
     output.parent.mkdir(parents=True, exist_ok=True)
     report = "\n".join([
+        "HetFormer against LongformerModel of the same size with the same per-layer windows (two-sided 64, 128, "
+        "256, 256, 512, 1024, i.e. HetFormer's default 32 to 512 on each side), measured in this run:",
+        "",
+        *ratio_lines(results),
+        "",
         f"Command: `OMP_NUM_THREADS={args.threads} python benchmarks/hetformer_memory.py` "
         f"(CPU, {args.threads} thread(s), "
         "cores shared with other jobs: compare times only within this table).",

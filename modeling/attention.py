@@ -27,7 +27,8 @@ Backends, chosen by name (the names our models accept as ``attn_implementation``
   warning, so a model configured for flex can still be fine-tuned on CPU.
 - ``"blocked"``: queries in blocks, each attending only the key blocks its band needs plus the pattern's extra
   (global) keys, with global query rows computed against all keys; runs on SDPA per block, so it trains with
-  autograd on CPU with memory linear in length.
+  autograd on CPU with memory linear in length. A pattern may bring its own implementation (`blocked_attention`:
+  HetFormer's, whose masks are built once per forward and shared by every layer).
 
 Rows that may attend to no key at all (padding queries, tokens outside a relation) give zeros in every backend.
 
@@ -505,7 +506,6 @@ class _HeterogeneousPattern(AttentionPattern):
     def _both_valid(self, b, q_idx, kv_idx):
         return self.graph.valid[b, q_idx] & self.graph.valid[b, kv_idx]
 
-
     def _subset_mask(self, name, q_positions, kv_positions):
         """Mask of `q_positions` ([B, R], -1 unused; None = all) against `kv_positions` (None = all), evaluated
         once per pattern (the model builds its patterns once per forward and every layer reuses them).
@@ -549,9 +549,10 @@ class TokenWindowPattern(_HeterogeneousPattern):
     """HetFormer token-to-token sliding window (see `HeterogeneousGraph`); node rows and keys are excluded.
 
     Its "blocked" backend cuts the queries into blocks of ``c`` positions (the one-sided window, at least 64); block
-    ``i`` reads the ``c + window`` keys from ``i * c - window // 2`` on, taken as overlapping strided views of the
-    padded keys (one copy), and the mask of every block is built once per pattern from position arithmetic (the
-    band is the same in every block), so that the layers that share a window share it too.
+    ``i`` reads the ``c + window`` keys from ``i * c - window // 2`` on, as overlapping strided views of the padded
+    keys (no copy for a batch of one). The masks are built once per pattern from position arithmetic: blocks that
+    see the plain band (no padding, border, node or sequence end in reach) share one ``[c, c + window]`` mask, and
+    only the few others keep their own.
     """
 
     def __init__(self, graph: HeterogeneousGraph, window: int):
@@ -596,16 +597,22 @@ class TokenWindowPattern(_HeterogeneousPattern):
                 mask = mask & (query_document == key_document[:, :, None, :])
             plain = (mask == band).flatten(2).all(-1).all(0)  # [blocks]
             others = (~plain).nonzero().flatten()
+            plain = plain.nonzero().flatten()
             mask = mask[:, others]
             has_key = mask.any(dim=-1, keepdim=True)
-            self._cache["blocks"] = dict(
+            layout = dict(
                 block=block, num_blocks=num_blocks, span=span, band=band.view(1, 1, block, span),
-                plain=plain.nonzero().flatten(), others=others,
+                plain=plain, others=others, others_before=0,
                 # block order after concatenating the plain blocks and the others
-                order=torch.cat([plain.nonzero().flatten(), others]).argsort(),
+                order=torch.cat([plain, others]).argsort(),
                 allowed=(mask | ~has_key).view(-1, 1, block, span),
                 has_key=None if bool(has_key.all()) else has_key.view(-1, 1, block, 1),
             )
+            if len(plain) and int(plain[-1] - plain[0]) + 1 == len(plain):
+                # one run of plain blocks (the usual case: only the ends differ): read it as a view, no copy
+                layout["plain"] = slice(int(plain[0]), int(plain[-1]) + 1)
+                layout["others_before"] = int((others < plain[0]).sum())
+            self._cache["blocks"] = layout
         return self._cache["blocks"]
 
     def blocked_attention(self, query, key, value, scaling, dropout_p):
@@ -621,21 +628,25 @@ class TokenWindowPattern(_HeterogeneousPattern):
             for x in (key, value)
         )
 
-        def attend(blocks, attn_mask, has_key):  # the selected blocks, copied once each, in one batched SDPA
-            def take(x):
-                return x.index_select(1, blocks).flatten(0, 1)
+        def attend(blocks, attn_mask, has_key):  # the selected blocks in one batched SDPA
+            def take(x):  # a run of blocks of one batch row stays a strided view (SDPA reads strides); else a copy
+                return (x[:, blocks] if isinstance(blocks, slice) else x.index_select(1, blocks)).flatten(0, 1)
 
             output = _sdpa_rows(
                 take(query_blocks), take(key_blocks), take(value_blocks), attn_mask, has_key, scaling, dropout_p
             )
-            return output.view(batch, len(blocks), heads, block, -1)
+            return output.view(batch, -1, heads, block, output.shape[-1])
 
-        parts = []
-        if len(layout["plain"]):
-            parts.append(attend(layout["plain"], layout["band"], None))
-        if len(layout["others"]):
-            parts.append(attend(layout["others"], layout["allowed"], layout["has_key"]))
-        output = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1).index_select(1, layout["order"])
+        plain, others = layout["plain"], layout["others"]
+        plain_output = attend(plain, layout["band"], None) if isinstance(plain, slice) or len(plain) else None
+        other_output = attend(others, layout["allowed"], layout["has_key"]) if len(others) else None
+        if other_output is None or plain_output is None:
+            output = plain_output if other_output is None else other_output
+        elif isinstance(plain, slice):  # the other blocks lie before and after the run of plain ones
+            before = layout["others_before"]
+            output = torch.cat([other_output[:, :before], plain_output, other_output[:, before:]], dim=1)
+        else:
+            output = torch.cat([plain_output, other_output], dim=1).index_select(1, layout["order"])
         return output.transpose(1, 2).reshape(batch, heads, num_blocks * block, -1)[:, :, :length]
 
     def _layout(self):

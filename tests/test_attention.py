@@ -464,7 +464,7 @@ def test_blocked_backend_with_many_small_blocks_matches_eager(monkeypatch):
 
 def _hetformer_graph(case, length):
     """Graphs that take every branch of the HetFormer patterns' own blocked paths."""
-    batch = 2
+    batch = 1 if case == "batch_of_one" else 2
     valid = torch.ones(batch, length, dtype=torch.bool)
     node_types = torch.zeros(batch, length, dtype=torch.long)
     node_types[:, ::13] = HeterogeneousGraph.SENTENCE
@@ -483,21 +483,25 @@ def _hetformer_graph(case, length):
         valid[1] = False
         document_ids[:, length // 3 :] = 1
         apart = True
-    elif case == "all_mentions":  # like the model's mention graph and token windows: no node, no padding
+    elif case in ("all_mentions", "batch_of_one"):  # like the model's mention graph and token windows
         node_types.zero_()
         entity_ids = (torch.arange(length) % 4).expand(batch, -1).clone()
     return HeterogeneousGraph(node_types, valid, entity_ids, document_ids, keep_documents_apart=apart)
 
 
-@pytest.mark.parametrize("case", ["one_document", "documents_padding", "all_padding_row", "all_mentions"])
+@pytest.mark.parametrize(
+    "case", ["one_document", "documents_padding", "all_padding_row", "all_mentions", "batch_of_one"]
+)
 @pytest.mark.parametrize("window, length", [(4, 150), (20, 200), (130, 300), (256, 257)])
 def test_hetformer_blocked_paths_match_eager_with_gradients(case, window, length):
     graph = _hetformer_graph(case, length)
     patterns = {"window": graph.token_window(window), "nodes": graph.nodes(), "entities": graph.entities()}
     for name, pattern in patterns.items():
         assert pattern.blocked_attention is not None
-        q, k, v = _inputs(pattern, requires_grad=True, seed=window)
-        weights = torch.randn(q.shape[:3] + (HEAD_DIM,), generator=torch.Generator().manual_seed(1))
+        generator = torch.Generator().manual_seed(window)
+        q, k, v = (torch.randn(graph.batch_size, HEADS, length, HEAD_DIM, generator=generator).requires_grad_()
+                   for _ in range(3))
+        weights = torch.randn(q.shape, generator=generator)
         expected = sparse_attention(q, k, v, pattern, "eager")
         expected_grads = torch.autograd.grad((expected * weights).sum(), [q, k, v])
         for _ in range(2):  # the second call reuses the masks built by the first (as every later layer does)
@@ -510,7 +514,9 @@ def test_hetformer_blocked_paths_match_eager_with_gradients(case, window, length
             for grad, expected_grad in zip(grads, expected_grads):
                 torch.testing.assert_close(grad, expected_grad, rtol=1e-4, atol=TOL, msg=name)
     nodes = patterns["nodes"]
-    assert nodes._all_allowed() == (case in ("one_document", "all_mentions"))
+    assert nodes._all_allowed() == (case in ("one_document", "all_mentions", "batch_of_one"))
+    if case in ("all_mentions", "batch_of_one") and length > 2 * window:  # the middle blocks: one run of plain band
+        assert isinstance(patterns["window"]._blocks()["plain"], slice)
     if case == "one_document":  # no node mask was built: the dense mask agrees that every node edge is allowed
         mask = nodes.dense_mask()[:, 0]
         is_node = graph.node_types[:, :length] != HeterogeneousGraph.TOKEN

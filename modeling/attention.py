@@ -548,9 +548,9 @@ def _scatter_rows(output, rows, row_output):
 class TokenWindowPattern(_HeterogeneousPattern):
     """HetFormer token-to-token sliding window (see `HeterogeneousGraph`); node rows and keys are excluded.
 
-    Its "blocked" backend cuts the queries into blocks of ``c`` positions (the one-sided window, at least 64); block
-    ``i`` reads the ``c + window`` keys from ``i * c - window // 2`` on, as overlapping strided views of the padded
-    keys (no copy for a batch of one). The masks are built once per pattern from position arithmetic: blocks that
+    Its "blocked" backend cuts the queries into blocks of ``c`` positions (a quarter of the one-sided window, at
+    least 64); block ``i`` reads the ``c + window`` keys from ``i * c - window // 2`` on, as overlapping strided
+    views of the padded keys (no copy). The masks are built once per pattern from position arithmetic: blocks that
     see the plain band (no padding, border, node or sequence end in reach) share one ``[c, c + window]`` mask, and
     only the few others keep their own.
     """
@@ -577,7 +577,9 @@ class TokenWindowPattern(_HeterogeneousPattern):
         """
         if "blocks" not in self._cache:
             radius = self.window // 2
-            block = radius * -(-_MIN_QUERY_BLOCK // radius)
+            # a quarter of the one-sided window: a block computes (block + window) keys per query where its band
+            # needs window + 1 (1.25x), and blocks of 128+ rows keep SDPA's matmuls efficient
+            block = max(_MIN_QUERY_BLOCK, radius // 4)
             length = self.query_length
             num_blocks = -(-length // block)
             span = block + 2 * radius
@@ -621,19 +623,30 @@ class TokenWindowPattern(_HeterogeneousPattern):
         layout = self._blocks()
         block, num_blocks, span = layout["block"], layout["num_blocks"], layout["span"]
         tail = num_blocks * block - length
+        padded_query = F.pad(query, (0, 0, 0, tail))
+        padded_key, padded_value = (F.pad(x, (0, 0, radius, tail + radius)) for x in (key, value))
         # [B, blocks, H, rows, D] views: block i's queries, and its keys from i * block - radius on (overlapping)
-        query_blocks = F.pad(query, (0, 0, 0, tail)).view(batch, heads, num_blocks, block, head_dim).transpose(1, 2)
-        key_blocks, value_blocks = (
-            F.pad(x, (0, 0, radius, tail + radius)).unfold(2, span, block).permute(0, 2, 1, 4, 3)
-            for x in (key, value)
-        )
+        query_blocks = padded_query.view(batch, heads, num_blocks, block, head_dim).transpose(1, 2)
+        key_blocks, value_blocks = (x.unfold(2, span, block).permute(0, 2, 1, 4, 3) for x in (padded_key, padded_value))
 
-        def attend(blocks, attn_mask, has_key):  # the selected blocks in one batched SDPA
-            def take(x):  # a run of blocks of one batch row stays a strided view (SDPA reads strides); else a copy
-                return (x[:, blocks] if isinstance(blocks, slice) else x.index_select(1, blocks)).flatten(0, 1)
+        def attend(blocks, attn_mask, has_key):  # the selected blocks, batched in SDPA
+            if isinstance(blocks, slice):  # a run of blocks: strided views of each batch row (SDPA reads strides)
+                return torch.stack([
+                    _sdpa_rows(
+                        query_blocks[row, blocks], key_blocks[row, blocks], value_blocks[row, blocks], attn_mask,
+                        has_key, scaling, dropout_p,
+                    )
+                    for row in range(batch)
+                ])
+
+            def take(x, rows):  # scattered blocks (sequence ends, padding, borders): their rows copied out
+                positions = (blocks[:, None] * block + torch.arange(rows, device=x.device)).flatten()
+                taken = x.index_select(2, positions).view(batch, heads, len(blocks), rows, x.shape[-1])
+                return taken.transpose(1, 2).flatten(0, 1)
 
             output = _sdpa_rows(
-                take(query_blocks), take(key_blocks), take(value_blocks), attn_mask, has_key, scaling, dropout_p
+                take(padded_query, block), take(padded_key, span), take(padded_value, span), attn_mask, has_key,
+                scaling, dropout_p,
             )
             return output.view(batch, -1, heads, block, output.shape[-1])
 

@@ -492,7 +492,7 @@ def _hetformer_graph(case, length):
 @pytest.mark.parametrize(
     "case", ["one_document", "documents_padding", "all_padding_row", "all_mentions", "batch_of_one"]
 )
-@pytest.mark.parametrize("window, length", [(4, 150), (20, 200), (130, 300), (256, 257)])
+@pytest.mark.parametrize("window, length", [(4, 150), (20, 200), (130, 300), (256, 257), (600, 700)])
 def test_hetformer_blocked_paths_match_eager_with_gradients(case, window, length):
     graph = _hetformer_graph(case, length)
     patterns = {"window": graph.token_window(window), "nodes": graph.nodes(), "entities": graph.entities()}

@@ -282,9 +282,14 @@ def main():
     results = json.loads(previous.read_text()) if args.cases and previous.is_file() else {}
     for (case, length), reason in SKIPPED.items():  # kept results follow the current reasons too
         results.setdefault(case, {})[str(length)] = {"skipped": reason}
-    for case in args.cases or CASES:
+    cases = list(args.cases or CASES)
+    for case in cases:
         results[case] = {}
-        for length in LENGTHS:
+    # length by length, each HetFormer case right before its Longformer counterpart, so that the load of other jobs
+    # on shared cores weighs on both sides of a ratio alike
+    order = [case for pair in PAIRS for case in pair[:2]] + list(CASES)
+    for length in LENGTHS:
+        for case in sorted(cases, key=order.index):
             results[case][str(length)] = measure(case, length, args.threads, args.timeout)
             print(case, length, results[case][str(length)], flush=True)
     output.parent.mkdir(parents=True, exist_ok=True)

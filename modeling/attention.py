@@ -625,16 +625,19 @@ class TokenWindowPattern(_HeterogeneousPattern):
         tail = num_blocks * block - length
         padded_query = F.pad(query, (0, 0, 0, tail))
         padded_key, padded_value = (F.pad(x, (0, 0, radius, tail + radius)) for x in (key, value))
-        # [B, blocks, H, rows, D] views: block i's queries, and its keys from i * block - radius on (overlapping)
-        query_blocks = padded_query.view(batch, heads, num_blocks, block, head_dim).transpose(1, 2)
-        key_blocks, value_blocks = (x.unfold(2, span, block).permute(0, 2, 1, 4, 3) for x in (padded_key, padded_value))
-
+        # block i's queries are rows i * block on of padded_query, its keys i * block on of padded_key (overlapping)
         def attend(blocks, attn_mask, has_key):  # the selected blocks, batched in SDPA
             if isinstance(blocks, slice):  # a run of blocks: strided views of each batch row (SDPA reads strides)
+                # taken row first and sliced before unfolding, so that the backward pass builds 1x-sized gradients
+                first, stop = blocks.start * block, blocks.stop * block
+
+                def run_of(x, row, rows):  # [B, H, N, D] -> [blocks, H, rows, D] view of one batch row
+                    return x[row, :, first : stop - block + rows].unfold(1, rows, block).permute(1, 0, 3, 2)
+
                 return torch.stack([
                     _sdpa_rows(
-                        query_blocks[row, blocks], key_blocks[row, blocks], value_blocks[row, blocks], attn_mask,
-                        has_key, scaling, dropout_p,
+                        run_of(padded_query, row, block), run_of(padded_key, row, span),
+                        run_of(padded_value, row, span), attn_mask, has_key, scaling, dropout_p,
                     )
                     for row in range(batch)
                 ])

@@ -57,6 +57,9 @@ class DataArguments:
         },
     )
     max_train_samples: int | None = field(default=None)
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes for sentence splitting and oracle labels (datasets' num_proc)."}
+    )
     max_eval_samples: int | None = field(default=None)
 
 

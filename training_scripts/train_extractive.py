@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.nn import Dropout
 
 from sumformers import BertSumForExtractiveSummarization
 from sumformers.text.scoring import greedy_oracle
@@ -152,12 +153,13 @@ def main():
     )
     if extractive_args.attention_dropout is not None:
         model.config.encoder_config["attention_probs_dropout_prob"] = extractive_args.attention_dropout
-        for module in model.encoder.modules():
-            if "SelfAttention" in type(module).__name__:
+        for module in model.encoder.modules():  # BERT-style self-attention keeps its probability dropout here
+            if "SelfAttention" in type(module).__name__ and isinstance(getattr(module, "dropout", None), Dropout):
                 module.dropout.p = extractive_args.attention_dropout
     frozen = extractive_args.frozen_layers
     if frozen and not model_args.lora_layers:  # adapt only the layers that run in training
-        model_args.lora_layers = ",".join(str(i) for i in range(frozen, model.config.get_encoder_config().num_hidden_layers))
+        layers = range(frozen, model.config.get_encoder_config().num_hidden_layers)
+        model_args.lora_layers = ",".join(str(index) for index in layers)
     processor = model.processor_class(tokenizer, model.config)
     extractive_args.max_length = min(extractive_args.max_length, model.config.max_position_embeddings)
     multiple_documents = model.reads_multiple_documents

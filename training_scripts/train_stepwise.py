@@ -39,6 +39,7 @@ from sumformers.training import (
     dataset_evaluation,
     finish_training,
     load_splits,
+    map_training_features,
     model_and_tokenizer,
     model_input,
     new_card_info,
@@ -227,20 +228,14 @@ def main():
     card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
     features = None
     if training_args.do_train and train_dataset is not None:
-        # datasets caches the mapped features, so later runs on the same documents skip the sentence splitting
-        with training_args.main_process_first(desc="oracle labels"):
-            mapped = train_dataset.map(
-                build_features,
-                fn_kwargs={
-                    "processor": processor,
-                    "multiple_documents": multiple_documents,
-                    "data_args": data_args,
-                    "stepwise_args": stepwise_args,
-                },
-                remove_columns=train_dataset.column_names,
-                num_proc=data_args.preprocessing_num_workers,
-                desc="oracle labels",
-            )
+        fn_kwargs = {
+            "processor": processor,
+            "multiple_documents": multiple_documents,
+            "data_args": data_args,
+            "stepwise_args": stepwise_args,
+        }
+        num_proc = data_args.preprocessing_num_workers
+        mapped = map_training_features(train_dataset, build_features, training_args, num_proc, fn_kwargs)
         features = [feature for feature in mapped.to_list() if feature["oracle"]]
         logger.info("%d of %d training documents have an oracle summary", len(features), len(train_dataset))
         precomputed = stepwise_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)

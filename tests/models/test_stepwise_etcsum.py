@@ -173,6 +173,20 @@ def test_non_stepwise_model_reads_4096_tokens(minilm_tokenizer):
               sentence_mask=torch.ones(1, 1, dtype=torch.bool))
 
 
+def test_processor_keeps_whole_articles_past_2048_tokens_and_the_oracle_reads_them(minilm_tokenizer):
+    """The default limit (max_document_tokens = 4,096) covers most CNN/DM articles; training features keep every
+    sentence that fits and the full oracle reads the whole article."""
+    config = StepwiseETCSumConfig(encoder_config=tiny_bert_config().to_dict())
+    processor = StepwiseETCSumForExtractiveSummarization.processor_class(minilm_tokenizer, config)
+    sentences = [f"Sentence number {i} reports on the weather in the town of Springfield today." for i in range(150)]
+    inputs = processor({"sentences": sentences})
+    assert inputs["input_ids"].shape[1] > 2048 and len(inputs["sentences"]) == 150
+    features = processor.training_features(
+        {"sentences": sentences}, lambda document: [149, 3, 100], oracle_over_document=True
+    )
+    assert len(features["input_ids"]) > 2048 and features["oracle"] == [149, 3, 100]
+
+
 @pytest.fixture
 def encoder_folder(tmp_path, minilm_tokenizer):
     """A tiny random 2-layer BERT saved like a pretrained encoder (with MiniLM's tokenizer)."""

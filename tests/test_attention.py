@@ -160,7 +160,8 @@ def test_etc_relative_keys_are_shaw_keys_by_hand():
         pattern.dense_bias(2, torch.float32)
     table = pattern.for_query(q, 0.5).query_relative_scores
     assert table.shape == (1, 2, pattern.flex_query_length, 5)
-    torch.testing.assert_close(table[:, :, :8], torch.einsum("bhld,rhd->bhlr", q, key_table) * 0.5)
+    expected_table = torch.einsum("bhld,rhd->bhlr", q, key_table) * 0.5 + bias_table.t()[None, :, None, :]
+    torch.testing.assert_close(table[:, :, :8], expected_table)  # the bias folded in
 
 
 def _hetformer_tiny(keep_documents_apart=True):

@@ -434,11 +434,14 @@ class GlobalLocalPattern(AttentionPattern):
                 f"`relative_keys` has shape {list(self.relative_keys.shape)} but the query has {query.shape[1]} heads "
                 f"of size {query.shape[3]}."
             )
-        scores = torch.einsum("bhld,rhd->bhlr", query, self.relative_keys.to(query.dtype)) * scaling
+        # one contiguous [batch, heads, flex length, vocab] table in a single pass: the (small) key table is scaled and
+        # the query padded, not the (large) result
+        keys = (self.relative_keys * scaling).to(query.dtype).permute(1, 2, 0)  # [heads, head_dim, vocab]
+        scores = torch.matmul(F.pad(query, (0, 0, 0, self.flex_query_length - query.shape[2])), keys)
         if self.relative_bias is not None:  # folded in: one look-up per pair instead of two
-            scores = scores + self.relative_bias.to(query.dtype).t()[None, :, None, :]
+            scores = scores.add_(self.relative_bias.to(query.dtype).t()[None, :, None, :])
         clone = copy.copy(self)
-        clone.query_relative_scores = F.pad(scores, (0, 0, 0, self.flex_query_length - query.shape[2]))
+        clone.query_relative_scores = scores
         return clone
 
     def relative_ids(self, b, q_idx, kv_idx) -> torch.Tensor:

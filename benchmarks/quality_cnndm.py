@@ -1,18 +1,23 @@
-"""Summary quality on the CNN/DM documents held out from training (`validation[:300]` of the shared copy).
+"""Summary quality on the CNN/DM documents held out from training: by default, in one run, the first 1,000 of
+`validation_large` (CNN then Daily Mail) and the 300 CNN articles of `validation[:300]` of the shared copy.
 
-One table: Lead-2, Lead-3, the greedy oracle, the BERTSum baseline, HiBERT, Stepwise HiBERT, ETCSum and Stepwise ETCSum,
-each with and without trigram blocking: ROUGE-1/2/Lsum (F1 x 100, rouge-score with stemming, one sentence per line),
-mean summary length in whitespace words, and redundancy (share of summaries in which a trigram occurs in two different
-sentences).
+One table per set: Lead-2, Lead-3, the greedy oracle, the BERTSum baseline (its encoder's 512 tokens), HiBERT, Stepwise
+HiBERT, ETCSum, Stepwise ETCSum and HetFormer (full length), each with and without trigram blocking: ROUGE-1/2/Lsum
+(F1 x 100, rouge-score with stemming, one sentence per line) overall and by source (CNN / Daily Mail), mean summary
+length in whitespace words, and redundancy (share of summaries in which a trigram occurs in two different sentences).
 
-    python benchmarks/quality_cnndm.py  # every model found, writes benchmarks/results/quality_cnndm.md
-    python benchmarks/quality_cnndm.py --stepwise_hibert checkpoints/stepwise-hibert-minilm-cnndm --limit 50
+    # both sets, every model found; writes benchmarks/results/quality_cnndm.md
+    python benchmarks/quality_cnndm.py --max_words 60
+    # one set, one model
+    python benchmarks/quality_cnndm.py --data_file ../shared/data/cnn_dailymail/validation.jsonl --limit 50 \
+        --models "Stepwise HiBERT" --stepwise_hibert checkpoints/stepwise-hibert-minilm-cnndm
 
 Decoding: non-stepwise models keep their top 3 sentences (the `extractive-summarization` pipeline); stepwise models
 run the `stepwise-summarization` pipeline with the paper's beam 3 and at most 4 steps, stopping at the end-of-summary
-unit. The oracle is PreSumm's greedy oracle (ROUGE-1 F + ROUGE-2 F, no length cap); trigram blocking does not apply
-to it. Predictions are cached per model and setting under --cache_dir, so the table can be rebuilt without
-re-decoding; a model whose checkpoint is missing gets a row saying so.
+unit. Oracle is PreSumm's greedy oracle (ROUGE-1 F + ROUGE-2 F, no length cap), Oracle (Full) the stepwise paper's
+(greedy on the mean of ROUGE-1/2/Lsum F, whole document); trigram blocking does not apply to them. Predictions are
+cached per model and setting under --cache_dir, so the table can be rebuilt without re-decoding; a model whose
+checkpoint is missing gets a row saying so.
 
 `--max_words N` adds one row per system decoded under the same length budget, without trigram blocking: at most 4
 sentences (Lead: in document order, the others: in rank order or by beam search) and at most N whitespace words, a
@@ -42,16 +47,24 @@ MODELS = {  # name -> (default checkpoint candidates, pipeline task)
         ["checkpoints/stepwise-etcsum-minilm-cnndm", "runs/stepwise-etcsum-minilm-cnndm/final"],
         "stepwise-summarization",
     ),
+    "HetFormer": (["runs/hetformer-minilm-cnndm40k/final"], "extractive-summarization"),
 }
+# (label, file under the shared cnn_dailymail folder, first document, documents): the sets the default run reports
+HELD_OUT_SETS = (
+    ("validation_large[:1000]", "validation_large.jsonl.gz", 0, 1000),
+    ("validation[:300] (CNN)", "validation.jsonl", 0, 300),
+)
 COLUMNS = ("rouge1", "rouge2", "rougeLsum", "mean_words", "redundancy")
 SOURCES = {"cnn": "CNN", "dailymail": "DM"}
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data_file", default=None, help="CNN/DM validation JSONL (default: the shared copy)")
-    parser.add_argument("--start", type=int, default=0, help="first document (default 0)")
-    parser.add_argument("--limit", type=int, default=300, help="documents from --start (default 300)")
+    parser.add_argument(
+        "--data_file", default=None, help="one CNN/DM JSONL (.gz) to evaluate instead of the two held-out sets"
+    )
+    parser.add_argument("--start", type=int, default=0, help="with --data_file: first document (default 0)")
+    parser.add_argument("--limit", type=int, default=300, help="with --data_file: documents (default 300)")
     for name in MODELS:
         flag = "--" + name.lower().replace(" ", "_")
         parser.add_argument(flag, default=None, help=f"{name} checkpoint (default: the first of {MODELS[name][0]})")
@@ -109,6 +122,10 @@ def baseline_summaries(documents: list[str], references: list[str], max_words: i
         ],
         ("Oracle", None): [
             "\n".join(s[i] for i in greedy_oracle(s, reference)) for s, reference in zip(sentences, references)
+        ],
+        ("Oracle (Full)", None): [
+            "\n".join(s[i] for i in greedy_oracle(s, reference, metric="full"))
+            for s, reference in zip(sentences, references)
         ],
     }
     if max_words:
@@ -185,15 +202,11 @@ def _cell(result: dict, column: str) -> str:
     return f"{result[column]:.2f}"
 
 
-def format_table(rows: list[tuple[str, str, str, dict | str]], counts: dict, checkpoints: dict) -> str:
+def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], counts: dict) -> str:
     by_source = [source for source in SOURCES if counts.get(source)]
     source_columns = "".join(f" ROUGE-1 {SOURCES[source]} ({counts[source]}) |" for source in by_source)
     lines = [
-        "Command: `" + " ".join(["python", "benchmarks/quality_cnndm.py", *sys.argv[1:]]) + "`",
-        "",
-        f"CNN/DM validation documents {counts['all']} (held out from training); ROUGE F1 x 100 (rouge-score, "
-        "stemming, rougeLsum over pysbd sentences) with 95% bootstrap intervals (1,000 resamples of the documents); "
-        "words = mean summary length; redundancy = % of summaries repeating a trigram across sentences.",
+        f"## {title}: {counts['all']} documents",
         "",
         "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % |"
         + source_columns
@@ -208,8 +221,40 @@ def format_table(rows: list[tuple[str, str, str, dict | str]], counts: dict, che
         sources = "".join(f" {result[f'rouge1_{source}']:.2f} |" for source in by_source)
         seconds = result.get("seconds") or ""
         lines.append(f"| {name} | {decoding} | {blocking} | {values} |{sources} {seconds} |")
-    lines += ["", "Checkpoints: " + "; ".join(f"{name}: `{path}`" for name, path in checkpoints.items())]
     return "\n".join(lines)
+
+
+def evaluate_set(title: str, examples: list[dict], selected: list[str], args, checkpoints: dict) -> str:
+    """The table of one document set: the baselines, then every selected model found (its checkpoint is added to
+    `checkpoints`), with and without trigram blocking and under --max_words."""
+    documents = [example["document"] for example in examples]
+    references = [example["summary"] for example in examples]
+    # the small shared validation file is CNN only and has no `source` field
+    sources = [example.get("source", "cnn") for example in examples]
+    counts = {"all": len(examples), **{source: sources.count(source) for source in SOURCES}}
+    rows = []
+    for (name, blocking, *budget), summaries in baseline_summaries(documents, references, args.max_words).items():
+        label = "n/a" if blocking is None else ("yes" if blocking else "no")
+        if budget:
+            decoding = f"first 4, <= {budget[0]} words"
+        else:
+            decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy, R1+R2 F"
+            decoding = "greedy, mean R1/R2/Lsum F" if name == "Oracle (Full)" else decoding
+        rows.append((name, decoding, label, dict(summary_metrics(summaries, references, sources), seconds=None)))
+    for name in selected:
+        checkpoint = resolve_checkpoint(name, getattr(args, name.lower().replace(" ", "_")))
+        if checkpoint is None:
+            rows.append((name, "-", "-", "checkpoint not found"))
+            continue
+        checkpoints[name] = checkpoint.relative_to(REPO) if checkpoint.is_relative_to(REPO) else checkpoint
+        settings = [(False, None), (True, None)] + ([(False, args.max_words)] if args.max_words else [])
+        for blocking, max_words in settings:
+            print(f"{title} {name}, blocking {blocking}, budget {max_words}: {checkpoint}", file=sys.stderr, flush=True)
+            summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words)
+            metrics = dict(summary_metrics(summaries, references, sources), seconds=seconds)
+            description = decoding_options(name, checkpoint, args, max_words)[1]
+            rows.append((name, description, "yes" if blocking else "no", metrics))
+    return format_table(title, rows, counts)
 
 
 def main():
@@ -221,41 +266,34 @@ def main():
     from sumformers.text.evaluation import data_dir, read_jsonl
 
     torch.set_num_threads(args.threads)
-    data_file = Path(args.data_file) if args.data_file else data_dir() / "cnn_dailymail" / "validation.jsonl"
-    examples = read_jsonl(data_file)[args.start : args.start + args.limit]
-    documents = [example["document"] for example in examples]
-    references = [example["summary"] for example in examples]
-    # the small shared validation file is CNN only and has no `source` field
-    sources = [example.get("source", "cnn") for example in examples]
-    counts = {"all": len(examples), **{source: sources.count(source) for source in SOURCES}}
+    if args.data_file:
+        sets = [(f"{Path(args.data_file).name}[{args.start}:{args.start + args.limit}]", Path(args.data_file))]
+        ranges = [(args.start, args.limit)]
+    else:
+        sets = [(title, data_dir() / "cnn_dailymail" / name) for title, name, _, _ in HELD_OUT_SETS]
+        ranges = [(start, limit) for _, _, start, limit in HELD_OUT_SETS]
     selected = [name.strip() for name in args.models.split(",")] if args.models else list(MODELS)
     unknown = sorted(set(selected) - set(MODELS))
     if unknown:
         raise SystemExit(f"unknown --models {unknown}; choose from {list(MODELS)}")
 
-    rows = []
-    for (name, blocking, *budget), summaries in baseline_summaries(documents, references, args.max_words).items():
-        label = "n/a" if blocking is None else ("yes" if blocking else "no")
-        if budget:
-            decoding = f"first 4, <= {budget[0]} words"
-        else:
-            decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy oracle"
-        rows.append((name, decoding, label, dict(summary_metrics(summaries, references, sources), seconds=None)))
     checkpoints = {}
-    for name in selected:
-        checkpoint = resolve_checkpoint(name, getattr(args, name.lower().replace(" ", "_")))
-        if checkpoint is None:
-            rows.append((name, "-", "-", "checkpoint not found"))
-            continue
-        checkpoints[name] = checkpoint.relative_to(REPO) if checkpoint.is_relative_to(REPO) else checkpoint
-        settings = [(False, None), (True, None)] + ([(False, args.max_words)] if args.max_words else [])
-        for blocking, max_words in settings:
-            print(f"{name}, trigram blocking {blocking}, budget {max_words}: {checkpoint}", file=sys.stderr, flush=True)
-            summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words)
-            metrics = dict(summary_metrics(summaries, references, sources), seconds=seconds)
-            description = decoding_options(name, checkpoint, args, max_words)[1]
-            rows.append((name, description, "yes" if blocking else "no", metrics))
-    table = format_table(rows, counts, checkpoints)
+    tables = [
+        evaluate_set(title, read_jsonl(path)[start : start + limit], selected, args, checkpoints)
+        for (title, path), (start, limit) in zip(sets, ranges)
+    ]
+    lines = [
+        "Command: `" + " ".join(["python", "benchmarks/quality_cnndm.py", *sys.argv[1:]]) + "`",
+        "",
+        "CNN/DM validation documents held out from training; ROUGE F1 x 100 (rouge-score, stemming, rougeLsum over "
+        "pysbd sentences) with 95% bootstrap intervals (1,000 resamples of the documents); words = mean summary "
+        "length; redundancy = % of summaries repeating a trigram across sentences.",
+        "",
+        *("\n\n".join(tables).split("\n")),
+        "",
+        "Checkpoints: " + "; ".join(f"{name}: `{path}`" for name, path in checkpoints.items()),
+    ]
+    table = "\n".join(lines)
     print(table)
     if args.output:
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,11 @@ from transformers import PretrainedConfig
 
 from .summarizer_config import PretrainedEncoderConfigMixin, StepwiseConfigMixin, check_positive_integers
 
+RELATIVE_ATTENTION = ("keys", "bias")
+LONG_POSITION_EMBEDDINGS = ("none", "tiled")
+# What a saved config that predates each setting was trained with.
+LEGACY_SETTINGS = {"relative_attention": "bias", "long_position_embeddings": "tiled"}
+
 
 class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
@@ -15,8 +20,8 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         encoder_name_or_path (`str`, *optional*):
             Where the encoder weights came from (a Hub id or path), recorded for model cards and adapter checkpoints.
         max_document_tokens (`int`, *optional*, defaults to 4096):
-            Document tokens the model reads (BERTSum layout, `[CLS] sentence [SEP]` per sentence). Position
-            embeddings past the pretrained encoder's are copies of its table, repeated (the Longformer recipe).
+            Document tokens the model reads (BERTSum layout, `[CLS] sentence [SEP]` per sentence): the whole of most
+            CNN/DailyMail articles.
         max_document_sentences (`int`, *optional*, defaults to 256):
             Document sentences (one global token each).
         max_sentence_tokens (`int`, *optional*, defaults to 62):
@@ -26,8 +31,18 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         local_radius (`int`, *optional*, defaults to 84):
             Long-to-long attention: a token sees this many tokens on each side (ETC's default).
         relative_pos_max_distance (`int`, *optional*, defaults to 42):
-            Relative positions are clipped at this distance (the ETCSum checkpoint's setting); each layer learns a
-            bias per clipped distance and head, plus two for long-to-global / global-to-long ("own sentence" or not).
+            Relative positions are clipped at this distance (the ETCSum checkpoint's setting); the relative ids are
+            the clipped distances plus two long-to-global / global-to-long labels ("own sentence" or not).
+        relative_attention (`str`, *optional*, defaults to `"keys"`):
+            How each layer uses the relative ids. `"keys"` (ETC, after Shaw et al. 2018): a learned key vector per
+            relative id and head (`score = q_i . (k_j + a_ij) / sqrt(d)`) plus a learned bias per relative id and
+            head. `"bias"`: the bias only (models trained before relative keys; a saved config without this key
+            loads as `"bias"`).
+        long_position_embeddings (`str`, *optional*, defaults to `"none"`):
+            Absolute positions of the long tokens. `"none"` (ETC, whose `max_absolute_position_embeddings` is 0):
+            no absolute position embedding, token order comes from the relative keys alone, so no table is tiled
+            past the pretrained encoder's 512 positions. `"tiled"`: BERT's table repeated to `max_document_tokens`
+            (the Longformer recipe; models trained before, and a saved config without this key loads as `"tiled"`).
         hard_g2l_masking (`bool`, *optional*, defaults to `True`):
             A sentence's global token sees only its own sentence's tokens (and every global token).
         hard_l2g_masking (`bool`, *optional*, defaults to `False`):
@@ -57,6 +72,8 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         hard_l2g_masking: bool = False,
         num_sentences: int = 3,
         trigram_blocking: bool = True,
+        relative_attention: str = "keys",
+        long_position_embeddings: str = "none",
         **kwargs,
     ):
         # Dense attention would need a [heads, length, length] bias per row: default to the linear-memory backend.
@@ -68,6 +85,14 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             max_sentence_tokens=max_sentence_tokens,
             local_radius=local_radius,
         )
+        if relative_attention not in RELATIVE_ATTENTION:
+            raise ValueError(f"relative_attention must be one of {RELATIVE_ATTENTION}, got {relative_attention!r}")
+        if long_position_embeddings not in LONG_POSITION_EMBEDDINGS:
+            raise ValueError(
+                f"long_position_embeddings must be one of {LONG_POSITION_EMBEDDINGS}, got {long_position_embeddings!r}"
+            )
+        self.relative_attention = relative_attention
+        self.long_position_embeddings = long_position_embeddings
         self.max_document_tokens = max_document_tokens
         self.max_document_sentences = max_document_sentences
         self.max_sentence_tokens = max_sentence_tokens
@@ -80,6 +105,13 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         self.trigram_blocking = trigram_blocking
         super().__init__(**kwargs)
 
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """A saved config (config.json) that predates `relative_attention` / `long_position_embeddings` loads with
+        the design it was trained with (`LEGACY_SETTINGS`); new models get the ETC defaults."""
+        config_dict = {**LEGACY_SETTINGS, **config_dict}
+        return super().from_dict(config_dict, **kwargs)
+
     @property
     def hidden_size(self) -> int:
         return self.encoder_config.get("hidden_size", 768)
@@ -91,7 +123,7 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
 
     @property
     def long_length(self) -> int:
-        """Rows of the long-token position table."""
+        """Rows of the long-token position table (`long_position_embeddings="tiled"` only)."""
         return self.max_document_tokens
 
 

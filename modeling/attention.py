@@ -9,8 +9,8 @@ Mask functions never depend on the head; per-head differences live in the score 
 Patterns (all but the memory-compressed one are self-attention over one sequence):
 
 - `SlidingWindowPattern`: Longformer's window (two-sided size, even) with key padding and optional global tokens.
-- `GlobalLocalPattern`: ETC's global-local attention over ``[global tokens ; long tokens]`` with a relative-position
-  bias table shared by its four parts.
+- `GlobalLocalPattern`: ETC's global-local attention over ``[global tokens ; long tokens]`` with relative-position
+  representations shared by its four parts: a per-head bias table and, optionally, relative keys (Shaw et al. 2018).
 - `HeterogeneousGraph`: HetFormer's token windows, sentence/document nodes and entity links, one pattern per
   projection set (`token_window`, `nodes`, `entities`); the model sums the three attention outputs.
 - `BlockLocalCausalPattern`: Tensor2Tensor's local causal attention in blocks (own block so far + previous block).
@@ -62,12 +62,14 @@ _PREFIX_QUERY_CHUNK = 512
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _flex_bucket(length: int) -> int:
-    """Length that flex compiles for: a multiple of 128 and of a quarter of the length's power of two.
+def _flex_bucket(length: int, buckets_per_doubling: int = 4) -> int:
+    """Length that flex compiles for: a multiple of 128 and of a quarter (by default) of the length's power of two.
 
-    At most four buckets per doubling of length, at most 25% padding, so varying batches recompile rarely.
+    At most four buckets per doubling of length, at most 25% padding, so varying batches recompile rarely; a pattern
+    whose kernel time matters more than its compile count may ask for 8 (at most 12.5% padding).
     """
-    granularity = max(_FLEX_BLOCK, 2 ** max(0, int(length).bit_length() - 3))
+    shift = 1 + int(buckets_per_doubling).bit_length() - 1  # 4 -> 3: a quarter of the power of two
+    granularity = max(_FLEX_BLOCK, 2 ** max(0, int(length).bit_length() - shift))
     return max(_FLEX_BLOCK, -(-length // granularity) * granularity)
 
 
@@ -172,6 +174,11 @@ class AttentionPattern:
     # A method `blocked_attention(query, key, value, scaling, dropout_p) -> output` in subclasses with their own
     # implementation of the "blocked" backend (HetFormer's patterns); None means the generic one.
     blocked_attention = None
+
+    def for_query(self, query: torch.Tensor, scaling: float) -> "AttentionPattern":
+        """The pattern ready for this query ([batch, heads, query_length, head_dim]): a pattern whose score modifier
+        reads query-dependent tables (relative keys) returns a clone holding them; the others return themselves."""
+        return self
 
     def _layout(self) -> SparseLayout:
         raise NotImplementedError
@@ -296,8 +303,15 @@ class GlobalLocalPattern(AttentionPattern):
     Relative ids (one vocabulary of size ``2 * relative_pos_max_distance + 3`` serves all four parts):
     l2l and g2g use the clipped distance ``clip(k - q, -M, M) + M`` in ``[0, 2M]``; l2g and g2l use the binary
     "same sentence" label offset past the distance vocabulary: ``2M + 1`` (another sentence) and ``2M + 2``
-    (own sentence). With a ``relative_bias`` table ``[vocab, heads]`` (owned by the model), the score modifier
-    adds ``relative_bias[rel_id, head]`` to every score.
+    (own sentence). The model owns the tables (one per layer), and the score modifier adds, for each pair the mask
+    keeps:
+
+    - with a ``relative_bias`` table ``[vocab, heads]``: ``relative_bias[rel_id, head]`` (ETC's relative bias);
+    - with a ``relative_keys`` table ``[vocab, heads, head_dim]`` (ETC's relative embeddings, the relative keys of
+      Shaw et al. 2018): ``scaling * q_i . a[rel_id]``, so that the score is ``scaling * q_i . (k_j + a[rel_id])``.
+      Only ``scaling * q R^T`` plus the bias ([batch, heads, length, vocab], computed once per call by `for_query`)
+      is materialized; each kept pair gathers its entry by relative id (a bias tensor for eager/SDPA/blocked, a
+      look-up inside the FlexAttention kernel), never a ``[length, length, head_dim]`` tensor.
 
     Args:
         long_sentence_ids: [batch, long_length] sentence index of each long token.
@@ -307,6 +321,7 @@ class GlobalLocalPattern(AttentionPattern):
         long_attention_mask / global_attention_mask: optional [batch, n] padding masks (1/True = real).
         hard_g2l_masking / hard_l2g_masking: restrict g2l / l2g to the own sentence.
         relative_bias: optional [vocab, heads] learned bias table.
+        relative_keys: optional [vocab, heads, head_dim] learned relative key table.
     """
 
     def __init__(
@@ -320,6 +335,7 @@ class GlobalLocalPattern(AttentionPattern):
         hard_g2l_masking: bool = False,
         hard_l2g_masking: bool = False,
         relative_bias: torch.Tensor | None = None,
+        relative_keys: torch.Tensor | None = None,
     ):
         super().__init__()
         long_ids = _as_index_tensor(long_sentence_ids, "long_sentence_ids")
@@ -361,7 +377,22 @@ class GlobalLocalPattern(AttentionPattern):
         self.max_distance = torch.tensor(relative_pos_max_distance, device=self.device)
         if relative_bias is not None:
             self._check_bias(relative_bias)
+        if relative_keys is not None:
+            self._check_keys(relative_keys)
         self.relative_bias = relative_bias
+        self.relative_keys = relative_keys
+        # q R^T * scaling, [batch, heads, flex query length, vocab]: set by `for_query`
+        self.query_relative_scores = None
+
+    # Stepwise decoding re-encodes long documents several times per summary: eight flex buckets per doubling of
+    # length (at most 12.5% padding) instead of four, trading a few more compiles for a shorter kernel.
+    @property
+    def flex_query_length(self) -> int:
+        return _flex_bucket(self.query_length, buckets_per_doubling=8)
+
+    @property
+    def flex_key_length(self) -> int:
+        return _flex_bucket(self.key_length, buckets_per_doubling=8)
 
     @staticmethod
     def relative_vocab_size(relative_pos_max_distance: int) -> int:
@@ -373,11 +404,48 @@ class GlobalLocalPattern(AttentionPattern):
         if table.dim() != 2 or table.shape[0] != rows:
             raise ValueError(f"`relative_bias` must have shape [{rows}, num_heads], got {list(table.shape)}.")
 
+    def _check_keys(self, table: torch.Tensor) -> None:
+        rows = self.relative_vocab_size(self.relative_pos_max_distance)
+        if table.dim() != 3 or table.shape[0] != rows:
+            raise ValueError(f"`relative_keys` must have shape [{rows}, num_heads, head_dim], got {list(table.shape)}.")
+
     def with_relative_bias(self, relative_bias: torch.Tensor) -> "GlobalLocalPattern":
         """The same pattern with another bias table (one per layer), sharing the cached layout and BlockMask."""
         self._check_bias(relative_bias)
         clone = copy.copy(self)
         clone.relative_bias = relative_bias
+        return clone
+
+    def with_relative_tables(
+        self, relative_bias: torch.Tensor | None, relative_keys: torch.Tensor | None
+    ) -> "GlobalLocalPattern":
+        """The same pattern with a layer's bias and relative key tables (either may be None), sharing the cached
+        layout and BlockMask."""
+        if relative_bias is not None:
+            self._check_bias(relative_bias)
+        if relative_keys is not None:
+            self._check_keys(relative_keys)
+        clone = copy.copy(self)
+        clone.relative_bias, clone.relative_keys, clone.query_relative_scores = relative_bias, relative_keys, None
+        return clone
+
+    def for_query(self, query: torch.Tensor, scaling: float) -> "GlobalLocalPattern":
+        """With relative keys: a clone holding ``scaling * q R^T`` for this query (padded to the flex length)."""
+        if self.relative_keys is None:
+            return self
+        if self.relative_keys.shape[1:] != query.shape[1:2] + query.shape[3:]:
+            raise ValueError(
+                f"`relative_keys` has shape {list(self.relative_keys.shape)} but the query has {query.shape[1]} heads "
+                f"of size {query.shape[3]}."
+            )
+        # one contiguous [batch, heads, flex length, vocab] table in a single pass: the (small) key table is scaled and
+        # the query padded, not the (large) result
+        keys = (self.relative_keys * scaling).to(query.dtype).permute(1, 2, 0)  # [heads, head_dim, vocab]
+        scores = torch.matmul(F.pad(query, (0, 0, 0, self.flex_query_length - query.shape[2])), keys)
+        if self.relative_bias is not None:  # folded in: one look-up per pair instead of two
+            scores = scores.add_(self.relative_bias.to(query.dtype).t()[None, :, None, :])
+        clone = copy.copy(self)
+        clone.query_relative_scores = scores
         return clone
 
     def relative_ids(self, b, q_idx, kv_idx) -> torch.Tensor:
@@ -403,8 +471,16 @@ class GlobalLocalPattern(AttentionPattern):
     def _relative_score_mod(self, score, b, h, q_idx, kv_idx):
         return score + self.relative_bias[self.relative_ids(b, q_idx, kv_idx), h]
 
+    def _relative_keys_score_mod(self, score, b, h, q_idx, kv_idx):
+        # the bias table, if any, is already folded into `query_relative_scores` (see `for_query`)
+        return score + self.query_relative_scores[b, h, q_idx, self.relative_ids(b, q_idx, kv_idx)]
+
     @property
     def score_mod(self):
+        if self.relative_keys is not None:
+            if self.query_relative_scores is None:
+                raise ValueError("a pattern with `relative_keys` scores pairs only after `for_query(query, scaling)`")
+            return self._relative_keys_score_mod
         return None if self.relative_bias is None else self._relative_score_mod
 
     def _layout(self):
@@ -879,6 +955,7 @@ def _masked_sdpa(query, key, value, mask, bias, scaling, dropout_p):
 
 def _eager_attention(query, key, value, pattern, scaling, dropout_p):
     """Reference: dense scores, score modifier, dense boolean mask, softmax in fp32. Returns (output, weights)."""
+    pattern = pattern.for_query(query, scaling)
     mask = pattern.dense_mask()
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
     bias = pattern.dense_bias(query.shape[1], scores.dtype)
@@ -892,6 +969,7 @@ def _eager_attention(query, key, value, pattern, scaling, dropout_p):
 
 
 def _sdpa_attention(query, key, value, pattern, scaling, dropout_p):
+    pattern = pattern.for_query(query, scaling)
     bias = pattern.dense_bias(query.shape[1], query.dtype)
     return _masked_sdpa(query, key, value, pattern.dense_mask(), bias, scaling, dropout_p)
 
@@ -906,6 +984,7 @@ _FLEX_RECOMPILE_LIMIT = 64
 def _flex_attention(query, key, value, pattern, scaling):
     """Compiled flex_attention at the pattern's bucket lengths; padded keys are masked, padded queries dropped."""
     global _compiled_flex_attention
+    pattern = pattern.for_query(query, scaling)
     query_pad = pattern.flex_query_length - pattern.query_length
     key_pad = pattern.flex_key_length - pattern.key_length
 
@@ -1131,6 +1210,7 @@ def _blocked_attention(query, key, value, pattern, scaling, dropout_p):
     """Attention over the pattern's layout only: band (+ extra keys), or prefix chunks, then dense rows."""
     if pattern.blocked_attention is not None:
         return pattern.blocked_attention(query, key, value, scaling, dropout_p)
+    pattern = pattern.for_query(query, scaling)
     layout = pattern.layout()
     if layout.band is not None:
         output = _band_phase(query, key, value, pattern, layout, scaling, dropout_p)
@@ -1195,10 +1275,15 @@ def _attention_with_weights(query, key, value, pattern, implementation, scaling,
     bias_table = getattr(pattern, "relative_bias", None)
     if bias_table is not None and bias_table.shape[1] != query.shape[1]:
         raise ValueError(f"`relative_bias` has {bias_table.shape[1]} heads but the query has {query.shape[1]}.")
+    key_table = getattr(pattern, "relative_keys", None)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
     dropout_p = dropout if training else 0.0
 
-    if implementation == "flex_attention" and query.device.type == "cpu" and _needs_grad(query, key, value, bias_table):
+    if (
+        implementation == "flex_attention"
+        and query.device.type == "cpu"
+        and _needs_grad(query, key, value, bias_table, key_table)
+    ):
         warnings.warn(
             "FlexAttention has no backward pass on CPU: using the 'blocked' backend for this call.", stacklevel=3
         )

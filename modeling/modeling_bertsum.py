@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import AutoModel, PreTrainedModel
+from transformers.masking_utils import create_bidirectional_mask
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_bertsum import BertSumConfig
@@ -127,19 +128,65 @@ class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
         model.encoder.load_state_dict(encoder.state_dict())
         return model
 
-    def forward(
+    def _encoder_layers(self) -> nn.ModuleList:
+        layers = getattr(getattr(self.encoder, "encoder", None), "layer", None)
+        if not isinstance(layers, nn.ModuleList):
+            raise ValueError(
+                f"bottom-layer states need a BERT/RoBERTa-style encoder (`encoder.layer`); "
+                f"{type(self.encoder).__name__} has none"
+            )
+        return layers
+
+    def _run_layers(self, states, attention_mask, first: int, last: int) -> torch.Tensor:
+        mask = create_bidirectional_mask(
+            config=self.encoder.config, inputs_embeds=states, attention_mask=attention_mask
+        )
+        for layer in self._encoder_layers()[first:last]:
+            states = layer(states, mask)
+        return states
+
+    def bottom_states(
         self,
         input_ids: torch.LongTensor,
-        cls_positions: torch.LongTensor,
-        sentence_mask: torch.BoolTensor,
+        num_layers: int,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+    ) -> torch.Tensor:
+        """[batch, tokens, hidden]: the token states after the encoder's first `num_layers` layers. A training run that
+        keeps those layers frozen computes them once per document and passes them back as `bottom_states`."""
+        if not 0 <= num_layers <= len(self._encoder_layers()):
+            raise ValueError(f"num_layers must be within 0..{len(self._encoder_layers())}, got {num_layers}")
+        states = self.encoder.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        return self._run_layers(states, attention_mask, 0, num_layers)
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        cls_positions: torch.LongTensor | None = None,
+        sentence_mask: torch.BoolTensor | None = None,
         attention_mask: torch.LongTensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         labels: torch.FloatTensor | None = None,
+        bottom_states: torch.FloatTensor | None = None,
+        bottom_layers: int = 0,
         **kwargs,
     ) -> ExtractiveSummarizerOutput:
-        token_states = self.encoder(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-        ).last_hidden_state
+        r"""
+        bottom_states (`torch.FloatTensor` of shape `(batch_size, tokens, hidden_size)`, *optional*):
+            `bottom_states(input_ids, bottom_layers, ...)` computed beforehand (frozen bottom layers cached for
+            training); the encoder then runs only its layers from `bottom_layers` on, and `input_ids` is not needed.
+        """
+        if cls_positions is None or sentence_mask is None:
+            raise ValueError("`cls_positions` and `sentence_mask` are required (the processor's BERTSum layout)")
+        if bottom_states is not None:
+            states = bottom_states.to(self.scorer.weight.dtype)
+            token_states = self._run_layers(states, attention_mask, bottom_layers, len(self._encoder_layers()))
+        elif input_ids is None:
+            raise ValueError("give `input_ids` or precomputed `bottom_states`")
+        else:
+            token_states = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
         sentence_mask = sentence_mask.bool()
         index = cls_positions.unsqueeze(-1).expand(-1, -1, token_states.size(-1))
         sentence_states = torch.gather(token_states, 1, index)

@@ -5,19 +5,32 @@ Input: the document's tokens in the BERTSum layout (`[CLS] sentence [SEP]` per s
 *global* token per sentence. Attention (the foundation's `GlobalLocalPattern`): long-to-long within `local_radius`
 with relative positions clipped at `relative_pos_max_distance`, global-to-global full, long-to-global and
 global-to-long full or restricted to the own sentence (`hard_l2g_masking` / `hard_g2l_masking`), with the "own
-sentence" label as their relative id. Every layer learns a relative-position bias per head (new, zero at the start,
-so the encoder starts as the pretrained BERT under the new mask). A sentence is scored from its first token
-(`[CLS]`).
+sentence" label as their relative id (offset past the distances, so one table serves all four parts, as in ETC).
+
+Relative attention (`config.relative_attention`), per layer:
+- "keys" (new models; ETC's relative attention, the relative keys of Shaw et al. 2018): a learned key vector per
+  relative id and head added on the key side, ``score_ij = q_i . (k_j + a_{id(i,j)}) / sqrt(d)``, plus ETC's learned
+  bias per relative id and head. What ETC defines and this model does: l2l and g2g ids are the clipped distances
+  (g2g between global positions, i.e. sentence order), l2g and g2l ids are "own sentence" / "other sentence". Both
+  tables start at zero.
+- "bias": the bias only (the checkpoints trained before relative keys; a config.json without the key loads so).
+
+Long-token absolute positions (`config.long_position_embeddings`): "none" for new models, as in ETC (no absolute
+position embeddings; word order comes from the relative keys, so nothing is tiled past BERT's 512 positions);
+"tiled" for the older checkpoints (BERT's table repeated, the Longformer recipe). A sentence is scored from its first
+token (`[CLS]`).
 
 - `ETCSumForExtractiveSummarization`: a sigmoid score per sentence; `extractive-summarization` pipeline (top k).
 - `StepwiseETCSumForExtractiveSummarization`: the partial summary's tokens (each chosen sentence's tokens as in the
   document, token type 1) follow the document's, with one global token per summary sentence and one for the end of
   the summary; a softmax over the document sentences and the end unit (scored from its global token) picks the next
-  choice. Document and summary are encoded together, so each step re-encodes (no reuse across steps is possible).
+  choice. Document and summary are encoded together, so each step re-encodes: document tokens read every global
+  token (l2g) and the first summary tokens inside their band, so from the first layer's output on every document
+  state depends on the summary and nothing past the embeddings could be reused; instead every live beam hypothesis
+  of a step is one row of a single batched forward over the sparse (linear-memory) attention.
 
 Global tokens carry a type embedding (document sentence, summary sentence, end) and the sentence's index in the
-document or in the summary (separate tables); long tokens keep BERT's absolute positions, the table extended past the
-pretrained 512 by repeating it (the Longformer recipe), so inputs of `max_document_tokens` (default 4,096) fit.
+document or in the summary (separate tables); inputs of `max_document_tokens` (default 4,096) fit.
 Attention runs through `config._attn_implementation`: "blocked" (CPU training, linear memory), "flex_attention"
 (inference; falls back to "blocked" where a CPU backward is needed), "sdpa" or "eager" (dense reference).
 """
@@ -79,19 +92,34 @@ class RelativePositionBias(nn.Module):
         self.weight = nn.Parameter(torch.zeros(vocab_size, num_heads))
 
 
+class RelativePositionKeys(nn.Module):
+    """One learned key vector per relative id and head (ETC's relative embeddings, Shaw et al.'s a^K)."""
+
+    def __init__(self, vocab_size: int, num_heads: int, head_dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(vocab_size, num_heads, head_dim))
+
+
 class ETCAttention(BertStyleAttention):
     """Global-local self-attention: BERT's projections and residual output (parameter names included), a sparse
-    pattern instead of dense attention, and a per-layer relative-position bias."""
+    pattern instead of dense attention, and per-layer relative-position representations (relative keys and a bias,
+    or the bias only: `config.relative_attention`)."""
 
     def __init__(self, encoder_config, config: ETCSumConfig):
         super().__init__(encoder_config)
         self.config = config
-        self.relative_bias = RelativePositionBias(
-            GlobalLocalPattern.relative_vocab_size(config.relative_pos_max_distance), self.num_heads
-        )
+        vocab = GlobalLocalPattern.relative_vocab_size(config.relative_pos_max_distance)
+        self.relative_bias = RelativePositionBias(vocab, self.num_heads)
+        if config.relative_attention == "keys":
+            head_dim = encoder_config.hidden_size // self.num_heads
+            self.relative_keys = RelativePositionKeys(vocab, self.num_heads, head_dim)
 
     def forward(self, states: torch.Tensor, pattern: GlobalLocalPattern) -> torch.Tensor:
         attention = get_sparse_attention_function(self.config._attn_implementation)
+        if hasattr(self, "relative_keys"):
+            pattern = pattern.with_relative_tables(self.relative_bias.weight, self.relative_keys.weight)
+        else:
+            pattern = pattern.with_relative_bias(self.relative_bias.weight)
         attended, _ = attention(
             self,
             self._heads(self.query(states)),
@@ -99,7 +127,7 @@ class ETCAttention(BertStyleAttention):
             self._heads(self.value(states)),
             None,
             dropout=self.attention_dropout if self.training else 0.0,
-            attention_pattern=pattern.with_relative_bias(self.relative_bias.weight),
+            attention_pattern=pattern,
         )
         return self.output(attended.flatten(2), states)
 
@@ -115,27 +143,31 @@ class ETCLayer(nn.Module):
 
 
 class LongEmbeddings(nn.Module):
-    """BERT's token embeddings (parameter names as in `BertEmbeddings`) with a longer position table."""
+    """BERT's token embeddings (parameter names as in `BertEmbeddings`) with a longer position table, or, with
+    `num_positions=None` (ETC), none: positions then come from the attention's relative keys only."""
 
-    def __init__(self, encoder_config, num_positions: int):
+    def __init__(self, encoder_config, num_positions: int | None):
         super().__init__()
         hidden = encoder_config.hidden_size
         self.word_embeddings = nn.Embedding(encoder_config.vocab_size, hidden, padding_idx=encoder_config.pad_token_id)
-        self.position_embeddings = nn.Embedding(num_positions, hidden)
+        self.position_embeddings = None if num_positions is None else nn.Embedding(num_positions, hidden)
         self.token_type_embeddings = nn.Embedding(encoder_config.type_vocab_size, hidden)
         self.LayerNorm = nn.LayerNorm(hidden, eps=encoder_config.layer_norm_eps)
         self.dropout = nn.Dropout(encoder_config.hidden_dropout_prob)
 
     def forward(self, input_ids, position_ids, token_type_ids):
-        embedded = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        embedded = self.word_embeddings(input_ids)
+        if self.position_embeddings is not None:
+            embedded = embedded + self.position_embeddings(position_ids)
         return self.dropout(self.LayerNorm(embedded + self.token_type_embeddings(token_type_ids)))
 
     def load_bert_embeddings(self, bert_embeddings: nn.Module) -> None:
-        """Copy a BERT's embeddings; its position table is repeated to fill the longer one."""
+        """Copy a BERT's embeddings; its position table, if this model has one, is repeated to fill the longer one."""
         state = dict(bert_embeddings.state_dict())
-        table = state["position_embeddings.weight"]
-        repeats = -(-self.position_embeddings.num_embeddings // table.shape[0])
-        state["position_embeddings.weight"] = table.repeat(repeats, 1)[: self.position_embeddings.num_embeddings]
+        if self.position_embeddings is not None:
+            table = state["position_embeddings.weight"]
+            repeats = -(-self.position_embeddings.num_embeddings // table.shape[0])
+            state["position_embeddings.weight"] = table.repeat(repeats, 1)[: self.position_embeddings.num_embeddings]
         self.load_state_dict({name: state[name] for name in self.state_dict()})
 
 
@@ -176,7 +208,8 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
         super().__init__(config)
         encoder_config = config.get_encoder_config()
         hidden = encoder_config.hidden_size
-        self.embeddings = LongEmbeddings(encoder_config, config.long_length)
+        tiled = config.long_position_embeddings == "tiled"
+        self.embeddings = LongEmbeddings(encoder_config, config.long_length if tiled else None)
         self.layers = nn.ModuleList(ETCLayer(encoder_config, config) for _ in range(encoder_config.num_hidden_layers))
         self.global_embeddings = nn.Embedding(3 if stepwise else 1, hidden)
         self.sentence_positions = nn.Embedding(config.max_document_sentences, hidden)
@@ -185,14 +218,15 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
-        if isinstance(module, RelativePositionBias):
+        if isinstance(module, (RelativePositionBias, RelativePositionKeys)):
             module.weight.zero_()
 
     @classmethod
     def from_encoder(cls, encoder_path: str, config: ETCSumConfig | None = None, **config_kwargs):
-        """A summarizer whose embeddings and layers start from a pretrained BERT (the position table repeated to
-        `long_length`); relative-position biases start at zero, global token embeddings from the `[CLS]` (sentences)
-        and `[SEP]` (end) embeddings, and the scorer is new.
+        """A summarizer whose embeddings and layers start from a pretrained BERT (without its position table, as in
+        ETC, or with it repeated to `long_length` for `long_position_embeddings="tiled"`); relative keys and biases
+        start at zero, global token embeddings from the `[CLS]` (sentences) and `[SEP]` (end) embeddings, and the
+        scorer is new.
 
         With `config`, its settings are used as they are (to rebuild a saved model before loading its adapter);
         otherwise a config is made from the encoder's and `config_kwargs`.
@@ -200,9 +234,12 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
         encoder, config = load_encoder_and_config(cls.config_class, encoder_path, config, **config_kwargs)
         model = cls(config)
         model.embeddings.load_bert_embeddings(encoder.embeddings)
+        new_in_layer = {"attention.relative_bias.weight"}
+        if config.relative_attention == "keys":
+            new_in_layer.add("attention.relative_keys.weight")
         for layer, pretrained in zip(model.layers, encoder.encoder.layer):
             missing, unexpected = layer.load_state_dict(bert_layer_state(pretrained), strict=False)
-            if unexpected or missing != ["attention.relative_bias.weight"]:
+            if unexpected or set(missing) != new_in_layer:
                 raise ValueError(f"unexpected encoder layer layout: missing {missing}, unexpected {unexpected}")
         words, types = encoder.embeddings.word_embeddings.weight, encoder.embeddings.token_type_embeddings.weight
         cls_id = encoder.config.cls_token_id if getattr(encoder.config, "cls_token_id", None) is not None else 101
@@ -320,7 +357,7 @@ class ETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
     """Non-stepwise ETCSum: one sigmoid score per sentence."""
 
     config_class = ETCSumConfig
-    new_modules = ("global_embeddings", "sentence_positions", "relative_bias", "scorer")
+    new_modules = ("global_embeddings", "sentence_positions", "relative_bias", "relative_keys", "scorer")
 
     def __init__(self, config: ETCSumConfig):
         super().__init__(config, stepwise=False)
@@ -360,7 +397,14 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
 
     config_class = StepwiseETCSumConfig
     is_stepwise = True
-    new_modules = ("global_embeddings", "sentence_positions", "summary_positions", "relative_bias", "scorer")
+    new_modules = (
+        "global_embeddings",
+        "sentence_positions",
+        "summary_positions",
+        "relative_bias",
+        "relative_keys",
+        "scorer",
+    )
 
     def __init__(self, config: StepwiseETCSumConfig):
         super().__init__(config, stepwise=True)

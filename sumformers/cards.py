@@ -68,6 +68,8 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         inter_sentence_layers=getattr(config, "inter_sentence_layers", 0),
         num_sentences=getattr(config, "num_sentences", 3),
         trigram_blocking=getattr(config, "trigram_blocking", True),
+        relative_attention=getattr(config, "relative_attention", None),
+        long_position_embeddings=getattr(config, "long_position_embeddings", None),
         training=card_info.get("training"),
         evaluation=card_info.get("evaluation"),
     )

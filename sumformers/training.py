@@ -57,6 +57,9 @@ class DataArguments:
         },
     )
     max_train_samples: int | None = field(default=None)
+    preprocessing_num_workers: int | None = field(
+        default=None, metadata={"help": "Processes for sentence splitting and oracle labels (datasets' num_proc)."}
+    )
     max_eval_samples: int | None = field(default=None)
 
 
@@ -128,6 +131,20 @@ def model_input(value, reads_multiple_documents: bool):
     if isinstance(value, (list, tuple)) and value and reads_multiple_documents:
         return {"documents": list(value)}
     return document_text(value)
+
+
+def map_training_features(train_dataset, build_features, training_args, num_proc: int | None, fn_kwargs: dict):
+    """`build_features(example, **fn_kwargs)` for every training document with datasets' `map`: cached on disk, so a
+    later run on the same documents skips the sentence splitting and oracle search (about 0.1 s a CNN/DM article);
+    `num_proc` processes (--preprocessing_num_workers); the main process first under distributed training."""
+    with training_args.main_process_first(desc="oracle labels"):
+        return train_dataset.map(
+            build_features,
+            fn_kwargs=fn_kwargs,
+            remove_columns=train_dataset.column_names,
+            num_proc=num_proc,
+            desc="oracle labels",
+        )
 
 
 def model_and_tokenizer(source: str, create):

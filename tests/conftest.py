@@ -11,6 +11,16 @@ import torch  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def training_script(name: str):
+    """`training_scripts/<name>.py` imported as a module (its helpers, without running `main`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "training_scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def shared_data_dir() -> Path:
     return Path(os.environ.get("SUMFORMERS_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 
@@ -94,13 +104,14 @@ def tiny_bert_config(**overrides):
     return BertConfig(**settings)
 
 
-def tiny_bertsum_config(**overrides):
-    """A tiny BERTSum config over a 2-layer BERT that shares MiniLM's vocabulary (so its tokenizer fits)."""
+def tiny_bertsum_config(encoder_layers: int = 2, **overrides):
+    """A tiny BERTSum config over a tiny BERT (2 layers unless told) that shares MiniLM's vocabulary (so its
+    tokenizer fits)."""
     from sumformers import BertSumConfig
 
     settings = dict(inter_sentence_layers=1, inter_sentence_heads=4, inter_sentence_ff_size=64, dropout=0.0)
     settings.update(overrides)
-    encoder = tiny_bert_config().to_dict()
+    encoder = tiny_bert_config(num_hidden_layers=encoder_layers).to_dict()
     return BertSumConfig(encoder_config=encoder, encoder_name_or_path="tiny-random-bert", **settings)
 
 

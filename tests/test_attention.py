@@ -131,6 +131,39 @@ def test_etc_score_mod_adds_the_per_head_bias():
     assert torch.equal(bias[0], table[ids, 0]) and torch.equal(bias[1], table[ids, 1])
 
 
+def _shaw_reference(q, k, v, pattern, bias_table, key_table):
+    """Relative-key attention written out literally (Shaw et al. 2018, ETC): every pair's key is k_j + a[rel_id],
+    score = (q_i . (k_j + a[rel_id]) ) / sqrt(d) + bias[rel_id], softmax over the allowed keys, zeros for empty rows."""
+    length = q.shape[2]
+    positions = torch.arange(length)
+    ids = pattern.relative_ids(torch.arange(q.shape[0])[:, None, None], positions[:, None], positions[None, :])
+    heads = torch.arange(q.shape[1])[None, :, None, None]
+    relative_keys = key_table[ids[:, None], heads]  # [batch, heads, queries, keys, head_dim]
+    scores = torch.einsum("bhqd,bhqkd->bhqk", q, k[:, :, None] + relative_keys) / q.shape[-1] ** 0.5
+    scores = scores + bias_table[ids[:, None], heads]
+    mask = pattern.dense_mask()
+    weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
+    return weights @ v
+
+
+def test_etc_relative_keys_are_shaw_keys_by_hand():
+    generator = torch.Generator().manual_seed(5)
+    bias_table = torch.randn(5, 2, generator=generator)
+    key_table = torch.randn(5, 2, 4, generator=generator)
+    pattern = _etc_tiny(hard_g2l_masking=True, relative_bias=bias_table, relative_keys=key_table)
+    q, k, v = (torch.randn(1, 2, 8, 4, generator=generator) for _ in range(3))
+    expected = _shaw_reference(q, k, v, pattern, bias_table, key_table)
+    for implementation in ("eager", "sdpa", "blocked"):
+        torch.testing.assert_close(sparse_attention(q, k, v, pattern, implementation), expected, rtol=0, atol=TOL)
+    # q R^T holds one score per (query, relative id); the pattern needs the query before it can score pairs
+    with pytest.raises(ValueError, match="for_query"):
+        pattern.dense_bias(2, torch.float32)
+    table = pattern.for_query(q, 0.5).query_relative_scores
+    assert table.shape == (1, 2, pattern.flex_query_length, 5)
+    expected_table = torch.einsum("bhld,rhd->bhlr", q, key_table) * 0.5 + bias_table.t()[None, :, None, :]
+    torch.testing.assert_close(table[:, :, :8], expected_table)  # the bias folded in
+
+
 def _hetformer_tiny(keep_documents_apart=True):
     # 0 doc(d0) 1 sent(d0) 2 tok 3 tok 4 sent(d0) 5 tok | 6 doc(d1) 7 sent(d1) 8 tok 9 tok
     D, S, T = HeterogeneousGraph.DOCUMENT, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.TOKEN
@@ -257,20 +290,30 @@ def _window_global(valid):
     return SlidingWindowPattern(16, valid.long(), global_attention_mask=is_global), ()
 
 
-def _etc(valid, with_bias, **masking):
+def _etc(valid, with_bias, with_keys=False, **masking):
     num_global = 12
     long_sentences = (torch.arange(LENGTH - num_global) // 16).expand(BATCH, -1)
     global_sentences = torch.arange(num_global).expand(BATCH, -1)
     global_valid = valid[:, :num_global].clone()
     global_valid[1, 10:] = False  # batch row 1 has fewer sentences
-    table = None
+    table = keys = None
+    rows = GlobalLocalPattern.relative_vocab_size(4)
     if with_bias:
-        rows = GlobalLocalPattern.relative_vocab_size(4)
         table = torch.randn(rows, HEADS, generator=torch.Generator().manual_seed(3)).requires_grad_()
+    if with_keys:  # relative keys on the scale of the keys
+        keys = torch.randn(rows, HEADS, HEAD_DIM, generator=torch.Generator().manual_seed(4)).requires_grad_()
     pattern = GlobalLocalPattern(
-        long_sentences, global_sentences, 6, 4, valid[:, num_global:], global_valid, relative_bias=table, **masking
+        long_sentences,
+        global_sentences,
+        6,
+        4,
+        valid[:, num_global:],
+        global_valid,
+        relative_bias=table,
+        relative_keys=keys,
+        **masking,
     )
-    return pattern, (table,) if with_bias else ()
+    return pattern, tuple(t for t in (table, keys) if t is not None)
 
 
 def _graph(valid):
@@ -289,6 +332,7 @@ PATTERNS = {
     "window_global": _window_global,
     "etc_hard_g2l_bias": lambda valid: _etc(valid, with_bias=True, hard_g2l_masking=True),
     "etc_hard_l2g": lambda valid: _etc(valid, with_bias=False, hard_l2g_masking=True),
+    "etc_relative_keys": lambda valid: _etc(valid, with_bias=True, with_keys=True, hard_g2l_masking=True),
     "het_token_window": lambda valid: (_graph(valid).token_window(20), ()),
     "het_nodes": lambda valid: (_graph(valid).nodes(), ()),
     "het_entities": lambda valid: (_graph(valid).entities(), ()),
@@ -320,7 +364,7 @@ def small_prefix_chunks(monkeypatch):
 
 # Each pattern kind compiles its own FlexAttention kernel (about 5-10 s each on a cold inductor cache, 30 s for
 # the first): the fast run checks flex on these kinds, `-m slow` on the others.
-FLEX_IN_FAST_RUN = {"sliding_window", "window_global", "etc_hard_g2l_bias", "memory_compressed"}
+FLEX_IN_FAST_RUN = {"sliding_window", "window_global", "etc_hard_g2l_bias", "etc_relative_keys", "memory_compressed"}
 
 
 def backend_cases(implementations):
@@ -562,6 +606,24 @@ def test_etc_layers_share_structure_with_their_own_bias_tables():
         assert (_run("flex_attention", q, k, v, layer) - expected).abs().max() <= TOL
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention has a backward pass on GPU only")
+@pytest.mark.parametrize("name", ["etc_hard_g2l_bias", "etc_relative_keys"])
+def test_flex_gradients_match_eager_on_gpu(name):
+    pattern, parameters = PATTERNS[name](_valid().cuda())
+    parameters = [table.detach().cuda().requires_grad_() for table in parameters]
+    pattern = pattern.with_relative_tables(parameters[0], parameters[1] if len(parameters) > 1 else None)
+    q, k, v = (t.cuda().requires_grad_() for t in _inputs(pattern))
+    weights = torch.randn(BATCH, HEADS, pattern.query_length, HEAD_DIM, device="cuda")
+    wrt = [q, k, v, *parameters]
+    expected = sparse_attention(q, k, v, pattern, "eager")
+    reference = torch.autograd.grad((expected * weights).sum(), wrt)
+    output = sparse_attention(q, k, v, pattern, "flex_attention")
+    grads = torch.autograd.grad((output * weights).sum(), wrt)
+    torch.testing.assert_close(output, expected, rtol=0, atol=TOL)
+    for grad, reference_grad in zip(grads, reference):
+        torch.testing.assert_close(grad, reference_grad, rtol=1e-4, atol=TOL)
+
+
 def test_bad_inputs_raise_clear_errors():
     valid = torch.ones(1, 8)
     with pytest.raises(ValueError, match="even"):
@@ -570,6 +632,11 @@ def test_bad_inputs_raise_clear_errors():
         SlidingWindowPattern(2, valid, global_attention_mask=torch.ones(1, 9))
     with pytest.raises(ValueError, match="relative_bias"):
         _etc_tiny(relative_bias=torch.zeros(4, 2))
+    with pytest.raises(ValueError, match="relative_keys"):
+        _etc_tiny(relative_keys=torch.zeros(5, 2))
+    with pytest.raises(ValueError, match="relative_keys"):
+        sparse_attention(torch.randn(1, 2, 8, 4), *[torch.randn(1, 2, 8, 4)] * 2,
+                         _etc_tiny(relative_keys=torch.zeros(5, 2, 3)), "eager")
     with pytest.raises(ValueError, match="node_types"):
         HeterogeneousGraph(torch.full((1, 8), 3), valid)
     pattern = SlidingWindowPattern(2, valid)

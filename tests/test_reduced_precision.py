@@ -104,11 +104,15 @@ def etcsum(stepwise, implementation="blocked"):
         "relative_pos_max_distance": 3,
         "max_sentence_tokens": 10,
         "encoder_config": tiny_bert_config().to_dict(),
+        # a tiny random encoder without absolute positions scores every sentence alike: the tiled position table
+        # keeps the pipeline tests' sentences apart
+        "long_position_embeddings": "tiled",
     }
     model_class = StepwiseETCSumForExtractiveSummarization if stepwise else ETCSumForExtractiveSummarization
     config = (StepwiseETCSumConfig if stepwise else ETCSumConfig)(**settings)
     model = model_class._from_config(config, attn_implementation=implementation)
-    with torch.no_grad():  # non-zero relative biases, so that the bias path runs in the reduced dtype too
+    with torch.no_grad():  # non-zero relative biases, so that the bias path runs in the reduced dtype too (random
+        # relative keys run in it in `test_sparse_attention_in_reduced_precision`)
         for layer in model.layers:
             layer.attention.relative_bias.weight.normal_(0.0, 0.5)
     return _scaled_scorer(model)

@@ -39,6 +39,7 @@ from sumformers.training import (
     dataset_evaluation,
     finish_training,
     load_splits,
+    map_training_features,
     model_and_tokenizer,
     model_input,
     new_card_info,
@@ -108,22 +109,21 @@ def oracle_in_selection_order(
     return greedy_oracle(sentences, reference, num_sentences=num_sentences, metric=metric, selection_order=True)
 
 
-def build_features(example, processor, multiple_documents, data_args, stepwise_args) -> dict | None:
+def build_features(example, processor, multiple_documents, data_args, stepwise_args) -> dict:
     """One document through the model's processor (BERTSum layout) with its oracle over the sentences that were
-    kept (selection order), or None when nothing can be learned."""
+    kept (selection order); an empty `oracle` means nothing can be learned from it."""
     oracle = partial(
         oracle_in_selection_order,
         reference=example[data_args.summary_column],
         num_sentences=stepwise_args.oracle_num_sentences,
         metric="full" if data_args.oracle == "full" else "r1+r2",
     )
-    features = processor.training_features(
+    return processor.training_features(
         model_input(example[data_args.text_column], multiple_documents),
         oracle,
         max_length=stepwise_args.max_length,
         oracle_over_document=data_args.oracle == "full",
     )
-    return features if features["oracle"] else None
 
 
 class StepwiseCollator:
@@ -228,14 +228,15 @@ def main():
     card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
     features = None
     if training_args.do_train and train_dataset is not None:
-        features = [
-            feature
-            for feature in (
-                build_features(example, processor, multiple_documents, data_args, stepwise_args)
-                for example in train_dataset
-            )
-            if feature is not None
-        ]
+        fn_kwargs = {
+            "processor": processor,
+            "multiple_documents": multiple_documents,
+            "data_args": data_args,
+            "stepwise_args": stepwise_args,
+        }
+        num_proc = data_args.preprocessing_num_workers
+        mapped = map_training_features(train_dataset, build_features, training_args, num_proc, fn_kwargs)
+        features = [feature for feature in mapped.to_list() if feature["oracle"]]
         logger.info("%d of %d training documents have an oracle summary", len(features), len(train_dataset))
         precomputed = stepwise_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)
         if precomputed:

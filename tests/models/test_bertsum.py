@@ -3,7 +3,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import tiny_bertsum_config
+from conftest import tiny_bertsum_config, training_script
 from sumformers import BertSumForExtractiveSummarization
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from test_modeling_common import ModelTesterMixin
@@ -101,3 +101,53 @@ def test_from_encoder_accepts_roberta_and_adds_a_second_segment(tmp_path):
     torch.testing.assert_close(
         model.encoder.embeddings.word_embeddings.weight, roberta.embeddings.word_embeddings.weight
     )
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_bottom_states_then_the_top_layers_equal_the_whole_encoder(minilm_tokenizer, attn_implementation):
+    torch.manual_seed(0)
+    config = tiny_bertsum_config(encoder_layers=3)
+    config._attn_implementation = attn_implementation
+    model = BertSumForExtractiveSummarization(config).eval()
+    assert model.encoder.config._attn_implementation == attn_implementation
+    batch = batch_for(minilm_tokenizer, [SENTENCES, SENTENCES[1:3]], [[1.0, 0.0, 0.0, 1.0], [0.0, 1.0]])
+    whole = model(**batch)
+    tokens = {key: batch.pop(key) for key in ("input_ids", "token_type_ids")}
+    for frozen in range(4):
+        bottom = model.bottom_states(tokens["input_ids"], frozen, batch["attention_mask"], tokens["token_type_ids"])
+        resumed = model(**batch, bottom_states=bottom, bottom_layers=frozen)
+        torch.testing.assert_close(resumed.logits, whole.logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(resumed.loss, whole.loss, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="num_layers must be within 0..3"):
+        model.bottom_states(tokens["input_ids"], 4)
+    with pytest.raises(ValueError, match="give `input_ids` or precomputed `bottom_states`"):
+        model(**batch)
+
+
+def test_cached_bottom_states_feed_training_batches(tmp_path, minilm_tokenizer, tiny_bertsum):
+    from datasets import Dataset
+
+    script = training_script("train_extractive")
+    model = tiny_bertsum(encoder_layers=3)
+    documents = [SENTENCES, SENTENCES[1:3], SENTENCES[::-1]]
+    features = Dataset.from_list(
+        [dict(encode_sentences(minilm_tokenizer, sentences), labels=[0.0] * len(sentences)) for sentences in documents]
+    )
+    collate = lambda rows: collate_sentence_batch(rows, minilm_tokenizer.pad_token_id)  # noqa: E731
+    cache = tmp_path / "states.u16"
+    states = script.cached_bottom_states(model, features, collate, 2, str(cache), batch_size=2)
+    assert states.shape == (3, max(len(ids) for ids in features["input_ids"]), model.config.hidden_size)
+    # A second run with the same documents reads the file; other documents make it recompute.
+    mtime = cache.stat().st_mtime_ns
+    assert (script.cached_bottom_states(model, features, collate, 2, str(cache)) == states).all()
+    assert cache.stat().st_mtime_ns == mtime
+    rows = [dict(features[index], cache_row=index) for index in (2, 0)]
+    batch = script.BottomStateCollator(collate, states, 2)(rows)
+    assert "input_ids" not in batch and batch["bottom_layers"] == 2
+    full = collate(rows)
+    with torch.no_grad():
+        expected = model(**full).logits
+        cached = model(**batch).logits
+    # The cache holds bfloat16 states: the top layer's logits agree to bfloat16 rounding.
+    torch.testing.assert_close(cached, expected, rtol=0, atol=2e-2)
+    assert not torch.equal(cached, model(**collate(rows[::-1])).logits)

@@ -106,3 +106,30 @@ def test_top_sentences_are_the_best_scored(name):
     result = summarizer(text, num_sentences=3, trigram_blocking=False, max_length=512)
     probabilities = summarizer.forward(summarizer.preprocess(text, max_length=512))["probabilities"][0]
     assert result["sentences"] == sorted(probabilities.topk(3).indices.tolist())
+
+
+# The two ETCSum checkpoints were trained before relative keys: their config.json has neither `relative_attention` nor
+# `long_position_embeddings`, so they load with the per-head bias and the tiled position table they were trained with.
+# Their logits for the bundled article (512 tokens) as computed before relative keys existed, to float32 precision.
+ETC_LOGITS_BEFORE_RELATIVE_KEYS = {
+    "etcsum-minilm-cnndm": ([-1.08849, -1.15698, -1.17488, -1.25218, -1.39123, -1.64665], -37.17868),
+    "stepwise-etcsum-minilm-cnndm": ([0.9462, 0.62825, 0.51299, 0.23784, 0.08106, -0.22523], -31.73424),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ETC_LOGITS_BEFORE_RELATIVE_KEYS))
+def test_etc_checkpoints_keep_the_design_they_were_trained_with(name):
+    summarizer = sumformers.load_pipeline(name)
+    model, config = summarizer.model, summarizer.model.config
+    assert (config.relative_attention, config.long_position_embeddings) == ("bias", "tiled")
+    assert model.embeddings.position_embeddings is not None
+    assert not any("relative_keys" in parameter for parameter, _ in model.named_parameters())
+    inputs = _first_inputs(model, summarizer.tokenizer)
+    rows = {}
+    if model.is_stepwise:
+        rows = dict(summary_indices=torch.tensor([[-1, -1], [2, -1], [2, 0]]), row_documents=torch.tensor([0, 0, 0]))
+    with torch.no_grad():
+        logits = model(**inputs, **rows).logits
+    first, total = ETC_LOGITS_BEFORE_RELATIVE_KEYS[name]
+    torch.testing.assert_close(logits.flatten()[:6], torch.tensor(first), rtol=0, atol=2e-5)
+    assert float(logits[logits > torch.finfo(logits.dtype).min].sum()) == pytest.approx(total, abs=1e-3)

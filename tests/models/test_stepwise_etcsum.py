@@ -39,9 +39,11 @@ def tiny_model(stepwise=True, layers=2, **overrides):
     torch.manual_seed(0)
     model_class = StepwiseETCSumForExtractiveSummarization if stepwise else ETCSumForExtractiveSummarization
     model = model_class(tiny_config(stepwise, layers, **overrides)).eval()
-    with torch.no_grad():  # non-zero relative biases, so that the tests see them
+    with torch.no_grad():  # non-zero relative biases and keys, so that the tests see them
         for layer in model.layers:
             layer.attention.relative_bias.weight.normal_(0.0, 0.5)
+            if hasattr(layer.attention, "relative_keys"):
+                layer.attention.relative_keys.weight.normal_(0.0, 0.5)
     return model
 
 
@@ -142,6 +144,7 @@ def test_step_logits_close_chosen_and_padded_sentences_and_the_loss_is_cross_ent
     torch.testing.assert_close(output.loss, -(log_probs[0, 5] + log_probs[1, 0] + log_probs[2, 2]) / 3)
     output.loss.backward()
     assert model.layers[0].attention.relative_bias.weight.grad.abs().sum() > 0
+    assert model.layers[0].attention.relative_keys.weight.grad.abs().sum() > 0
     assert model.summary_positions.weight.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="real sentences"):
         model(**batch, summary_indices=torch.tensor([[4], [4]]), row_documents=torch.tensor([0, 1]))
@@ -170,15 +173,64 @@ def test_non_stepwise_model_reads_4096_tokens(minilm_tokenizer):
               sentence_mask=torch.ones(1, 1, dtype=torch.bool))
 
 
+def test_processor_keeps_whole_articles_past_2048_tokens_and_the_oracle_reads_them(minilm_tokenizer):
+    """The default limit (max_document_tokens = 4,096) covers most CNN/DM articles; training features keep every
+    sentence that fits and the full oracle reads the whole article."""
+    config = StepwiseETCSumConfig(encoder_config=tiny_bert_config().to_dict())
+    processor = StepwiseETCSumForExtractiveSummarization.processor_class(minilm_tokenizer, config)
+    sentences = [f"Sentence number {i} reports on the weather in the town of Springfield today." for i in range(150)]
+    inputs = processor({"sentences": sentences})
+    assert inputs["input_ids"].shape[1] > 2048 and len(inputs["sentences"]) == 150
+    features = processor.training_features(
+        {"sentences": sentences}, lambda document: [149, 3, 100], oracle_over_document=True
+    )
+    assert len(features["input_ids"]) > 2048 and features["oracle"] == [149, 3, 100]
+
+
 @pytest.fixture
 def encoder_folder(tmp_path, minilm_tokenizer):
     """A tiny random 2-layer BERT saved like a pretrained encoder (with MiniLM's tokenizer)."""
     return save_tiny_encoder(tmp_path / "encoder", minilm_tokenizer, num_hidden_layers=2, max_position_embeddings=64)
 
 
-def test_from_encoder_copies_the_layers_and_repeats_the_positions(encoder_folder):
+def test_from_encoder_gives_the_etc_design_without_absolute_positions(encoder_folder):
     encoder = BertModel.from_pretrained(encoder_folder, add_pooling_layer=False)
     model = StepwiseETCSumForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
+    assert model.config.relative_attention == "keys" and model.config.long_position_embeddings == "none"
+    assert model.embeddings.position_embeddings is None  # nothing tiled past the pretrained positions
+    for layer in model.layers:
+        assert layer.attention.relative_keys.weight.shape == (2 * 3 + 3, 4, 8)  # [ids, heads, head_dim]
+        assert (layer.attention.relative_keys.weight == 0).all() and (layer.attention.relative_bias.weight == 0).all()
+    torch.testing.assert_close(model.layers[1].attention.key.weight, encoder.encoder.layer[1].attention.self.key.weight)
+    torch.testing.assert_close(model.embeddings.word_embeddings.weight, encoder.embeddings.word_embeddings.weight)
+
+
+def test_word_order_comes_from_the_relative_keys(minilm_tokenizer):
+    """Without absolute positions, two sentences whose words are swapped inside the band read the same to a model
+    whose relative keys and biases are zero (no position signal at all), and differently once the keys are set."""
+    model = tiny_model(stepwise=False, layers=1)
+    batch = document_batch(minilm_tokenizer, [SENTENCES[:2]])
+    swapped = dict(batch, input_ids=batch["input_ids"].clone())
+    swapped["input_ids"][0, [1, 2]] = batch["input_ids"][0, [2, 1]]
+    layer = model.layers[0].attention
+
+    def first_sentence_state(inputs):  # the state the first sentence is scored from
+        return model(**inputs).sentence_states[0, 0]
+
+    with torch.no_grad():
+        layer.relative_bias.weight.zero_()
+        layer.relative_keys.weight.zero_()
+        torch.testing.assert_close(first_sentence_state(batch), first_sentence_state(swapped), rtol=0, atol=1e-5)
+        layer.relative_keys.weight.normal_(0.0, 0.5)
+        assert (first_sentence_state(batch) - first_sentence_state(swapped)).abs().max() > 1e-4  # small random queries
+
+
+def test_from_encoder_with_tiled_positions_copies_the_layers_and_repeats_the_positions(encoder_folder):
+    encoder = BertModel.from_pretrained(encoder_folder, add_pooling_layer=False)
+    model = StepwiseETCSumForExtractiveSummarization.from_encoder(
+        str(encoder_folder), **TINY, relative_attention="bias", long_position_embeddings="tiled"
+    )
+    assert not hasattr(model.layers[0].attention, "relative_keys")
     table = model.embeddings.position_embeddings.weight
     assert table.shape[0] == 4096 + 8 * 12  # the document and the longest partial summary
     pretrained = encoder.embeddings.position_embeddings.weight
@@ -193,6 +245,25 @@ def test_from_encoder_copies_the_layers_and_repeats_the_positions(encoder_folder
     torch.testing.assert_close(
         model.global_embeddings.weight[END_OF_SUMMARY], words[102] + encoder.embeddings.token_type_embeddings.weight[0]
     )
+
+
+def test_configs_saved_before_relative_keys_load_the_old_design(tmp_path):
+    new = tiny_config()
+    assert (new.relative_attention, new.long_position_embeddings) == ("keys", "none")
+    new.save_pretrained(tmp_path / "new")
+    reloaded = StepwiseETCSumConfig.from_pretrained(tmp_path / "new")
+    assert (reloaded.relative_attention, reloaded.long_position_embeddings) == ("keys", "none")
+    old = new.to_dict()
+    del old["relative_attention"], old["long_position_embeddings"]
+    legacy = StepwiseETCSumConfig.from_dict(old)
+    assert (legacy.relative_attention, legacy.long_position_embeddings) == ("bias", "tiled")
+    model = StepwiseETCSumForExtractiveSummarization(legacy)
+    assert model.embeddings.position_embeddings.num_embeddings == legacy.long_length
+    assert not any("relative_keys" in name for name, _ in model.named_parameters())
+    with pytest.raises(ValueError, match="relative_attention"):
+        tiny_config(relative_attention="values")
+    with pytest.raises(ValueError, match="long_position_embeddings"):
+        tiny_config(long_position_embeddings="sinusoid")
 
 
 def trained_like_checkpoint(encoder_folder, tmp_path):

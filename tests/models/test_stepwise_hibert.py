@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import BertModel, pipeline
 
-from conftest import tiny_bert_config
+from conftest import tiny_bert_config, training_script
 from stepwise_testing import (
     beam_in_package,
     beam_without_sumformers,
@@ -296,19 +296,6 @@ def test_pipeline_cuts_long_documents_with_a_warning(minilm_tokenizer):
     assert all(index < 3 for index in result["sentences"])
 
 
-def training_script():
-    import importlib.util
-
-    from conftest import REPO_ROOT
-
-    spec = importlib.util.spec_from_file_location(
-        "train_stepwise", REPO_ROOT / "training_scripts" / "train_stepwise.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 NEWS = [
     "The storm hit the northern coast on Friday night.",
     "Thousands of homes lost power across the region.",
@@ -321,7 +308,7 @@ HIGHLIGHTS = "Storm hit the northern coast on Friday .\nThousands of homes lost 
 def test_training_rows_follow_the_oracle_in_selection_order():
     from sumformers.text.scoring import greedy_oracle
 
-    script = training_script()
+    script = training_script("train_stepwise")
     order = script.oracle_in_selection_order(NEWS, HIGHLIGHTS, num_sentences=4)
     assert sorted(order) == greedy_oracle(NEWS, HIGHLIGHTS, num_sentences=4)
     assert order == [0, 1]  # sentence 0 covers more of the highlights, so the greedy search takes it first

@@ -34,6 +34,7 @@ from sumformers.training import (
     dataset_evaluation,
     finish_training,
     load_splits,
+    map_training_features,
     model_and_tokenizer,
     model_input,
     new_card_info,
@@ -169,19 +170,14 @@ def main():
     card_info = new_card_info(training_args, data_args, datasets)
     features = None
     if training_args.do_train and train_dataset is not None:
-        with training_args.main_process_first(desc="oracle labels"):
-            features = train_dataset.map(
-                build_features,
-                fn_kwargs={
-                    "processor": processor,
-                    "multiple_documents": multiple_documents,
-                    "data_args": data_args,
-                    "extractive_args": extractive_args,
-                },
-                remove_columns=train_dataset.column_names,
-                num_proc=data_args.preprocessing_num_workers,
-                desc="oracle labels",
-            )
+        fn_kwargs = {
+            "processor": processor,
+            "multiple_documents": multiple_documents,
+            "data_args": data_args,
+            "extractive_args": extractive_args,
+        }
+        num_proc = data_args.preprocessing_num_workers
+        features = map_training_features(train_dataset, build_features, training_args, num_proc, fn_kwargs)
     collate = processor.collate
     if features is not None and frozen:
         if not extractive_args.bottom_state_cache:

@@ -68,7 +68,7 @@ def _flex_bucket(length: int, buckets_per_doubling: int = 4) -> int:
     At most four buckets per doubling of length, at most 25% padding, so varying batches recompile rarely; a pattern
     whose kernel time matters more than its compile count may ask for 8 (at most 12.5% padding).
     """
-    shift = 1 + int(buckets_per_doubling).bit_length() - 1  # 4 -> 3: a quarter of the power of two
+    shift = int(buckets_per_doubling).bit_length()  # 4 -> 3: a quarter of the power of two
     granularity = max(_FLEX_BLOCK, 2 ** max(0, int(length).bit_length() - shift))
     return max(_FLEX_BLOCK, -(-length // granularity) * granularity)
 
@@ -409,15 +409,8 @@ class GlobalLocalPattern(AttentionPattern):
         if table.dim() != 3 or table.shape[0] != rows:
             raise ValueError(f"`relative_keys` must have shape [{rows}, num_heads, head_dim], got {list(table.shape)}.")
 
-    def with_relative_bias(self, relative_bias: torch.Tensor) -> "GlobalLocalPattern":
-        """The same pattern with another bias table (one per layer), sharing the cached layout and BlockMask."""
-        self._check_bias(relative_bias)
-        clone = copy.copy(self)
-        clone.relative_bias = relative_bias
-        return clone
-
     def with_relative_tables(
-        self, relative_bias: torch.Tensor | None, relative_keys: torch.Tensor | None
+        self, relative_bias: torch.Tensor | None, relative_keys: torch.Tensor | None = None
     ) -> "GlobalLocalPattern":
         """The same pattern with a layer's bias and relative key tables (either may be None), sharing the cached
         layout and BlockMask."""

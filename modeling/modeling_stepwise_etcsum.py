@@ -116,10 +116,8 @@ class ETCAttention(BertStyleAttention):
 
     def forward(self, states: torch.Tensor, pattern: GlobalLocalPattern) -> torch.Tensor:
         attention = get_sparse_attention_function(self.config._attn_implementation)
-        if hasattr(self, "relative_keys"):
-            pattern = pattern.with_relative_tables(self.relative_bias.weight, self.relative_keys.weight)
-        else:
-            pattern = pattern.with_relative_bias(self.relative_bias.weight)
+        keys = self.relative_keys.weight if hasattr(self, "relative_keys") else None
+        pattern = pattern.with_relative_tables(self.relative_bias.weight, keys)
         attended, _ = attention(
             self,
             self._heads(self.query(states)),

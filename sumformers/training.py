@@ -133,16 +133,20 @@ def model_input(value, reads_multiple_documents: bool):
     return document_text(value)
 
 
-def map_training_features(train_dataset, build_features, training_args, num_proc: int | None, fn_kwargs: dict):
-    """`build_features(example, **fn_kwargs)` for every training document with datasets' `map`: cached on disk, so a
-    later run on the same documents skips the sentence splitting and oracle search (about 0.1 s a CNN/DM article);
-    `num_proc` processes (--preprocessing_num_workers); the main process first under distributed training."""
+def map_training_features(
+    train_dataset, build_features, training_args, data_args: DataArguments, processor, multiple_documents, **script_args
+):
+    """`build_features(example, processor, multiple_documents, data_args, **script_args)` for every training document
+    with datasets' `map`: cached on disk, so a later run on the same documents skips the sentence splitting and oracle
+    search (about 0.1 s a CNN/DM article); --preprocessing_num_workers processes; the main process first under
+    distributed training."""
+    fn_kwargs = {"processor": processor, "multiple_documents": multiple_documents, "data_args": data_args}
     with training_args.main_process_first(desc="oracle labels"):
         return train_dataset.map(
             build_features,
-            fn_kwargs=fn_kwargs,
+            fn_kwargs={**fn_kwargs, **script_args},
             remove_columns=train_dataset.column_names,
-            num_proc=num_proc,
+            num_proc=data_args.preprocessing_num_workers,
             desc="oracle labels",
         )
 

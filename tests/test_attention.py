@@ -594,7 +594,7 @@ def test_flex_with_gradients_on_cpu_falls_back_to_blocked():
 def test_etc_layers_share_structure_with_their_own_bias_tables():
     pattern, (table,) = PATTERNS["etc_hard_g2l_bias"](_valid())
     other_table = torch.randn(table.shape, generator=torch.Generator().manual_seed(2))
-    other_layer = pattern.with_relative_bias(other_table)
+    other_layer = pattern.with_relative_tables(other_table)
     assert other_layer.flex_block_mask() is pattern.flex_block_mask()
     positions = torch.arange(LENGTH)
     ids = pattern.relative_ids(torch.arange(BATCH)[:, None, None], positions[:, None], positions[None, :])

@@ -269,8 +269,8 @@ def test_sparse_attention_in_reduced_precision(name, implementation, dtype):
     pattern, tables = PATTERNS[name](_valid())
     q, k, v = _inputs(pattern)
     reference = sparse_attention(q, k, v, pattern, "eager")
-    if tables:  # the pattern's bias table is a model parameter: in the model's dtype
-        pattern = pattern.with_relative_bias(tables[0].detach().to(dtype))
+    if tables:  # the pattern's tables (bias, and relative keys if any) are model parameters: in the model's dtype
+        pattern = pattern.with_relative_tables(*(table.detach().to(dtype) for table in tables))
     with torch.no_grad():  # flex has no CPU backward
         output = sparse_attention(q.to(dtype), k.to(dtype), v.to(dtype), pattern, implementation)
     assert output.dtype == dtype and bool(torch.isfinite(output).all())

@@ -170,14 +170,10 @@ def main():
     card_info = new_card_info(training_args, data_args, datasets)
     features = None
     if training_args.do_train and train_dataset is not None:
-        fn_kwargs = {
-            "processor": processor,
-            "multiple_documents": multiple_documents,
-            "data_args": data_args,
-            "extractive_args": extractive_args,
-        }
-        num_proc = data_args.preprocessing_num_workers
-        features = map_training_features(train_dataset, build_features, training_args, num_proc, fn_kwargs)
+        features = map_training_features(
+            train_dataset, build_features, training_args, data_args, processor, multiple_documents,
+            extractive_args=extractive_args,
+        )
     collate = processor.collate
     if features is not None and frozen:
         if not extractive_args.bottom_state_cache:

@@ -228,14 +228,10 @@ def main():
     card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
     features = None
     if training_args.do_train and train_dataset is not None:
-        fn_kwargs = {
-            "processor": processor,
-            "multiple_documents": multiple_documents,
-            "data_args": data_args,
-            "stepwise_args": stepwise_args,
-        }
-        num_proc = data_args.preprocessing_num_workers
-        mapped = map_training_features(train_dataset, build_features, training_args, num_proc, fn_kwargs)
+        mapped = map_training_features(
+            train_dataset, build_features, training_args, data_args, processor, multiple_documents,
+            stepwise_args=stepwise_args,
+        )
         features = [feature for feature in mapped.to_list() if feature["oracle"]]
         logger.info("%d of %d training documents have an oracle summary", len(features), len(train_dataset))
         precomputed = stepwise_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers.activations import ACT2FN
+from transformers.masking_utils import create_bidirectional_mask
 
 from .pretrained_encoder import load_pretrained_encoder
 
@@ -101,6 +102,44 @@ def init_bert_style_weights(module: nn.Module, std: float, projections: tuple[ty
         module.bias.zero_()
 
 
+class BottomLayersMixin:
+    """For a model whose `self.encoder` is a BERT/RoBERTa-style encoder (`encoder.layer`): its bottom layers' states
+    (`bottom_states`), so that a training run keeping them frozen computes them once per document, and the layers
+    above (`run_layers`) that each step still runs."""
+
+    def encoder_layers(self) -> nn.ModuleList:
+        layers = getattr(getattr(self.encoder, "encoder", None), "layer", None)
+        if not isinstance(layers, nn.ModuleList):
+            raise ValueError(
+                f"bottom-layer states need a BERT/RoBERTa-style encoder (`encoder.layer`); "
+                f"{type(self.encoder).__name__} has none"
+            )
+        return layers
+
+    def run_layers(self, states, attention_mask, first: int, last: int | None = None) -> torch.Tensor:
+        """The encoder's layers `first` to `last` (default: the top) over `states`."""
+        mask = create_bidirectional_mask(
+            config=self.encoder.config, inputs_embeds=states, attention_mask=attention_mask
+        )
+        for layer in self.encoder_layers()[first:last]:
+            states = layer(states, mask)
+        return states
+
+    def bottom_states(
+        self,
+        input_ids: torch.LongTensor,
+        num_layers: int,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+    ) -> torch.Tensor:
+        """[batch, tokens, hidden]: the token states after the encoder's first `num_layers` layers. A training run that
+        keeps those layers frozen computes them once per document and passes them back as `bottom_states`."""
+        if not 0 <= num_layers <= len(self.encoder_layers()):
+            raise ValueError(f"num_layers must be within 0..{len(self.encoder_layers())}, got {num_layers}")
+        states = self.encoder.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
+        return self.run_layers(states, attention_mask, 0, num_layers)
+
+
 def load_encoder_and_config(config_class, encoder_path: str, config=None, **config_kwargs):
     """The pretrained encoder at `encoder_path` (without pooler) and the summarizer's config: `config` as it is (to
     rebuild a saved model before loading its adapter), or else a `config_class` made from the encoder's settings and
@@ -114,6 +153,7 @@ def load_encoder_and_config(config_class, encoder_path: str, config=None, **conf
 
 __all__ = [
     "BertStyleAttention",
+    "BottomLayersMixin",
     "BertStyleFeedForward",
     "ResidualOutput",
     "bert_layer_state",

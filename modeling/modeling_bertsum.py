@@ -8,12 +8,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import AutoModel, PreTrainedModel
-from transformers.masking_utils import create_bidirectional_mask
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_bertsum import BertSumConfig
 from ..processing.processing_bertsum import BertSumProcessor
-from .bert_blocks import init_bert_style_weights
+from .bert_blocks import BottomLayersMixin, init_bert_style_weights
 from .pretrained_encoder import load_pretrained_encoder
 from .sentence_scoring import sentence_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
@@ -87,7 +86,7 @@ class BertSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
         init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
 
 
-class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
+class BertSumForExtractiveSummarization(BottomLayersMixin, BertSumPreTrainedModel):
     pretrained_modules = ("encoder",)
     # The segment table is new for RoBERTa (grown from one type to two), so it is trained and saved too.
     new_modules = ("inter_sentence", "scorer", "token_type_embeddings")
@@ -128,37 +127,6 @@ class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
         model.encoder.load_state_dict(encoder.state_dict())
         return model
 
-    def _encoder_layers(self) -> nn.ModuleList:
-        layers = getattr(getattr(self.encoder, "encoder", None), "layer", None)
-        if not isinstance(layers, nn.ModuleList):
-            raise ValueError(
-                f"bottom-layer states need a BERT/RoBERTa-style encoder (`encoder.layer`); "
-                f"{type(self.encoder).__name__} has none"
-            )
-        return layers
-
-    def _run_layers(self, states, attention_mask, first: int, last: int) -> torch.Tensor:
-        mask = create_bidirectional_mask(
-            config=self.encoder.config, inputs_embeds=states, attention_mask=attention_mask
-        )
-        for layer in self._encoder_layers()[first:last]:
-            states = layer(states, mask)
-        return states
-
-    def bottom_states(
-        self,
-        input_ids: torch.LongTensor,
-        num_layers: int,
-        attention_mask: torch.LongTensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-    ) -> torch.Tensor:
-        """[batch, tokens, hidden]: the token states after the encoder's first `num_layers` layers. A training run that
-        keeps those layers frozen computes them once per document and passes them back as `bottom_states`."""
-        if not 0 <= num_layers <= len(self._encoder_layers()):
-            raise ValueError(f"num_layers must be within 0..{len(self._encoder_layers())}, got {num_layers}")
-        states = self.encoder.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
-        return self._run_layers(states, attention_mask, 0, num_layers)
-
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -180,7 +148,7 @@ class BertSumForExtractiveSummarization(BertSumPreTrainedModel):
             raise ValueError("`cls_positions` and `sentence_mask` are required (the processor's BERTSum layout)")
         if bottom_states is not None:
             states = bottom_states.to(self.scorer.weight.dtype)
-            token_states = self._run_layers(states, attention_mask, bottom_layers, len(self._encoder_layers()))
+            token_states = self.run_layers(states, attention_mask, bottom_layers)
         elif input_ids is None:
             raise ValueError("give `input_ids` or precomputed `bottom_states`")
         else:

@@ -4,12 +4,15 @@ Importing the package registers every architecture with the Auto classes and eve
 """
 
 from .configuration.configuration_bertsum import BertSumConfig
+from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
 from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
 from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
+from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization, HetFormerModel
+from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
     StepwiseETCSumForExtractiveSummarization,
@@ -19,6 +22,7 @@ from .modeling.modeling_stepwise_hibert import (
     StepwiseHiBertForExtractiveSummarization,
 )
 from .modeling.modeling_wikisum import WikiSumCache, WikiSumForCausalLM
+from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
 from .pipelines.wikisum import WikiSumPipeline
@@ -32,6 +36,9 @@ from .hub import export_model, load_model, load_pipeline  # noqa: E402  (loading
 
 __all__ = [
     "ARCHITECTURES",
+    "AbstractiveSummarizationPipeline",
+    "BertSumAbsConfig",
+    "BertSumAbsForConditionalGeneration",
     "BertSumConfig",
     "BertSumForExtractiveSummarization",
     "ETCSumConfig",
@@ -50,6 +57,8 @@ __all__ = [
     "StepwiseETCSumForExtractiveSummarization",
     "StepwiseHiBertConfig",
     "StepwiseHiBertForExtractiveSummarization",
+    "SentencePlannerConfig",
+    "SentencePlannerForConditionalGeneration",
     "StepwiseSummarizationPipeline",
     "export_model",
     "load_model",

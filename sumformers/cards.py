@@ -43,8 +43,9 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         if metric in METRIC_NAMES
     ]
     model_name = card_info.get("model_name", f"sumformers-{config.model_type}")
-    # WikiSum's decoder writes new text; every other architecture picks sentences of the input
-    style = "abstractive-summarization" if config.model_type == "wikisum" else "extractive-summarization"
+    # WikiSum and the encoder-decoders write new text; every other architecture picks sentences of the input
+    writes = architecture_for(config).task in ("abstractive-summarization", "wikisum")
+    style = "abstractive-summarization" if writes else "extractive-summarization"
     card_data = ModelCardData(
         language="en",
         license="apache-2.0",
@@ -72,4 +73,5 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         long_position_embeddings=getattr(config, "long_position_embeddings", None),
         training=card_info.get("training"),
         evaluation=card_info.get("evaluation"),
+        config=config,
     )

@@ -3,16 +3,19 @@ registered under. Registration, loading and export all read this table."""
 
 from dataclasses import dataclass
 
-from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 from transformers.pipelines import PIPELINE_REGISTRY
 
 from .configuration.configuration_bertsum import BertSumConfig
+from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
 from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
 from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
+from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization
+from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
     StepwiseETCSumForExtractiveSummarization,
@@ -22,6 +25,7 @@ from .modeling.modeling_stepwise_hibert import (
     StepwiseHiBertForExtractiveSummarization,
 )
 from .modeling.modeling_wikisum import WikiSumForCausalLM
+from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
 from .pipelines.wikisum import WikiSumPipeline
@@ -63,6 +67,20 @@ ARCHITECTURES = {
         StepwiseHiBertForExtractiveSummarization,
         "stepwise-summarization",
         StepwiseSummarizationPipeline,
+    ),
+    BertSumAbsConfig.model_type: Architecture(
+        BertSumAbsConfig,
+        BertSumAbsForConditionalGeneration,
+        "abstractive-summarization",
+        AbstractiveSummarizationPipeline,
+        auto_class=AutoModelForSeq2SeqLM,
+    ),
+    SentencePlannerConfig.model_type: Architecture(
+        SentencePlannerConfig,
+        SentencePlannerForConditionalGeneration,
+        "abstractive-summarization",
+        AbstractiveSummarizationPipeline,
+        auto_class=AutoModelForSeq2SeqLM,
     ),
     WikiSumConfig.model_type: Architecture(
         WikiSumConfig, WikiSumForCausalLM, "wikisum", WikiSumPipeline, auto_class=AutoModelForCausalLM

@@ -197,10 +197,12 @@ def dataset_evaluation(
     return evaluate
 
 
-def apply_lora(model, model_args: ModelArguments):
-    """Wrap `model` with LoRA on the pretrained linear layers its contract names (`model.lora_layers`), restricted
-    to --lora_target_modules names and --lora_layers indices; its `new_modules` train in full. Adapting only the top
-    layers also stops backpropagation below them, which makes CPU training several times cheaper."""
+def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] = ()):
+    """Wrap `model` with LoRA on the pretrained linear layers its contract names (`model.lora_layers`, one dotted
+    path or several), restricted to --lora_target_modules names and --lora_layers indices (of the first path, the
+    encoder's layers); its `new_modules` and `full_modules` (say, a decoder trained from scratch) train in full.
+    Adapting only the top layers also stops backpropagation below them, which makes CPU training several times
+    cheaper."""
     if not model_args.use_lora:
         return model
     from peft import LoraConfig, get_peft_model
@@ -210,29 +212,40 @@ def apply_lora(model, model_args: ModelArguments):
 
     names = {name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()}
     layers = {int(index) for index in model_args.lora_layers.split(",")} if model_args.lora_layers else None
-    prefix = model.lora_layers + "."
+    paths = (model.lora_layers,) if isinstance(model.lora_layers, str) else tuple(model.lora_layers)
     targets = []
     for name, module in model.named_modules():
-        if not (isinstance(module, nn.Linear) and name.startswith(prefix)):
+        path = next((path for path in paths if name.startswith(path + ".")), None)
+        if not isinstance(module, nn.Linear) or path is None:
             continue
-        parts = name[len(prefix) :].split(".")
+        if any(name == full or name.startswith(full + ".") for full in full_modules):
+            continue
+        parts = name[len(path) + 1 :].split(".")
         new = any(part in model.new_modules for part in parts)  # trained in full, not adapted
-        if parts[-1] in names and not new and (layers is None or int(parts[0]) in layers):
+        chosen = layers is None or path != paths[0] or int(parts[0]) in layers
+        if parts[-1] in names and not new and chosen:
             targets.append(name)
     if not targets:
-        raise ValueError(f"no linear layer of {prefix}* matches --lora_target_modules {sorted(names)}")
+        raise ValueError(f"no linear layer of {'/'.join(paths)} matches --lora_target_modules {sorted(names)}")
+    modules_to_save = [*full_modules, *(m for m in model.new_modules if not _inside(model, m, full_modules))]
     config = LoraConfig(
         r=model_args.lora_r,
         lora_alpha=model_args.lora_alpha,
         lora_dropout=model_args.lora_dropout,
         target_modules=targets,
-        modules_to_save=list(model.new_modules),
+        modules_to_save=modules_to_save,
     )
     with quiet_loading():  # PEFT reads a deprecated transformers property while wrapping
         peft_model = get_peft_model(model, config)
     trainable, total = peft_model.get_nb_trainable_parameters()
     logger.info("LoRA on %d layers: %d trainable of %d parameters", len(targets), trainable, total)
     return peft_model
+
+
+def _inside(model, module_name: str, outer_modules: tuple[str, ...]) -> bool:
+    """Whether every module called `module_name` lies inside one of `outer_modules` (and so is saved with it)."""
+    paths = [name for name, _ in model.named_modules() if name.split(".")[-1] == module_name]
+    return bool(paths) and all(any(path.startswith(outer + ".") for outer in outer_modules) for path in paths)
 
 
 def last_checkpoint(training_args: TrainingArguments) -> str | None:
@@ -244,12 +257,19 @@ def last_checkpoint(training_args: TrainingArguments) -> str | None:
     return None
 
 
-def train(model, training_args: TrainingArguments, features=None, data_collator=None):
+def train(model, training_args: TrainingArguments, features=None, data_collator=None, optimizer=None):
     """A `Trainer` for `model` and, given training `features` (what --do_train prepared), its training, resumed as
-    `train_resuming` resumes. Returns the trainer and the `TrainOutput` (None without features)."""
+    `train_resuming` resumes. Returns the trainer and the `TrainOutput` (None without features). `optimizer` (with
+    parameter groups of their own rates) replaces the Trainer's AdamW; the Trainer still makes the schedule."""
     from transformers import Trainer
 
-    trainer = Trainer(model=model, args=training_args, train_dataset=features, data_collator=data_collator)
+    trainer = Trainer(
+        model=model,
+        args=training_args,
+        train_dataset=features,
+        data_collator=data_collator,
+        optimizers=(optimizer, None),
+    )
     if features is None:
         return trainer, None
     result = train_resuming(trainer, training_args)

@@ -16,18 +16,15 @@ top layers (LoRA) and the new ones. --attention_dropout 0 lets CPU training use 
 (dropout on attention probabilities forces the materialized path, about 3x slower on 2 cores).
 """
 
-import hashlib
-import json
 import logging
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-import torch
 from torch.nn import Dropout
 
 from sumformers import BertSumForExtractiveSummarization
+from sumformers.frozen_layers import BottomStateCollator, cached_bottom_states
 from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
@@ -74,65 +71,6 @@ def build_features(example, processor, multiple_documents, data_args, extractive
         max_length=extractive_args.max_length,
         oracle_over_document=data_args.oracle == "full",
     )
-
-
-def _cache_key(model, features, frozen_layers: int) -> str:
-    """What the cached states depend on: the encoder, the frozen depth and every document's tokens."""
-    digest = hashlib.sha1(json.dumps([model.config.encoder_name_or_path, frozen_layers]).encode())
-    for feature in features:
-        digest.update(np.asarray(feature["input_ids"], dtype=np.int32).tobytes())
-        digest.update(np.asarray(feature["token_type_ids"], dtype=np.int8).tobytes())
-    return digest.hexdigest()
-
-
-@torch.no_grad()
-def cached_bottom_states(model, features, collate, frozen_layers: int, path: str, batch_size: int = 32) -> np.memmap:
-    """[documents, tokens, hidden] bfloat16 bits (uint16) of the encoder's bottom `frozen_layers` layers for every
-    training document, computed under bfloat16 autocast once and kept in `path` (reused when its key matches)."""
-    path = Path(path)
-    key_path = path.with_suffix(path.suffix + ".json")
-    width = max(len(input_ids) for input_ids in features["input_ids"])
-    shape = [len(features), width, model.config.hidden_size]
-    key = _cache_key(model, features, frozen_layers)
-    if path.is_file() and key_path.is_file() and json.loads(key_path.read_text()) == {"key": key, "shape": shape}:
-        logger.info("bottom-layer states: reusing %s", path)
-        return np.memmap(path, dtype=np.uint16, mode="r", shape=tuple(shape))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    states = np.memmap(path, dtype=np.uint16, mode="w+", shape=tuple(shape))
-    model.eval()
-    for start in range(0, len(features), batch_size):
-        batch = collate(features.select(range(start, min(start + batch_size, len(features)))).to_list())
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            bottom = model.bottom_states(
-                batch["input_ids"], frozen_layers, batch["attention_mask"], batch["token_type_ids"]
-            )
-        bits = bottom.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
-        states[start : start + len(bits), : bits.shape[1]] = bits
-        if start % (batch_size * 50) == 0:
-            logger.info("bottom-layer states: %d / %d documents", start + len(bits), len(features))
-    states.flush()
-    key_path.write_text(json.dumps({"key": key, "shape": shape}))
-    model.train()
-    return np.memmap(path, dtype=np.uint16, mode="r", shape=tuple(shape))
-
-
-class BottomStateCollator:
-    """The processor's batch with the token inputs replaced by the cached bottom-layer states of its documents
-    (each feature's `cache_row`)."""
-
-    def __init__(self, collate, states: np.memmap, frozen_layers: int):
-        self.collate = collate
-        self.states = states
-        self.frozen_layers = frozen_layers
-
-    def __call__(self, features: list[dict]) -> dict:
-        batch = self.collate(features)
-        width = batch.pop("input_ids").shape[1]
-        batch.pop("token_type_ids")
-        rows = np.stack([self.states[feature["cache_row"], :width] for feature in features])
-        batch["bottom_states"] = torch.from_numpy(rows.view(np.int16)).view(torch.bfloat16).float()
-        batch["bottom_layers"] = self.frozen_layers
-        return batch
 
 
 def main():

@@ -1,0 +1,161 @@
+"""Configuration of the encoder-decoder summarizers: BertSumExtAbs (Liu & Lapata 2019, the abstractive baseline) over
+any BERT/RoBERTa encoder, and the sentence planner built on it (Marfurt & Henderson 2021)."""
+
+from transformers import PretrainedConfig
+
+from .summarizer_config import PretrainedEncoderConfigMixin, check_positive_integers, position_offset
+
+DECODER_INITS = ("random", "encoder")
+
+
+class BertSumAbsConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
+    r"""
+    The encoder is the pretrained BERT/RoBERTa model (`encoder_config`); the decoder is a post-norm Transformer decoder
+    of the same width (self-attention, cross-attention, feed-forward, each followed by add & LayerNorm: the sentence
+    planner paper's equations 2-4). Decoder input and output embeddings are the encoder's word embeddings (tied).
+
+    Args:
+        encoder_config (`dict`, *optional*): the BERT/RoBERTa encoder's configuration (defaults to a BERT config).
+        encoder_name_or_path (`str`, *optional*): where the encoder weights came from (Hub id or path).
+        decoder_layers (`int`, *optional*, defaults to 6): decoder layers.
+        decoder_attention_heads (`int`, *optional*): decoder heads (default: the encoder's).
+        decoder_ffn_dim (`int`, *optional*): decoder feed-forward size (default: the encoder's intermediate size).
+        decoder_init (`str`, *optional*, defaults to `"random"`): `"random"` (the paper's BertSumExtAbs baseline) or
+            `"encoder"`: decoder layer `i` starts from encoder layer `i` (self-attention and feed-forward; the
+            cross-attention is new, BERT2BERT style), which needs far less training.
+        max_target_positions (`int`, *optional*, defaults to 512): longest summary in tokens.
+        dropout (`float`, *optional*, defaults to 0.1): dropout of the decoder.
+        label_smoothing (`float`, *optional*, defaults to 0.1): label smoothing of the training loss.
+        max_sentence_tokens, min_sentence_tokens (`int`): the BERTSum input layout (see `BertSumConfig`).
+        decoder_start_token, eos_token, sentence_separator_token (`str`): the summary's begin, end and sentence
+            separator tokens (PreSumm's `[unused0]`, `[unused1]`, `[unused2]`); their ids are set from the tokenizer.
+        no_repeat_word_ngram_size (`int`, *optional*, defaults to 3): the pipeline's blocking of repeated word
+            n-grams (PreSumm's trigram blocking on words). The other decoding defaults (beam 5, length penalty 0.95,
+            50 to 200 tokens) live in the model's `generation_config`, as transformers keeps them.
+    """
+
+    model_type = "bertsumabs"
+
+    def __init__(
+        self,
+        encoder_config: dict | None = None,
+        encoder_name_or_path: str | None = None,
+        decoder_layers: int = 6,
+        decoder_attention_heads: int | None = None,
+        decoder_ffn_dim: int | None = None,
+        decoder_init: str = "random",
+        max_target_positions: int = 512,
+        dropout: float = 0.1,
+        label_smoothing: float = 0.1,
+        max_sentence_tokens: int = 200,
+        min_sentence_tokens: int = 5,
+        decoder_start_token: str = "[unused0]",
+        eos_token: str = "[unused1]",
+        sentence_separator_token: str = "[unused2]",
+        sentence_separator_token_id: int | None = None,
+        sentence_start_token_id: int | None = None,
+        sentence_end_token_id: int | None = None,
+        no_repeat_word_ngram_size: int = 3,
+        **kwargs,
+    ):
+        self.set_encoder(encoder_config, encoder_name_or_path)
+        encoder = self.get_encoder_config()
+        if decoder_init not in DECODER_INITS:
+            raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
+        decoder_attention_heads = decoder_attention_heads or encoder.num_attention_heads
+        decoder_ffn_dim = decoder_ffn_dim or encoder.intermediate_size
+        check_positive_integers(
+            decoder_layers=decoder_layers,
+            decoder_attention_heads=decoder_attention_heads,
+            decoder_ffn_dim=decoder_ffn_dim,
+            max_target_positions=max_target_positions,
+        )
+        if encoder.hidden_size % decoder_attention_heads:
+            raise ValueError(
+                f"decoder_attention_heads={decoder_attention_heads} must divide the hidden size {encoder.hidden_size}"
+            )
+        if decoder_init == "encoder" and (
+            decoder_layers > encoder.num_hidden_layers
+            or decoder_attention_heads != encoder.num_attention_heads
+            or decoder_ffn_dim != encoder.intermediate_size
+        ):
+            raise ValueError(
+                "decoder_init='encoder' copies encoder layers: the decoder needs at most "
+                f"{encoder.num_hidden_layers} layers of the encoder's heads and feed-forward size"
+            )
+        self.decoder_layers = decoder_layers
+        self.decoder_attention_heads = decoder_attention_heads
+        self.decoder_ffn_dim = decoder_ffn_dim
+        self.decoder_init = decoder_init
+        self.max_target_positions = max_target_positions
+        self.dropout = dropout
+        self.label_smoothing = label_smoothing
+        self.max_sentence_tokens = max_sentence_tokens
+        self.min_sentence_tokens = min_sentence_tokens
+        self.decoder_start_token = decoder_start_token
+        self.eos_token = eos_token
+        self.sentence_separator_token = sentence_separator_token
+        self.sentence_separator_token_id = sentence_separator_token_id
+        # the encoder's frame of a lone sentence ([CLS] ... [SEP]), as the sentence planner encodes summary sentences
+        self.sentence_start_token_id = sentence_start_token_id
+        self.sentence_end_token_id = sentence_end_token_id
+        self.no_repeat_word_ngram_size = no_repeat_word_ngram_size
+        kwargs.setdefault("is_encoder_decoder", True)
+        kwargs.setdefault("pad_token_id", encoder.pad_token_id)
+        super().__init__(**kwargs)
+
+    @property
+    def hidden_size(self) -> int:
+        return self.get_encoder_config().hidden_size
+
+    @property
+    def max_position_embeddings(self) -> int:
+        encoder = self.get_encoder_config()
+        return encoder.max_position_embeddings - position_offset(encoder)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.get_encoder_config().vocab_size
+
+    def set_special_tokens(self, tokenizer) -> None:
+        """Resolve the summary's begin, end and separator tokens to the tokenizer's ids (a one-line error if the
+        vocabulary lacks one: pass other token strings)."""
+        ids = {}
+        for name in ("decoder_start_token", "eos_token", "sentence_separator_token"):
+            token = getattr(self, name)
+            token_id = tokenizer.convert_tokens_to_ids(token)
+            if token_id is None or token_id == tokenizer.unk_token_id:
+                raise ValueError(f"the tokenizer has no {name} {token!r}: set {name} to a token of its vocabulary")
+            ids[name] = token_id
+        self.decoder_start_token_id = self.bos_token_id = ids["decoder_start_token"]
+        self.eos_token_id = ids["eos_token"]
+        self.sentence_separator_token_id = ids["sentence_separator_token"]
+        self.sentence_start_token_id = tokenizer.cls_token_id
+        self.sentence_end_token_id = tokenizer.sep_token_id
+        self.pad_token_id = tokenizer.pad_token_id
+
+
+class SentencePlannerConfig(BertSumAbsConfig):
+    r"""
+    BertSumAbs plus the sentence planner's sentence generator (Marfurt & Henderson 2021).
+
+    Args:
+        sentence_generator_layers (`int`, *optional*, defaults to 2): causal Transformer layers over the summary's
+            sentence vectors (a zero vector first), with cross-attention to the document.
+        guidance_weight (`float`, *optional*, defaults to 1.0): weight lambda of the guidance loss (MSE between the
+            predicted and the encoder's next-sentence vector); 0 is the paper's ablation without guidance.
+        (and every `BertSumAbsConfig` argument)
+    """
+
+    model_type = "sentence_planner"
+
+    def __init__(self, sentence_generator_layers: int = 2, guidance_weight: float = 1.0, **kwargs):
+        check_positive_integers(sentence_generator_layers=sentence_generator_layers)
+        if guidance_weight < 0:
+            raise ValueError(f"guidance_weight must be at least 0, got {guidance_weight}")
+        self.sentence_generator_layers = sentence_generator_layers
+        self.guidance_weight = guidance_weight
+        super().__init__(**kwargs)
+
+
+__all__ = ["BertSumAbsConfig", "SentencePlannerConfig"]

@@ -1,0 +1,367 @@
+"""The encoder-decoder summarizer every abstractive model here shares: BertSumExtAbs (Liu & Lapata 2019), a pretrained
+BERT/RoBERTa encoder over the BERTSum input layout and a Transformer decoder of the same width whose input and output
+embeddings are the encoder's word embeddings (tied). Decoder layers follow the sentence planner paper's equations 2-4
+(post-norm): s = LN(x + SelfAtt(x)), c = LN(s + CrossAtt(s, enc)), h = LN(c + FF(c)).
+
+Generation is transformers' `generate()` (beam search, length penalty, min/max length, KV cache through
+`EncoderDecoderCache`); the `abstractive-summarization` pipeline adds the blocking of repeated word trigrams."""
+
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import AutoModel, GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from ..configuration.configuration_bertsumabs import BertSumAbsConfig
+from ..processing.processing_bertsumabs import BertSumAbsProcessor
+from .bert_blocks import (
+    BertStyleFeedForward,
+    BottomLayersMixin,
+    ResidualOutput,
+    bert_layer_state,
+    init_bert_style_weights,
+    load_encoder_and_config,
+)
+from .summarizer_mixin import SummarizerMixin
+
+
+def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """The reference attention: softmax(q k^T * scaling + mask) v, with `attention_mask` additive (0 / -inf)."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = F.dropout(torch.softmax(weights, dim=-1), p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+class DecoderAttention(nn.Module):
+    """Multi-head attention with BERT's parameter names (so an encoder layer's self-attention loads into it) and
+    residual output. Self-attention appends its keys to the cache; cross-attention projects the encoder states once
+    per generation and reuses them."""
+
+    def __init__(self, config: BertSumAbsConfig, layer_idx: int, is_cross_attention: bool):
+        super().__init__()
+        hidden = config.hidden_size
+        self.config = config
+        self.layer_idx = layer_idx
+        self.is_cross_attention = is_cross_attention
+        self.is_causal = not is_cross_attention  # read by transformers' sdpa attention when no mask is given
+        self.num_heads = config.decoder_attention_heads
+        self.head_dim = hidden // self.num_heads
+        self.query = nn.Linear(hidden, hidden)
+        self.key = nn.Linear(hidden, hidden)
+        self.value = nn.Linear(hidden, hidden)
+        encoder = config.get_encoder_config()
+        self.output = ResidualOutput(hidden, hidden, config.dropout, encoder.layer_norm_eps)
+
+    def _heads(self, states: torch.Tensor) -> torch.Tensor:
+        return states.view(*states.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _keys_and_values(self, context, cache):
+        if self.is_cross_attention:
+            if cache is not None and cache.is_updated.get(self.layer_idx):
+                layer = cache.cross_attention_cache.layers[self.layer_idx]
+                return layer.keys, layer.values
+            keys, values = self._heads(self.key(context)), self._heads(self.value(context))
+            if cache is not None:
+                keys, values = cache.cross_attention_cache.update(keys, values, self.layer_idx)
+                cache.is_updated[self.layer_idx] = True
+            return keys, values
+        keys, values = self._heads(self.key(context)), self._heads(self.value(context))
+        if cache is not None:
+            keys, values = cache.self_attention_cache.update(keys, values, self.layer_idx)
+        return keys, values
+
+    def forward(self, states, context, mask, cache=None, residual_addition=None) -> torch.Tensor:
+        """LN(states + Att(states, context) [+ residual_addition]); `context` is `states` for self-attention."""
+        keys, values = self._keys_and_values(context, cache)
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
+        attended, _ = attention(
+            self,
+            self._heads(self.query(states)),
+            keys,
+            values,
+            mask,
+            dropout=self.config.dropout if self.training else 0.0,
+            scaling=self.head_dim**-0.5,
+        )
+        residual = states if residual_addition is None else states + residual_addition
+        return self.output(attended.reshape(*states.shape[:-1], -1), residual)
+
+
+def feed_forward_settings(config: BertSumAbsConfig) -> SimpleNamespace:
+    encoder = config.get_encoder_config()
+    return SimpleNamespace(
+        hidden_size=config.hidden_size,
+        intermediate_size=config.decoder_ffn_dim,
+        hidden_act=encoder.hidden_act,
+        hidden_dropout_prob=config.dropout,
+        layer_norm_eps=encoder.layer_norm_eps,
+    )
+
+
+class DecoderLayer(GradientCheckpointingLayer):
+    """Self-attention, cross-attention, feed-forward, each with add & LayerNorm (the paper's equations 2-4); a
+    sentence plan vector, when given, is added inside the cross-attention sublayer (equation 5)."""
+
+    def __init__(self, config: BertSumAbsConfig, layer_idx: int):
+        super().__init__()
+        self.attention = DecoderAttention(config, layer_idx, is_cross_attention=False)
+        self.cross_attention = DecoderAttention(config, layer_idx, is_cross_attention=True)
+        self.feed_forward = BertStyleFeedForward(feed_forward_settings(config))
+
+    def forward(self, states, self_mask, encoder_states, cross_mask, cache=None, plan=None):
+        states = self.attention(states, states, self_mask, cache)
+        states = self.cross_attention(states, encoder_states, cross_mask, cache, residual_addition=plan)
+        return self.feed_forward(states)
+
+
+class SummaryDecoder(nn.Module):
+    """Position embeddings and LayerNorm over the (shared) word embeddings, then the decoder layers."""
+
+    def __init__(self, config: BertSumAbsConfig):
+        super().__init__()
+        self.config = config
+        self.position_embeddings = nn.Embedding(config.max_target_positions, config.hidden_size)
+        self.embedding_norm = nn.LayerNorm(config.hidden_size, eps=config.get_encoder_config().layer_norm_eps)
+        self.dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(DecoderLayer(config, index) for index in range(config.decoder_layers))
+
+    @torch.no_grad()
+    def copy_encoder(self, encoder: nn.Module) -> None:
+        """BERT2BERT start: layer i's self-attention and feed-forward from encoder layer i, the embedding LayerNorm
+        and position table from the encoder's (segment 0 folded into the positions); cross-attention stays new."""
+        embeddings = encoder.embeddings
+        positions = embeddings.position_embeddings.weight[: self.config.max_target_positions]
+        segment = embeddings.token_type_embeddings.weight[0]
+        self.position_embeddings.weight[: len(positions)] = positions + segment
+        self.embedding_norm.load_state_dict(embeddings.LayerNorm.state_dict())
+        for layer, encoder_layer in zip(self.layers, encoder.encoder.layer):
+            state = bert_layer_state(encoder_layer)
+            layer.attention.load_state_dict(
+                {name[len("attention.") :]: value for name, value in state.items() if name.startswith("attention.")}
+            )
+            layer.feed_forward.load_state_dict(
+                {name[len("feed_forward.") :]: v for name, v in state.items() if name.startswith("feed_forward.")}
+            )
+
+    def forward(self, word_embeddings, attention_mask, encoder_states, encoder_mask, cache=None, plan=None):
+        past = cache.get_seq_length() if cache is not None else 0
+        length = word_embeddings.shape[1]
+        if past + length > self.config.max_target_positions:
+            raise ValueError(
+                f"summary of {past + length} tokens is longer than max_target_positions="
+                f"{self.config.max_target_positions}"
+            )
+        positions = torch.arange(past, past + length, device=word_embeddings.device)
+        states = self.dropout(self.embedding_norm(word_embeddings + self.position_embeddings(positions)))
+        self_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=states,
+            attention_mask=attention_mask,
+            past_key_values=cache.self_attention_cache if cache is not None else None,
+        )
+        cross_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=states, attention_mask=encoder_mask, encoder_hidden_states=encoder_states
+        )
+        for layer in self.layers:
+            states = layer(states, self_mask, encoder_states, cross_mask, cache, plan)
+        return states
+
+
+class SummaryGenerator(nn.Module):
+    """Word logits: BERT's prediction-head transform (dense, activation, LayerNorm), then the tied word embeddings
+    and a vocabulary bias."""
+
+    def __init__(self, config: BertSumAbsConfig):
+        super().__init__()
+        encoder = config.get_encoder_config()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.GELU()
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=encoder.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.LayerNorm(self.activation(self.dense(states))), word_embeddings, self.bias)
+
+
+class BertSumAbsPreTrainedModel(SummarizerMixin, PreTrainedModel):
+    config_class = BertSumAbsConfig
+    base_model_prefix = "bertsumabs"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    accepts_loss_kwargs = False
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
+        if isinstance(module, SummaryGenerator):
+            module.bias.zero_()
+
+
+class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrainedModel, GenerationMixin):
+    """BertSumExtAbs: `input_ids` in the BERTSum layout (`[CLS] sentence [SEP]` per sentence, interval segments) are
+    encoded once; the decoder writes the summary as `[unused0] sentence [unused2] sentence ... [unused1]` (PreSumm's
+    begin, sentence-separator and end tokens; `labels` hold it without the begin token). The loss is label-smoothed
+    cross-entropy over the labelled tokens."""
+
+    pretrained_modules = ("encoder", "decoder")
+    # The decoder's self-attention and feed-forward start from the encoder (decoder_init="encoder") or are new
+    # ("random": then the whole decoder is trained in full, see `sumformers.training.apply_lora`).
+    new_modules = ("cross_attention", "generator")
+    lora_layers = ("encoder.encoder.layer", "decoder.layers")
+    processor_class = BertSumAbsProcessor
+
+    def __init__(self, config: BertSumAbsConfig):
+        super().__init__(config)
+        self.encoder = AutoModel.from_config(
+            config.get_encoder_config(), add_pooling_layer=False, attn_implementation=config._attn_implementation
+        )
+        self.decoder = SummaryDecoder(config)
+        self.generator = SummaryGenerator(config)
+        self.post_init()
+        self.generation_config = self.default_generation_config(config)
+
+    @staticmethod
+    def default_generation_config(config: BertSumAbsConfig) -> GenerationConfig:
+        """PreSumm's decoding: beam 5, length penalty alpha 0.95, 50 to 200 tokens."""
+        return GenerationConfig(
+            decoder_start_token_id=config.decoder_start_token_id,
+            bos_token_id=config.decoder_start_token_id,
+            eos_token_id=config.eos_token_id,
+            pad_token_id=config.pad_token_id,
+            num_beams=5,
+            length_penalty=0.95,
+            min_length=50,
+            max_length=200,
+            early_stopping=True,
+        )
+
+    @classmethod
+    def from_encoder(cls, encoder_path: str, config: BertSumAbsConfig | None = None, tokenizer=None, **config_kwargs):
+        """A summarizer whose encoder (and with decoder_init="encoder", the decoder's self-attention and feed-forward)
+        start from the pretrained BERT/RoBERTa checkpoint at `encoder_path`. Without `config`, one is made from the
+        encoder's settings and `config_kwargs`, its special token ids from `tokenizer` (default: the encoder's)."""
+        encoder, config = load_encoder_and_config(cls.config_class, encoder_path, config, **config_kwargs)
+        if config.sentence_separator_token_id is None:
+            if tokenizer is None:
+                from transformers import AutoTokenizer
+
+                from .pretrained_encoder import resolve_encoder
+
+                tokenizer = AutoTokenizer.from_pretrained(resolve_encoder(encoder_path))
+            config.set_special_tokens(tokenizer)
+        model = cls(config)
+        model.encoder.load_state_dict(encoder.state_dict())
+        if config.decoder_init == "encoder":
+            model.decoder.copy_encoder(model.encoder)
+        return model
+
+    def get_encoder(self):
+        return self.encoder
+
+    def get_decoder(self):
+        return self.decoder
+
+    def get_input_embeddings(self):
+        return self.encoder.get_input_embeddings()
+
+    def encode(self, input_ids=None, attention_mask=None, token_type_ids=None, bottom_states=None, bottom_layers=0):
+        """[rows, tokens, hidden] encoder states; from cached `bottom_states` the encoder runs only its layers from
+        `bottom_layers` on."""
+        if bottom_states is not None:
+            return self.run_layers(bottom_states.to(self.generator.dense.weight.dtype), attention_mask, bottom_layers)
+        if input_ids is None:
+            raise ValueError("give `input_ids`, `encoder_outputs` or precomputed `bottom_states`")
+        return self.encoder(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
+
+    def shift_labels_right(self, labels: torch.LongTensor) -> torch.LongTensor:
+        """The decoder inputs of `labels`: the begin token, then the labels but the last (-100 read as padding)."""
+        start = torch.full_like(labels[:, :1], self.config.decoder_start_token_id)
+        return torch.cat([start, labels[:, :-1].masked_fill(labels[:, :-1] == -100, self.config.pad_token_id)], 1)
+
+    def sentence_plan(self, decoder_input_ids, encoder_states, attention_mask, past_length, **inputs):
+        """What the word generator adds inside every cross-attention sublayer at each fed position (the sentence
+        planner's r'_sent); None for BertSumAbs. Returns (plan or None, auxiliary loss or None)."""
+        return None, None
+
+    def word_loss(self, logits: torch.Tensor, labels: torch.LongTensor) -> torch.Tensor:
+        """Label-smoothed cross-entropy in float32 over the labelled tokens (-100: ignored)."""
+        return F.cross_entropy(
+            logits.float(), labels, ignore_index=-100, label_smoothing=self.config.label_smoothing
+        )
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.LongTensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: EncoderDecoderCache | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        bottom_states: torch.FloatTensor | None = None,
+        bottom_layers: int = 0,
+        **inputs,
+    ) -> Seq2SeqLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*): the summary tokens after the
+            begin token, -100 where padded; `decoder_input_ids` default to them shifted right. In training mode with
+            labels the output holds the loss and no logits.
+        bottom_states (`torch.FloatTensor` of shape `(batch_size, tokens, hidden_size)`, *optional*): cached states of
+            the encoder's frozen bottom `bottom_layers` layers (training), instead of `input_ids`.
+        """
+        if encoder_outputs is None:
+            encoder_states = self.encode(input_ids, attention_mask, token_type_ids, bottom_states, bottom_layers)
+        else:
+            encoder_states = encoder_outputs[0]
+        if decoder_input_ids is None:
+            if labels is None:
+                raise ValueError("give `decoder_input_ids` or `labels`")
+            decoder_input_ids = self.shift_labels_right(labels)
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        plan, auxiliary_loss = self.sentence_plan(
+            decoder_input_ids, encoder_states, attention_mask, past_length, labels=labels, **inputs
+        )
+        word_embeddings = self.get_input_embeddings().weight
+        states = self.decoder(
+            F.embedding(decoder_input_ids, word_embeddings),
+            decoder_attention_mask,
+            encoder_states,
+            attention_mask,
+            past_key_values,
+            plan,
+        )
+        loss = logits = None
+        if labels is not None and self.training:
+            # the vocabulary projection is most of a CPU step: training projects only the labelled positions
+            labelled = labels != -100
+            loss = self.word_loss(self.generator(states[labelled], word_embeddings), labels[labelled])
+        else:
+            logits = self.generator(states, word_embeddings)
+            if labels is not None:
+                loss = self.word_loss(logits.flatten(0, 1), labels.flatten())
+        if loss is not None and auxiliary_loss is not None:
+            loss = loss + auxiliary_loss
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=past_key_values if use_cache else None,
+            encoder_last_hidden_state=encoder_states,
+        )
+
+
+__all__ = ["BertSumAbsForConditionalGeneration", "BertSumAbsPreTrainedModel", "DecoderLayer", "eager_attention"]

@@ -1,0 +1,171 @@
+"""Fine-tune an encoder-decoder summarizer (BertSumExtAbs or the sentence planner) with the Trainer.
+
+    accelerate launch training_scripts/train_abstractive.py --model_type sentence_planner \
+        --train_file ../shared/data/cnn_dailymail/train_large.jsonl.gz \
+        --validation_file ../shared/data/cnn_dailymail/validation_large.jsonl.gz \
+        --train_split train --eval_split "validation[1000:1200]" --output_dir runs/planner
+
+Documents are read in the BERTSum layout by the model's processor (as its pipeline reads them); summaries become
+`sentence [unused2] sentence ... [unused1]` (at most --max_target_length tokens). The loss is label-smoothed
+cross-entropy (plus the planner's guidance loss); the pretrained encoder and the new decoder get separate learning
+rates (--encoder_learning_rate, --learning_rate), as in BertSumExtAbs. Evaluation runs the
+`abstractive-summarization` pipeline on the eval split and reports ROUGE. Resumes from the newest checkpoint in
+--output_dir.
+
+--decoder_init encoder (the default here) starts the decoder's self-attention and feed-forward from the encoder's
+layers (BERT2BERT; LoRA adapts them, the cross-attention is new); --decoder_init random is the paper's baseline (the
+decoder trains in full). With --frozen_layers K the encoder's bottom K layers stay as pretrained and their states are
+cached once per document (see `sumformers.frozen_layers`; the cache file of the extractive script is reused when the
+documents match).
+"""
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from sumformers import BertSumAbsForConditionalGeneration, SentencePlannerForConditionalGeneration
+from sumformers.frozen_layers import BottomStateCollator, cached_bottom_states
+from sumformers.training import (
+    apply_lora,
+    dataset_evaluation,
+    finish_training,
+    load_splits,
+    map_training_features,
+    model_and_tokenizer,
+    model_input,
+    new_card_info,
+    parse_arguments,
+    take_push_to_hub,
+    train,
+    trained_length,
+)
+
+logger = logging.getLogger("train_abstractive")
+MODEL_CLASSES = {
+    "bertsumabs": BertSumAbsForConditionalGeneration,
+    "sentence_planner": SentencePlannerForConditionalGeneration,
+}
+
+
+@dataclass
+class AbstractiveArguments:
+    model_type: str = field(default="bertsumabs", metadata={"choices": list(MODEL_CLASSES)})
+    decoder_init: str = field(
+        default="encoder",
+        metadata={"help": "encoder: decoder layers start from the encoder's (BERT2BERT); random: the paper's baseline",
+                  "choices": ["encoder", "random"]},
+    )
+    decoder_layers: int = field(default=6)
+    decoder_ffn_dim: int | None = field(default=None, metadata={"help": "default: the encoder's intermediate size"})
+    guidance_weight: float = field(default=1.0, metadata={"help": "sentence planner: weight of the guidance loss"})
+    encoder_learning_rate: float | None = field(
+        default=None, metadata={"help": "learning rate of the encoder's parameters (default: --learning_rate / 10)"}
+    )
+    max_length: int = field(default=512, metadata={"help": "document tokens"})
+    max_target_length: int = field(default=140, metadata={"help": "summary tokens in training (PreSumm: 140)"})
+    frozen_layers: int = field(default=0, metadata={"help": "bottom encoder layers kept frozen and cached"})
+    bottom_state_cache: str | None = field(default=None, metadata={"help": "file of the cached bottom-layer states"})
+    num_beams: int = field(default=5, metadata={"help": "evaluation: beam size"})
+
+
+def build_features(example, processor, multiple_documents, data_args, abstractive_args):
+    return processor.training_features(
+        model_input(example[data_args.text_column], multiple_documents),
+        example[data_args.summary_column],
+        max_length=abstractive_args.max_length,
+        max_target_length=abstractive_args.max_target_length,
+    )
+
+
+def optimizer_with_two_rates(model, decoder_rate: float, encoder_rate: float, weight_decay: float):
+    """AdamW with the encoder's trainable parameters at `encoder_rate` and every other one at `decoder_rate`."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    encoder_ids = {id(parameter) for parameter in base.encoder.parameters()}
+    trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    groups = [
+        {"params": [p for p in trainable if id(p) in encoder_ids], "lr": encoder_rate},
+        {"params": [p for p in trainable if id(p) not in encoder_ids], "lr": decoder_rate},
+    ]
+    groups = [group for group in groups if group["params"]]
+    return torch.optim.AdamW(groups, weight_decay=weight_decay)
+
+
+def main():
+    model_args, data_args, training_args, abstractive_args = parse_arguments(AbstractiveArguments)
+    logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
+    push = take_push_to_hub(training_args)
+    train_dataset, eval_dataset = load_splits(data_args)
+
+    source = model_args.model_name_or_path
+    model_class = MODEL_CLASSES[abstractive_args.model_type]
+    settings = dict(
+        encoder_name_or_path=source,
+        decoder_init=abstractive_args.decoder_init,
+        decoder_layers=abstractive_args.decoder_layers,
+        decoder_ffn_dim=abstractive_args.decoder_ffn_dim,
+    )
+    if abstractive_args.model_type == "sentence_planner":
+        settings["guidance_weight"] = abstractive_args.guidance_weight
+    model, tokenizer = model_and_tokenizer(
+        source, lambda encoder, tokenizer: model_class.from_encoder(encoder, tokenizer=tokenizer, **settings)
+    )
+    frozen = abstractive_args.frozen_layers
+    if frozen and not model_args.lora_layers:  # adapt only the encoder layers that run in training
+        layers = range(frozen, model.config.get_encoder_config().num_hidden_layers)
+        model_args.lora_layers = ",".join(str(index) for index in layers)
+    processor = model.processor_class(tokenizer, model.config)
+    abstractive_args.max_length = min(abstractive_args.max_length, model.config.max_position_embeddings)
+    full_modules = ("decoder",) if model.config.decoder_init == "random" else ()
+    model = apply_lora(model, model_args, full_modules=full_modules)
+
+    datasets = [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name]
+    card_info = new_card_info(training_args, data_args, datasets)
+    features = None
+    if training_args.do_train and train_dataset is not None:
+        features = map_training_features(
+            train_dataset, build_features, training_args, data_args, processor, False,
+            abstractive_args=abstractive_args,
+        )
+    collate = processor.collate
+    if features is not None and frozen:
+        if not abstractive_args.bottom_state_cache:
+            raise ValueError("--frozen_layers needs --bottom_state_cache (a file for the cached states)")
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        states = cached_bottom_states(base, features, collate, frozen, abstractive_args.bottom_state_cache)
+        features = features.add_column("cache_row", list(range(len(features))))
+        training_args.remove_unused_columns = False  # the collator needs `cache_row`
+        collate = BottomStateCollator(collate, states, frozen)
+    encoder_rate = abstractive_args.encoder_learning_rate or training_args.learning_rate / 10
+    optimizer = optimizer_with_two_rates(model, training_args.learning_rate, encoder_rate, training_args.weight_decay)
+    trainer, result = train(model, training_args, features, collate, optimizer=optimizer)
+    if result is not None:
+        card_info["training"] = (
+            f"{len(features)} documents from `{data_args.train_split}` of "
+            f"{data_args.dataset_name or data_args.train_file} (lowercased text), {trained_length(trainer)}, batch "
+            f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
+            f"{training_args.gradient_accumulation_steps} accumulation, learning rates {training_args.learning_rate} "
+            f"(decoder and new modules) / {encoder_rate} (encoder), LoRA r={model_args.lora_r} on "
+            f"{model_args.lora_target_modules} (use_lora={model_args.use_lora}), decoder_init="
+            f"{abstractive_args.decoder_init}, {abstractive_args.decoder_layers} decoder layers, max "
+            f"{abstractive_args.max_length} document / {abstractive_args.max_target_length} summary tokens, "
+            f"{f'bottom {frozen} encoder layers frozen (states cached in bfloat16), ' if frozen else ''}"
+            f"label smoothing {model.config.label_smoothing}"
+            f"{f', guidance weight {model.config.guidance_weight}' if hasattr(model.config, 'guidance_weight') else ''}"
+            f"; final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+        )
+
+    evaluate = dataset_evaluation(
+        tokenizer,
+        eval_dataset,
+        data_args,
+        f"beam {abstractive_args.num_beams}, the model's length settings, word trigram blocking",
+        batch_size=8,
+        num_beams=abstractive_args.num_beams,
+    )
+    finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)
+
+
+if __name__ == "__main__":
+    main()

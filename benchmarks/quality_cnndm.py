@@ -26,15 +26,23 @@ moves ROUGE F1 by about as much as content does; these rows compare the systems 
 """
 
 import argparse
-import hashlib
 import json
-import os
 import sys
-import time
-import warnings
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from _common import (
+    REPO,
+    SOURCES,
+    cached_summaries,
+    display_path,
+    find_checkpoint,
+    format_cell,
+    rouge_metrics,
+    setup_runtime,
+    timed_summaries,
+    write_report,
+)
+
 MODELS = {  # name -> (default checkpoint candidates, pipeline task)
     "BERTSum": (["checkpoints/bertsum-minilm-cnndm", "runs/bertsum-minilm-cnndm/final"], "extractive-summarization"),
     "HiBERT": (["checkpoints/hibert-minilm-cnndm", "runs/hibert-minilm-cnndm/final"], "extractive-summarization"),
@@ -55,7 +63,6 @@ HELD_OUT_SETS = (
     ("validation[:300] (CNN)", "validation.jsonl", 0, 300),
 )
 COLUMNS = ("rouge1", "rouge2", "rougeLsum", "mean_words", "redundancy")
-SOURCES = {"cnn": "CNN", "dailymail": "DM"}
 
 
 def parse_args():
@@ -89,18 +96,9 @@ def parse_args():
 def summary_metrics(summaries: list[str], references: list[str], sources: list[str | None]) -> dict:
     """Mean ROUGE-1/2/Lsum with 95% bootstrap intervals (`<key>_interval`), ROUGE-1 by source (`rouge1_<source>`),
     mean words and redundancy."""
-    from sumformers.text.scoring import ROUGE_KEYS, bootstrap_interval, rouge_per_example
     from sumformers.text.sentences import has_repeated_trigram, summary_length_stats, to_sentences
 
-    per_example = rouge_per_example(summaries, references)
-    scores = {}
-    for key in ROUGE_KEYS:
-        values = [example[key] for example in per_example]
-        scores[key] = sum(values) / len(values)
-        scores[f"{key}_interval"] = bootstrap_interval(values)
-    for source in SOURCES:
-        values = [example["rouge1"] for example, origin in zip(per_example, sources) if origin == source]
-        scores[f"rouge1_{source}"] = sum(values) / len(values) if values else None
+    scores = rouge_metrics(summaries, references, sources)
     scores["mean_words"] = summary_length_stats(summaries)["mean_words"]
     scores["redundancy"] = 100.0 * sum(has_repeated_trigram(to_sentences(s)) for s in summaries) / len(summaries)
     return scores
@@ -136,12 +134,7 @@ def baseline_summaries(documents: list[str], references: list[str], max_words: i
 
 
 def resolve_checkpoint(name: str, given: str | None) -> Path | None:
-    candidates = [given] if given else MODELS[name][0]
-    for candidate in candidates:
-        path = Path(candidate) if Path(candidate).is_absolute() else REPO / candidate
-        if (path / "config.json").is_file():
-            return path
-    return None
+    return find_checkpoint([given] if given else MODELS[name][0])
 
 
 def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = None) -> tuple[dict, str]:
@@ -172,34 +165,13 @@ def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max
     import sumformers
 
     options, _ = decoding_options(name, checkpoint, args, max_words)
-    modified = (checkpoint / "config.json").stat().st_mtime
-    key = json.dumps([str(checkpoint), modified, blocking, options, documents])
-    cache = Path(args.cache_dir) / (
-        f"{name.lower().replace(' ', '_')}-{hashlib.sha1(key.encode()).hexdigest()[:12]}.json"
-    )
-    if cache.is_file():
-        cached = json.loads(cache.read_text())
-        return cached["summaries"], f"{cached['seconds_per_document']:.2f} ({cached.get('threads', 1)})"
-    summarizer = sumformers.load_pipeline(str(checkpoint))
-    options = dict(options, trigram_blocking=blocking, batch_size=args.batch_size)
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # truncation warnings, one per long document
-        outputs = summarizer(documents, **options)
-    seconds = (time.perf_counter() - start) / len(documents)
-    summaries = [output["summary"] for output in outputs]
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"summaries": summaries, "seconds_per_document": seconds, "threads": args.threads}))
-    return summaries, f"{seconds:.2f} ({args.threads})"
+    key = [str(checkpoint), (checkpoint / "config.json").stat().st_mtime, blocking, options, documents]
 
+    def decode():
+        summarizer = sumformers.load_pipeline(str(checkpoint))
+        return timed_summaries(summarizer, documents, **options, trigram_blocking=blocking, batch_size=args.batch_size)
 
-def _cell(result: dict, column: str) -> str:
-    if column == "mean_words":
-        return f"{result[column]:.1f}"
-    if f"{column}_interval" in result:
-        low, high = result[f"{column}_interval"]
-        return f"{result[column]:.2f} [{low:.2f}, {high:.2f}]"
-    return f"{result[column]:.2f}"
+    return cached_summaries(args.cache_dir, name, key, decode, args.threads)
 
 
 def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], counts: dict) -> str:
@@ -217,7 +189,7 @@ def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], count
         if isinstance(result, str):
             lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | |" + " |" * len(by_source) + " |")
             continue
-        values = " | ".join(_cell(result, column) for column in COLUMNS)
+        values = " | ".join(format_cell(result, column) for column in COLUMNS)
         sources = "".join(f" {result[f'rouge1_{source}']:.2f} |" for source in by_source)
         seconds = result.get("seconds") or ""
         lines.append(f"| {name} | {decoding} | {blocking} | {values} |{sources} {seconds} |")
@@ -246,7 +218,7 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
         if checkpoint is None:
             rows.append((name, "-", "-", "checkpoint not found"))
             continue
-        checkpoints[name] = checkpoint.relative_to(REPO) if checkpoint.is_relative_to(REPO) else checkpoint
+        checkpoints[name] = display_path(checkpoint)
         settings = [(False, None), (True, None)] + ([(False, args.max_words)] if args.max_words else [])
         for blocking, max_words in settings:
             print(f"{title} {name}, blocking {blocking}, budget {max_words}: {checkpoint}", file=sys.stderr, flush=True)
@@ -259,13 +231,9 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
 
 def main():
     args = parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import torch
-
+    setup_runtime(args.threads)
     from sumformers.text.evaluation import data_dir, read_jsonl
 
-    torch.set_num_threads(args.threads)
     if args.data_file:
         sets = [(f"{Path(args.data_file).name}[{args.start}:{args.start + args.limit}]", Path(args.data_file))]
         ranges = [(args.start, args.limit)]
@@ -283,8 +251,6 @@ def main():
         for (title, path), (start, limit) in zip(sets, ranges)
     ]
     lines = [
-        "Command: `" + " ".join(["python", "benchmarks/quality_cnndm.py", *sys.argv[1:]]) + "`",
-        "",
         "CNN/DM validation documents held out from training; ROUGE F1 x 100 (rouge-score, stemming, rougeLsum over "
         "pysbd sentences) with 95% bootstrap intervals (1,000 resamples of the documents); words = mean summary "
         "length; redundancy = % of summaries repeating a trigram across sentences.",
@@ -293,11 +259,7 @@ def main():
         "",
         "Checkpoints: " + "; ".join(f"{name}: `{path}`" for name, path in checkpoints.items()),
     ]
-    table = "\n".join(lines)
-    print(table)
-    if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(table + "\n")
+    write_report("quality_cnndm.py", lines, args.output)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,107 @@
+"""Helpers the CNN/DM quality scripts share (`quality_cnndm.py`, `quality_abstractive.py`): checkpoint lookup,
+ROUGE with bootstrap intervals and by source, the prediction cache, timing, table cells and the report's header.
+
+Imported by the scripts as `_common` (the folder of a script run as `python benchmarks/<script>.py` is on sys.path);
+sumformers is imported inside the functions, so `--help` stays fast.
+"""
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = {"cnn": "CNN", "dailymail": "DM"}  # the `source` field of the large CNN/DM files -> column label
+
+
+def setup_runtime(threads: int) -> None:
+    """Offline Hub, no tokenizer thread pool, `threads` torch threads (imports torch: call it after parsing)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def find_checkpoint(candidates: Iterable[str]) -> Path | None:
+    """The first candidate folder (absolute, or relative to the repository root) holding a `config.json`."""
+    for candidate in candidates:
+        path = Path(candidate) if Path(candidate).is_absolute() else REPO / candidate
+        if (path / "config.json").is_file():
+            return path
+    return None
+
+
+def display_path(path: Path) -> Path:
+    """`path` relative to the repository root when it lies inside it."""
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
+
+
+def rouge_metrics(summaries: list[str], references: list[str], sources: list[str | None]) -> dict:
+    """Mean ROUGE-1/2/Lsum F1 x 100 with 95% bootstrap intervals (`<key>_interval`) and ROUGE-1 by source
+    (`rouge1_<source>`, None when the set has no document from it)."""
+    from sumformers.text.scoring import ROUGE_KEYS, bootstrap_interval, rouge_per_example
+
+    per_example = rouge_per_example(summaries, references)
+    scores = {}
+    for key in ROUGE_KEYS:
+        values = [example[key] for example in per_example]
+        scores[key] = sum(values) / len(values)
+        scores[f"{key}_interval"] = bootstrap_interval(values)
+    for source in SOURCES:
+        values = [example["rouge1"] for example, origin in zip(per_example, sources) if origin == source]
+        scores[f"rouge1_{source}"] = sum(values) / len(values) if values else None
+    return scores
+
+
+def timed_summaries(summarizer, documents: list[str], **options) -> tuple[list[str], float]:
+    """`summarizer(documents, **options)`'s "summary" texts and the seconds it took per document."""
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # truncation warnings, one per long document
+        outputs = summarizer(documents, **options)
+    seconds = (time.perf_counter() - start) / len(documents)
+    return [output["summary"] for output in outputs], seconds
+
+
+def cached_summaries(
+    cache_dir: str, name: str, key: list, decode: Callable[[], tuple[list[str], float]], threads: int
+) -> tuple[list[str], str]:
+    """A model's summaries and its decoding time per document as "seconds (threads)", from
+    `<cache_dir>/<name>-<hash of key>.json` when there, else from `decode()` (summaries, seconds per document), then
+    cached. `key` (JSON) names everything the summaries depend on; a cached row keeps the thread count it was timed
+    with."""
+    digest = hashlib.sha1(json.dumps(key).encode()).hexdigest()[:12]
+    cache = Path(cache_dir) / f"{name.lower().replace(' ', '_')}-{digest}.json"
+    if cache.is_file():
+        cached = json.loads(cache.read_text())
+        return cached["summaries"], f"{cached['seconds_per_document']:.2f} ({cached.get('threads', 1)})"
+    summaries, seconds = decode()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(json.dumps({"summaries": summaries, "seconds_per_document": seconds, "threads": threads}))
+    return summaries, f"{seconds:.2f} ({threads})"
+
+
+def format_cell(result: dict, column: str) -> str:
+    """A table cell: the value with its interval when it has one; mean words with one decimal, others with two."""
+    if column == "mean_words":
+        return f"{result[column]:.1f}"
+    if f"{column}_interval" in result:
+        low, high = result[f"{column}_interval"]
+        return f"{result[column]:.2f} [{low:.2f}, {high:.2f}]"
+    return f"{result[column]:.2f}"
+
+
+def write_report(script: str, body: list[str], output: str | None) -> None:
+    """Print the report (the command line that made it, then `body`) and write it to `output` when given."""
+    command = shlex.join(["python", f"benchmarks/{script}", *sys.argv[1:]])
+    report = "\n".join([f"Command: `{command}`", "", *body])
+    print(report)
+    if output:
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        Path(output).write_text(report + "\n")

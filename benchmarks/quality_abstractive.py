@@ -1,0 +1,293 @@
+"""Abstractive summary quality on 1,000 CNN/DM documents no model saw: the first 1,000 of `validation_large`
+(211 CNN then 789 Daily Mail articles) of the shared copy.
+
+The data is the **lowercased** pointer-generator text (see the shared data README): the abstractive models are trained
+on it and write lowercase, and ROUGE lower-cases anyway. These documents are for this report only and must not be used
+for tuning anything (checkpoint choice, decoding settings, length limits): the abstractive training scripts take
+`validation_large[1000:1200]` as their dev set.
+
+Rows: Lead-3 (the first 3 pysbd sentences), the default shipped extractive model (`extractive-summarization`, top 3
+sentences with trigram blocking; `--extractive` for another) as a reference, then the abstractive models, each a
+checkpoint folder given by its flag (a row says "checkpoint not found" when it is missing):
+
+- `--bsea`: BertSumExtAbs; `--planner`: the sentence planner; `--planner_no_guidance`: the planner trained without the
+  guidance loss (ablation); `--bsea_large`: BertSumExtAbs with its decoder enlarged to the planner's parameter count.
+
+They run `transformers.pipeline("abstractive-summarization", model=folder)` (the task `import sumformers` registers),
+called on a list of documents with `batch_size` and only the generation options set by flag (`--num_beams`,
+`--max_length`, `--min_length`, `--length_penalty`; otherwise the model's generation config decides), and give one
+sentence a line under "summary".
+
+Columns: ROUGE-1/2/Lsum F1 x 100 (rouge-score with stemming, rougeLsum over the summary's lines) with 95% bootstrap
+intervals, ROUGE-1 by source; novel bigrams = % of the summary's bigrams absent from the document, mean over documents
+(`novel_ngram_ratio`, on the package's `word_tokens`: lowercased words and single punctuation marks); sentences per
+summary; words per sentence (mean over all summary sentences); repeated trigrams = % of summaries in which a word
+trigram occurs twice anywhere, within a sentence or across two (`has_repeated_trigram_anywhere` below, on words
+without punctuation, so "it's" twice is no repeat; not the package's `has_repeated_trigram`, across sentences only and
+with punctuation tokens, that quality_cnndm.py reports as redundancy: a decoder also repeats itself inside a
+sentence); words = mean summary length in whitespace words; seconds per document (threads).
+
+    python benchmarks/quality_abstractive.py --bsea runs/bsea/final --planner runs/planner/final --threads 2
+    python benchmarks/quality_abstractive.py --limit 20 --output /tmp/qa.md     # a quick look
+
+Predictions are cached per model, settings and documents under --cache_dir, so the table can be rebuilt without
+re-decoding. The report also shows each abstractive model's summaries of the first 3 documents next to the references.
+"""
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from _common import (
+    REPO,
+    SOURCES,
+    cached_summaries,
+    display_path,
+    find_checkpoint,
+    format_cell,
+    rouge_metrics,
+    setup_runtime,
+    timed_summaries,
+    write_report,
+)
+
+ABSTRACTIVE = {  # flag -> row name
+    "bsea": "BSEA",
+    "planner": "Planner",
+    "planner_no_guidance": "Planner, no guidance loss",
+    "bsea_large": "BSEA, large decoder",
+}
+GENERATION_OPTIONS = ("num_beams", "max_length", "min_length", "length_penalty")
+COLUMNS = (
+    "rouge1",
+    "rouge2",
+    "rougeLsum",
+    "novel_bigrams",
+    "mean_sentences",
+    "words_per_sentence",
+    "repeated_trigrams",
+    "mean_words",
+)
+EXAMPLES = 3  # documents whose summaries the report shows
+_WORD_RE = re.compile(r"\w+(?:'\w+)*")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--data_file", default=None, help="CNN/DM JSONL (.gz) (default: the shared cnn_dailymail/validation_large)"
+    )
+    parser.add_argument("--start", type=int, default=0, help="first document (default 0)")
+    parser.add_argument("--limit", type=int, default=1000, help="documents (default 1000)")
+    parser.add_argument("--extractive", default=None, help="extractive reference model (default: the shipped default)")
+    for flag, name in ABSTRACTIVE.items():
+        parser.add_argument(f"--{flag}", default=None, help=f"{name} checkpoint folder")
+    parser.add_argument("--num_beams", type=int, default=None, help="beam size (default: the model's)")
+    parser.add_argument("--max_length", type=int, default=None, help="most summary tokens (default: the model's)")
+    parser.add_argument("--min_length", type=int, default=None, help="fewest summary tokens (default: the model's)")
+    parser.add_argument("--length_penalty", type=float, default=None, help="beam length penalty (default: the model's)")
+    parser.add_argument("--batch_size", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_abstractive"))
+    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "quality_abstractive.md"))
+    return parser.parse_args()
+
+
+def words(text: str) -> list[str]:
+    """Lowercased words: runs of word characters, with inner apostrophes ("it's", "bull's"); punctuation dropped."""
+    return _WORD_RE.findall(text.lower())
+
+
+def has_repeated_trigram_anywhere(summary: str) -> bool:
+    """Does a word trigram (`words`) occur twice in the summary, in one sentence or in two? Trigrams do not cross
+    sentences (the summary's lines, or its pysbd sentences)."""
+    from sumformers.text.sentences import to_sentences
+
+    seen = set()
+    for sentence in to_sentences(summary):
+        tokens = words(sentence)
+        for trigram in zip(tokens, tokens[1:], tokens[2:]):
+            if trigram in seen:
+                return True
+            seen.add(trigram)
+    return False
+
+
+def words_per_sentence(summaries: list[str]) -> float:
+    """Mean whitespace words of a sentence, over the sentences of all summaries (0.0 when there are none)."""
+    from sumformers.text.sentences import to_sentences
+
+    lengths = [len(sentence.split()) for summary in summaries for sentence in to_sentences(summary)]
+    return sum(lengths) / len(lengths) if lengths else 0.0
+
+
+def abstractive_metrics(summaries: list[str], documents: list[str], references: list[str], sources: list) -> dict:
+    """ROUGE (with intervals and by source), novel bigrams %, sentences per summary, words per sentence, repeated
+    trigrams % and mean words."""
+    from sumformers.text.sentences import novel_ngram_ratio, summary_length_stats
+
+    lengths = summary_length_stats(summaries)
+    novel = [novel_ngram_ratio(summary, document, 2) for summary, document in zip(summaries, documents)]
+    return dict(
+        rouge_metrics(summaries, references, sources),
+        novel_bigrams=100.0 * sum(novel) / len(novel),
+        mean_sentences=lengths["mean_sentences"],
+        words_per_sentence=words_per_sentence(summaries),
+        repeated_trigrams=100.0 * sum(map(has_repeated_trigram_anywhere, summaries)) / len(summaries),
+        mean_words=lengths["mean_words"],
+    )
+
+
+def checkpoint_key(checkpoint: Path) -> list:
+    """The folder and the time its newest file changed: a retrained checkpoint gets new cache entries."""
+    return [str(checkpoint), max(path.stat().st_mtime for path in checkpoint.iterdir() if path.is_file())]
+
+
+def generation_options(args) -> dict:
+    """The generation options set by flag; the others are left to the model."""
+    return {name: getattr(args, name) for name in GENERATION_OPTIONS if getattr(args, name) is not None}
+
+
+def describe_decoding(checkpoint: Path, options: dict) -> str:
+    """The decoding column: the options set by flag, then what the model's generation config sets for the others."""
+    config_file = checkpoint / "generation_config.json"
+    config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    model = {name: config[name] for name in GENERATION_OPTIONS if name not in options and name in config}
+    parts = [f"{name} {value}" for name, value in options.items()]
+    parts += [f"{name} {value} (model)" for name, value in model.items()]
+    return ", ".join(parts) or "model defaults"
+
+
+def lead3(documents: list[str]) -> list[str]:
+    from sumformers.text.sentences import lead_k, split_sentences
+
+    summaries = []
+    for document in documents:
+        sentences = split_sentences(document)
+        summaries.append("\n".join(sentences[i] for i in lead_k(sentences, 3)))
+    return summaries
+
+
+def extractive_summaries(checkpoint: Path, documents: list[str], args) -> tuple[list[str], str]:
+    """The extractive reference: top 3 sentences with trigram blocking."""
+    from sumformers.hub import load_pipeline
+
+    options = {"num_sentences": 3, "trigram_blocking": True}
+
+    def decode():
+        summarizer = load_pipeline(str(checkpoint), task="extractive-summarization")
+        return timed_summaries(summarizer, documents, **options, batch_size=args.batch_size)
+
+    key = ["extractive-summarization", *checkpoint_key(checkpoint), options, documents]
+    return cached_summaries(args.cache_dir, f"extractive-{checkpoint.name}", key, decode, args.threads)
+
+
+def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], args) -> tuple[list[str], str]:
+    options = generation_options(args)
+
+    def decode():
+        import transformers
+
+        import sumformers  # noqa: F401 (registers the abstractive-summarization task)
+
+        summarizer = transformers.pipeline("abstractive-summarization", model=str(checkpoint))
+        return timed_summaries(summarizer, documents, **options, batch_size=args.batch_size)
+
+    key = ["abstractive-summarization", *checkpoint_key(checkpoint), options, documents]
+    return cached_summaries(args.cache_dir, flag, key, decode, args.threads)
+
+
+def format_table(rows: list[tuple[str, str, dict | str]], counts: dict) -> list[str]:
+    by_source = [source for source in SOURCES if counts.get(source)]
+    header = (
+        "| model | decoding | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | novel bigrams % | sentences | words / sentence "
+        "| repeated trigrams % | words |"
+        + "".join(f" ROUGE-1 {SOURCES[source]} ({counts[source]}) |" for source in by_source)
+        + " s / doc (threads) |"
+    )
+    lines = [header, "|---|---|" + "---|" * (len(COLUMNS) + len(by_source) + 1)]
+    for name, decoding, result in rows:
+        if isinstance(result, str):
+            lines.append(f"| {name} | {decoding} | {result} |" + " |" * (len(COLUMNS) + len(by_source)))
+            continue
+        values = " | ".join(format_cell(result, column) for column in COLUMNS)
+        sources = "".join(f" {result[f'rouge1_{source}']:.2f} |" for source in by_source)
+        lines.append(f"| {name} | {decoding} | {values} |{sources} {result['seconds'] or ''} |")
+    return lines
+
+
+def format_examples(name: str, examples: list[dict], summaries: list[str]) -> list[str]:
+    """The model's summaries of the first documents next to their references, one sentence a line."""
+    lines = [f"### {name}", "", f"| document | reference | {name} |", "|---|---|---|"]
+    for example, summary in zip(examples[:EXAMPLES], summaries):
+        cells = [text.strip().replace("|", "\\|").replace("\n", "<br>") for text in (example["summary"], summary)]
+        lines.append(f"| `{example.get('id', '')}` | {cells[0]} | {cells[1]} |")
+    return [*lines, ""]
+
+
+def main():
+    args = parse_args()
+    setup_runtime(args.threads)
+    from sumformers.hub import resolve_model
+    from sumformers.text.evaluation import data_dir, read_jsonl
+
+    data_file = Path(args.data_file) if args.data_file else data_dir() / "cnn_dailymail" / "validation_large.jsonl.gz"
+    examples = read_jsonl(data_file)[args.start : args.start + args.limit]
+    documents = [example["document"] for example in examples]
+    references = [example["summary"] for example in examples]
+    sources = [example.get("source", "cnn") for example in examples]
+    counts = {source: sources.count(source) for source in SOURCES}
+
+    def row(name: str, decoding: str, summaries: list[str], seconds: str | None):
+        print(f"scoring {name}", file=sys.stderr, flush=True)
+        return name, decoding, dict(abstractive_metrics(summaries, documents, references, sources), seconds=seconds)
+
+    rows = [row("Lead-3", "first 3 sentences", lead3(documents), None)]
+    checkpoints = {}
+    # a shipped checkpoint's name (default: the default model) or a folder, relative to the repository like the others
+    extractive = find_checkpoint([resolve_model(args.extractive)])
+    if extractive is None:
+        rows.append(("Extractive", "-", f"checkpoint not found (`{args.extractive}`)"))
+    else:
+        checkpoints["extractive"] = display_path(extractive)
+        print(f"extractive: {extractive}", file=sys.stderr, flush=True)
+        summaries, seconds = extractive_summaries(extractive, documents, args)
+        rows.append(row(f"Extractive ({extractive.name})", "top 3, trigram blocking", summaries, seconds))
+    examples_lines = []
+    options = generation_options(args)
+    for flag, name in ABSTRACTIVE.items():
+        checkpoint = find_checkpoint([getattr(args, flag)]) if getattr(args, flag) else None
+        if checkpoint is None:
+            given = f"`{getattr(args, flag)}`" if getattr(args, flag) else f"no --{flag}"
+            rows.append((name, "-", f"checkpoint not found ({given})"))
+            continue
+        checkpoints[flag] = display_path(checkpoint)
+        print(f"{name}: {checkpoint}", file=sys.stderr, flush=True)
+        summaries, seconds = abstractive_summaries(flag, checkpoint, documents, args)
+        rows.append(row(name, describe_decoding(checkpoint, options), summaries, seconds))
+        examples_lines += format_examples(name, examples, summaries)
+
+    title = f"{data_file.name}[{args.start}:{args.start + len(examples)}]"
+    body = [
+        "CNN/DM validation documents held out from training and tuning (lowercased text); ROUGE F1 x 100 (rouge-score, "
+        "stemming, rougeLsum over the summary's sentences) with 95% bootstrap intervals (1,000 resamples of the "
+        "documents); novel bigrams = % of summary bigrams not in the document (mean over documents); sentences = mean "
+        "per summary; words / sentence = mean over all summary sentences; repeated trigrams = % of summaries in which "
+        "a word trigram (punctuation left out) occurs twice, within a sentence or across sentences; words = mean "
+        "summary length (whitespace words).",
+        "",
+        f"## {title}: {len(examples)} documents",
+        "",
+        *format_table(rows, counts),
+        "",
+        "Checkpoints: " + ("; ".join(f"{flag}: `{path}`" for flag, path in checkpoints.items()) or "none"),
+    ]
+    if examples_lines:
+        body += ["", f"## Example summaries (the first {min(EXAMPLES, len(examples))} documents)", "", *examples_lines]
+    write_report("quality_abstractive.py", body, args.output)
+
+
+if __name__ == "__main__":
+    main()

@@ -40,6 +40,12 @@ def eager_attention(module, query, key, value, attention_mask, scaling, dropout=
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
+def decoder_inputs_from_labels(labels: torch.LongTensor, config: BertSumAbsConfig) -> torch.LongTensor:
+    """The decoder inputs of `labels`: the begin token, then the labels but the last (-100 read as padding)."""
+    start = torch.full_like(labels[:, :1], config.decoder_start_token_id)
+    return torch.cat([start, labels[:, :-1].masked_fill(labels[:, :-1] == -100, config.pad_token_id)], 1)
+
+
 class DecoderAttention(nn.Module):
     """Multi-head attention with BERT's parameter names (so an encoder layer's self-attention loads into it) and
     residual output. Self-attention appends its keys to the cache; cross-attention projects the encoder states once
@@ -284,11 +290,6 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
         ).last_hidden_state
 
-    def shift_labels_right(self, labels: torch.LongTensor) -> torch.LongTensor:
-        """The decoder inputs of `labels`: the begin token, then the labels but the last (-100 read as padding)."""
-        start = torch.full_like(labels[:, :1], self.config.decoder_start_token_id)
-        return torch.cat([start, labels[:, :-1].masked_fill(labels[:, :-1] == -100, self.config.pad_token_id)], 1)
-
     def sentence_plan(self, decoder_input_ids, encoder_states, attention_mask, past_length, **inputs):
         """What the word generator adds inside every cross-attention sublayer at each fed position (the sentence
         planner's r'_sent); None for BertSumAbs. Returns (plan or None, auxiliary loss or None)."""
@@ -329,7 +330,7 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
         if decoder_input_ids is None:
             if labels is None:
                 raise ValueError("give `decoder_input_ids` or `labels`")
-            decoder_input_ids = self.shift_labels_right(labels)
+            decoder_input_ids = decoder_inputs_from_labels(labels, self.config)
         if use_cache and past_key_values is None:
             past_key_values = EncoderDecoderCache(DynamicCache(), DynamicCache())
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
@@ -364,4 +365,10 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
         )
 
 
-__all__ = ["BertSumAbsForConditionalGeneration", "BertSumAbsPreTrainedModel", "DecoderLayer", "eager_attention"]
+__all__ = [
+    "BertSumAbsForConditionalGeneration",
+    "BertSumAbsPreTrainedModel",
+    "DecoderLayer",
+    "decoder_inputs_from_labels",
+    "eager_attention",
+]

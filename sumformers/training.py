@@ -227,7 +227,11 @@ def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] 
             targets.append(name)
     if not targets:
         raise ValueError(f"no linear layer of {'/'.join(paths)} matches --lora_target_modules {sorted(names)}")
-    modules_to_save = [*full_modules, *(m for m in model.new_modules if not _inside(model, m, full_modules))]
+    # a new module inside another one trained in full is saved with it (PEFT would wrap it twice)
+    outer = (*full_modules, *model.new_modules)
+    modules_to_save = [
+        *full_modules, *(m for m in model.new_modules if not _inside(model, m, tuple(o for o in outer if o != m)))
+    ]
     config = LoraConfig(
         r=model_args.lora_r,
         lora_alpha=model_args.lora_alpha,

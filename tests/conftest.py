@@ -115,6 +115,25 @@ def tiny_bertsum_config(encoder_layers: int = 2, **overrides):
     return BertSumConfig(encoder_config=encoder, encoder_name_or_path="tiny-random-bert", **settings)
 
 
+def tiny_bertsumabs_config(planner: bool = False, **overrides):
+    """A tiny BertSumAbs (or sentence planner) config over a tiny BERT sharing MiniLM's vocabulary, with MiniLM's
+    special token ids (begin [unused0], end [unused1], separator [unused2])."""
+    from transformers import AutoTokenizer
+
+    from sumformers import BertSumAbsConfig, SentencePlannerConfig
+    from sumformers.modeling.pretrained_encoder import bundled_encoder_path
+
+    settings = dict(decoder_layers=2, dropout=0.0, max_target_positions=64)
+    if planner:
+        settings["sentence_generator_layers"] = 2
+    settings.update(overrides)
+    config_class = SentencePlannerConfig if planner else BertSumAbsConfig
+    encoder = tiny_bert_config().to_dict()
+    config = config_class(encoder_config=encoder, encoder_name_or_path="tiny-random-bert", **settings)
+    config.set_special_tokens(AutoTokenizer.from_pretrained(str(bundled_encoder_path())))
+    return config
+
+
 @pytest.fixture
 def tiny_bertsum():
     """A tiny random BERTSum (`tiny_bertsum_config`)."""

@@ -30,6 +30,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer  # noqa: E40
 from conftest import ARTICLE, SENTENCES
 from sumformers import ARCHITECTURES  # noqa: E402
 from sumformers.hub import export_model  # noqa: E402
+from sumformers.modeling.modeling_bertsumabs import decoder_inputs_from_labels  # noqa: E402
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences  # noqa: E402
 from sumformers.training import ModelArguments, apply_lora  # noqa: E402
 
@@ -41,6 +42,7 @@ from sumformers.training import ModelArguments, apply_lora  # noqa: E402
 DOCUMENTS = (SENTENCES, SENTENCES[1:3], SENTENCES[:4])
 
 EXTRACTIVE, STEPWISE, WIKISUM = "extractive-summarization", "stepwise-summarization", "wikisum"
+ABSTRACTIVE = "abstractive-summarization"
 
 
 def document_batch(tokenizer, documents, max_tokens=10):
@@ -149,6 +151,9 @@ class ModelTesterMixin:
         return rows
 
     def inputs(self, batch, rows, extra_summary_padding=0):
+        if self.task == ABSTRACTIVE:  # teacher forcing on the labels (passed apart, as `labels` below)
+            inputs = {key: value for key, value in batch.items() if key != "labels"}
+            return dict(inputs, decoder_input_ids=decoder_inputs_from_labels(batch["labels"], self.get_config()))
         if self.task != STEPWISE:
             return dict(batch)
         inputs = dict(batch, **step_inputs(rows))
@@ -159,6 +164,8 @@ class ModelTesterMixin:
     def labels(self, batch, rows):
         if self.task == WIKISUM:
             return batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
+        if self.task == ABSTRACTIVE:
+            return batch["labels"]
         if self.task == STEPWISE:
             end = batch["sentence_mask"].shape[1]
             return torch.tensor([end if prefix else 0 for _, prefix in rows])
@@ -173,6 +180,9 @@ class ModelTesterMixin:
         for row, (document, prefix) in enumerate(rows):
             if self.task == WIKISUM:
                 values.append(output.logits[row][batch["attention_mask"][row].bool()])
+                continue
+            if self.task == ABSTRACTIVE:
+                values.append(output.logits[row][batch["labels"][row] != -100])
                 continue
             sentences = batch["sentence_mask"][document].clone()
             if self.task == EXTRACTIVE:
@@ -447,6 +457,21 @@ class ModelTesterMixin:
             chosen.append(choice)
         assert len(chosen) >= 1 and result["selection_order"] == chosen
 
+    def check_abstractive_summarization_pipeline(self, summarizer, model, inputs):
+        """The pipeline's summary is `generate()` with its settings and the word trigram blocking, decoded by the
+        processor (one sentence per line)."""
+        from sumformers.generation.word_ngram_blocking import NoRepeatWordNGramLogitsProcessor, word_start_mask
+
+        inputs.pop("sentences")
+        settings = dict(num_beams=2, min_length=4, max_length=12)
+        result = summarizer(self.pipeline_input, **settings)
+        config = model.config
+        ignored = (config.decoder_start_token_id, config.pad_token_id)
+        blocking = NoRepeatWordNGramLogitsProcessor(3, word_start_mask(summarizer.tokenizer), ignored_token_ids=ignored)
+        generated = model.generate(**inputs, logits_processor=[blocking], **settings)[0]
+        assert result["summary"] == summarizer.model_processor.decode(generated.tolist())
+        assert 4 <= len(generated) <= 12
+
     def check_wikisum_pipeline(self, summarizer, model, inputs):
         ids = inputs["input_ids"]
         settings = dict(num_beams=1, do_sample=False, max_new_tokens=5, min_new_tokens=5)
@@ -473,7 +498,8 @@ class ModelTesterMixin:
         with_weights = {name for name, child in children.items() if any(True for _ in child.parameters())}
         if cls.lora_layers is not None:
             assert with_weights <= set(cls.pretrained_modules) | set(cls.new_modules)
-            assert isinstance(model.get_submodule(cls.lora_layers), nn.ModuleList)
+            paths = (cls.lora_layers,) if isinstance(cls.lora_layers, str) else cls.lora_layers
+            assert all(isinstance(model.get_submodule(path), nn.ModuleList) for path in paths)
         else:
             assert not cls.pretrained_modules and not cls.new_modules
         processor = cls.processor_class(minilm_tokenizer, model.config)

@@ -85,9 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     summarize.add_argument(
         "--max-input-tokens", type=positive_int, default=None, help="wikisum: L, tokens fed to the decoder"
     )
-    summarize.add_argument("--num-beams", type=positive_int, default=None, help="wikisum: beam size")
+    summarize.add_argument("--num-beams", type=positive_int, default=None, help="wikisum, abstractive: beam size")
     summarize.add_argument(
-        "--max-new-tokens", type=positive_int, default=None, help="wikisum: summary length limit in tokens"
+        "--max-new-tokens", type=positive_int, default=None, help="wikisum, abstractive: summary length limit in tokens"
     )
     summarize.add_argument("--batch-size", type=positive_int, default=4, help="documents per forward pass")
 

@@ -101,9 +101,13 @@ _WIKISUM_OPTIONS = {
 }
 
 
+_ABSTRACTIVE_OPTIONS = {"num_beams": "--num-beams", "max_new_tokens": "--max-new-tokens"}
+_TASK_OPTIONS = {"wikisum": _WIKISUM_OPTIONS, "abstractive-summarization": _ABSTRACTIVE_OPTIONS}
+
+
 def _task_options(args, task: str) -> dict:
     """The summarize options that were given, checked against the model's task."""
-    accepted = _WIKISUM_OPTIONS if task == "wikisum" else _EXTRACTIVE_OPTIONS
+    accepted = _TASK_OPTIONS.get(task, _EXTRACTIVE_OPTIONS)
     for name, flag in {**_EXTRACTIVE_OPTIONS, **_WIKISUM_OPTIONS}.items():
         if getattr(args, name) is not None and name not in accepted:
             _fail(f"{flag} does not apply to a {task} model")

@@ -102,3 +102,26 @@ def test_export_command_writes_a_repo(model_dir, tmp_path):
         [sys.executable, "-m", "sumformers.cli", "export", model_dir, str(target)], capture_output=True, text=True
     )
     assert completed.returncode == cli.ERROR_EXIT and "not empty" in completed.stderr
+
+
+def test_summarize_with_an_abstractive_model(minilm_tokenizer, tmp_path, capsys):
+    import torch
+    from transformers import pipeline
+
+    from conftest import tiny_bertsumabs_config
+    from sumformers import SentencePlannerForConditionalGeneration
+
+    torch.manual_seed(0)
+    folder = tmp_path / "planner"
+    SentencePlannerForConditionalGeneration(tiny_bertsumabs_config(planner=True)).save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    source, output = tmp_path / "article.txt", tmp_path / "out.jsonl"
+    source.write_text(ARTICLE)
+    arguments = ["summarize", str(source), "--model", str(folder), "--output", str(output)]
+    assert cli.main([*arguments, "--num-beams", "2", "--max-new-tokens", "6"]) == 0
+    (row,) = read_jsonl(output)
+    expected = pipeline("abstractive-summarization", model=str(folder))(ARTICLE, num_beams=2, max_new_tokens=6)
+    assert row == {"id": "article", "summary": expected["summary"]}
+    with pytest.raises(SystemExit):
+        cli.main([*arguments, "--num-sentences", "2"])
+    assert "--num-sentences does not apply to a abstractive-summarization model" in capsys.readouterr().err

@@ -1,0 +1,65 @@
+"""The abstractive training script end to end on a tiny encoder: the sentence planner with the decoder started from
+the encoder, frozen bottom layers cached, two learning rates, evaluation through the pipeline, and a small adapter
+checkpoint that loads the standard way and generates what the trained model generated."""
+
+import json
+import os
+import subprocess
+import sys
+
+from test_training import tiny_encoder, write_corpus  # noqa: F401 (a fixture)
+
+from conftest import REPO_ROOT, training_script
+
+
+def test_planner_training_saves_a_loadable_small_checkpoint(tmp_path, tiny_encoder):  # noqa: F811
+    data = tmp_path / "train.jsonl"
+    write_corpus(data, 8)
+    output = tmp_path / "run"
+    command = [
+        sys.executable, str(REPO_ROOT / "training_scripts" / "train_abstractive.py"),
+        "--model_type", "sentence_planner", "--model_name_or_path", str(tiny_encoder),
+        "--train_file", str(data), "--validation_file", str(data), "--eval_split", "validation[:2]",
+        "--decoder_layers", "2", "--frozen_layers", "1", "--bottom_state_cache", str(tmp_path / "states.u16"),
+        "--per_device_train_batch_size", "4", "--max_steps", "2", "--learning_rate", "1e-3",
+        "--encoder_learning_rate", "1e-5", "--num_beams", "1", "--do_train", "--do_eval", "--use_cpu",
+        "--output_dir", str(output),
+    ]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert "eval ROUGE" in completed.stderr
+    final = output / "final"
+    assert (final / "adapter_model.safetensors").stat().st_size < 20 * 2**20
+    card = json.loads((final / "sumformers_card.json").read_text())
+    assert "decoder_init=encoder" in card["training"] and "guidance weight 1.0" in card["training"]
+    assert (tmp_path / "states.u16").is_file()  # the frozen layer's states were cached
+
+    from transformers import AutoModelForSeq2SeqLM, pipeline
+
+    from sumformers import SentencePlannerForConditionalGeneration
+
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(final))
+    assert type(model) is SentencePlannerForConditionalGeneration and model.config.decoder_init == "encoder"
+    summarizer = pipeline("abstractive-summarization", model=str(final))
+    article = "The river story begins in the town. Officials said the river plan will cost more."
+    result = summarizer(article, num_beams=1, max_new_tokens=8, no_repeat_word_ngram_size=0)
+    inputs = summarizer.model_processor(article)
+    inputs.pop("sentences")
+    generated = model.generate(**inputs, num_beams=1, max_new_tokens=8)[0]
+    assert result["summary"] == summarizer.model_processor.decode(generated.tolist())
+    assert len(generated) == 9  # the begin token and 8 new ones: the tiny model's minimum length keeps it going
+
+
+def test_the_encoder_gets_its_own_learning_rate():
+    script = training_script("train_abstractive")
+    from conftest import tiny_bertsumabs_config
+    from sumformers import BertSumAbsForConditionalGeneration
+
+    model = BertSumAbsForConditionalGeneration(tiny_bertsumabs_config())
+    optimizer = script.optimizer_with_two_rates(model, decoder_rate=1e-3, encoder_rate=2e-5, weight_decay=0.0)
+    encoder_group, decoder_group = optimizer.param_groups
+    assert (encoder_group["lr"], decoder_group["lr"]) == (2e-5, 1e-3)
+    assert {id(p) for p in encoder_group["params"]} == {id(p) for p in model.encoder.parameters()}
+    others = [p for name, p in model.named_parameters() if not name.startswith("encoder.")]
+    assert {id(p) for p in decoder_group["params"]} == {id(p) for p in others}

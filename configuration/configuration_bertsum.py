@@ -3,7 +3,7 @@ Pretrained Encoders"), over any BERT/RoBERTa encoder."""
 
 from transformers import PretrainedConfig
 
-from .summarizer_config import PretrainedEncoderConfigMixin, position_offset
+from .summarizer_config import PretrainedEncoderConfigMixin
 
 
 class BertSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
@@ -58,12 +58,3 @@ class BertSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         self.num_sentences = num_sentences
         self.trigram_blocking = trigram_blocking
         super().__init__(**kwargs)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.get_encoder_config().hidden_size
-
-    @property
-    def max_position_embeddings(self) -> int:
-        encoder = self.get_encoder_config()
-        return encoder.max_position_embeddings - position_offset(encoder)

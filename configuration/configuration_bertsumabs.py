@@ -3,7 +3,7 @@ any BERT/RoBERTa encoder, and the sentence planner built on it (Marfurt & Hender
 
 from transformers import PretrainedConfig
 
-from .summarizer_config import PretrainedEncoderConfigMixin, check_positive_integers, position_offset
+from .summarizer_config import PretrainedEncoderConfigMixin, check_positive_integers
 
 DECODER_INITS = ("random", "encoder")
 
@@ -104,14 +104,6 @@ class BertSumAbsConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         kwargs.setdefault("pad_token_id", encoder.pad_token_id)
         super().__init__(**kwargs)
 
-    @property
-    def hidden_size(self) -> int:
-        return self.get_encoder_config().hidden_size
-
-    @property
-    def max_position_embeddings(self) -> int:
-        encoder = self.get_encoder_config()
-        return encoder.max_position_embeddings - position_offset(encoder)
 
     @property
     def vocab_size(self) -> int:

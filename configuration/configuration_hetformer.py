@@ -114,10 +114,6 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         super().__init__(**kwargs)
 
     @property
-    def hidden_size(self) -> int:
-        return self.get_encoder_config().hidden_size
-
-    @property
     def position_offset(self) -> int:
         """Position rows before the first token: RoBERTa reserves padding_idx + 1 of them."""
         return position_offset(self.get_encoder_config())

@@ -29,6 +29,16 @@ class PretrainedEncoderConfigMixin:
         settings = dict(self.encoder_config)
         return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
 
+    @property
+    def hidden_size(self) -> int:
+        return self.get_encoder_config().hidden_size
+
+    @property
+    def max_position_embeddings(self) -> int:
+        """Token positions the encoder reads (RoBERTa's reserved rows not counted)."""
+        encoder = self.get_encoder_config()
+        return encoder.max_position_embeddings - position_offset(encoder)
+
 
 def position_offset(encoder_config: PretrainedConfig) -> int:
     """Position rows before the first token: RoBERTa reserves padding_idx + 1 of them."""

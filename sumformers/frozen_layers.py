@@ -73,4 +73,16 @@ class BottomStateCollator:
         return batch
 
 
-__all__ = ["BottomStateCollator", "cached_bottom_states"]
+def train_over_cached_states(model, features, collate, frozen_layers: int, cache_path: str | None, training_args):
+    """The training features and collator for a run whose bottom `frozen_layers` encoder layers stay frozen: their
+    states cached in `cache_path` (`cached_bottom_states`), each feature pointing at its row (`cache_row`)."""
+    if not cache_path:
+        raise ValueError("--frozen_layers needs --bottom_state_cache (a file for the cached states)")
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    states = cached_bottom_states(base, features, collate, frozen_layers, cache_path)
+    features = features.add_column("cache_row", list(range(len(features))))
+    training_args.remove_unused_columns = False  # the collator needs `cache_row`
+    return features, BottomStateCollator(collate, states, frozen_layers)
+
+
+__all__ = ["BottomStateCollator", "cached_bottom_states", "train_over_cached_states"]

@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from sumformers import BertSumAbsForConditionalGeneration, SentencePlannerForConditionalGeneration
-from sumformers.frozen_layers import BottomStateCollator, cached_bottom_states
+from sumformers.frozen_layers import train_over_cached_states
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,
@@ -130,13 +130,9 @@ def main():
         )
     collate = processor.collate
     if features is not None and frozen:
-        if not abstractive_args.bottom_state_cache:
-            raise ValueError("--frozen_layers needs --bottom_state_cache (a file for the cached states)")
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        states = cached_bottom_states(base, features, collate, frozen, abstractive_args.bottom_state_cache)
-        features = features.add_column("cache_row", list(range(len(features))))
-        training_args.remove_unused_columns = False  # the collator needs `cache_row`
-        collate = BottomStateCollator(collate, states, frozen)
+        features, collate = train_over_cached_states(
+            model, features, collate, frozen, abstractive_args.bottom_state_cache, training_args
+        )
     encoder_rate = abstractive_args.encoder_learning_rate or training_args.learning_rate / 10
     optimizer = optimizer_with_two_rates(model, training_args.learning_rate, encoder_rate, training_args.weight_decay)
     trainer, result = train(model, training_args, features, collate, optimizer=optimizer)

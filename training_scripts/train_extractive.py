@@ -24,7 +24,7 @@ from pathlib import Path
 from torch.nn import Dropout
 
 from sumformers import BertSumForExtractiveSummarization
-from sumformers.frozen_layers import BottomStateCollator, cached_bottom_states
+from sumformers.frozen_layers import train_over_cached_states
 from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
@@ -114,13 +114,9 @@ def main():
         )
     collate = processor.collate
     if features is not None and frozen:
-        if not extractive_args.bottom_state_cache:
-            raise ValueError("--frozen_layers needs --bottom_state_cache (a file for the cached states)")
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        states = cached_bottom_states(base, features, collate, frozen, extractive_args.bottom_state_cache)
-        features = features.add_column("cache_row", list(range(len(features))))
-        training_args.remove_unused_columns = False  # the collator needs `cache_row`
-        collate = BottomStateCollator(collate, states, frozen)
+        features, collate = train_over_cached_states(
+            model, features, collate, frozen, extractive_args.bottom_state_cache, training_args
+        )
     trainer, result = train(model, training_args, features, collate)
     if result is not None:
         card_info["training"] = (

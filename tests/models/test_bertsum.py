@@ -3,7 +3,7 @@ import warnings
 import pytest
 import torch
 
-from conftest import tiny_bertsum_config, training_script
+from conftest import tiny_bertsum_config
 from sumformers import BertSumForExtractiveSummarization
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences
 from test_modeling_common import ModelTesterMixin
@@ -127,7 +127,8 @@ def test_bottom_states_then_the_top_layers_equal_the_whole_encoder(minilm_tokeni
 def test_cached_bottom_states_feed_training_batches(tmp_path, minilm_tokenizer, tiny_bertsum):
     from datasets import Dataset
 
-    script = training_script("train_extractive")
+    from sumformers import frozen_layers as script
+
     model = tiny_bertsum(encoder_layers=3)
     documents = [SENTENCES, SENTENCES[1:3], SENTENCES[::-1]]
     features = Dataset.from_list(

@@ -85,13 +85,14 @@ def test_export_writes_a_self_contained_repo(saved_model, tmp_path):
     assert "extractive-summarization" in card.data.tags and "abstractive-summarization" not in card.data.tags
 
 
-def test_cards_tag_wikisum_abstractive_and_extractors_extractive():
+def test_cards_tag_writers_abstractive_and_extractors_extractive():
     from sumformers import ARCHITECTURES
     from sumformers.cards import build_model_card
 
+    writers = {"wikisum", "bertsumabs", "sentence_planner"}
     for model_type, architecture in ARCHITECTURES.items():
         tags = build_model_card(architecture.config_class(), {}).data.tags
-        style = "abstractive-summarization" if model_type == "wikisum" else "extractive-summarization"
+        style = "abstractive-summarization" if model_type in writers else "extractive-summarization"
         assert style in tags and model_type in tags, (model_type, tags)
 
 

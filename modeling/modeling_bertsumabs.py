@@ -70,19 +70,16 @@ class DecoderAttention(nn.Module):
         return states.view(*states.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
 
     def _keys_and_values(self, context, cache):
-        if self.is_cross_attention:
-            if cache is not None and cache.is_updated.get(self.layer_idx):
-                layer = cache.cross_attention_cache.layers[self.layer_idx]
-                return layer.keys, layer.values
-            keys, values = self._heads(self.key(context)), self._heads(self.value(context))
-            if cache is not None:
-                keys, values = cache.cross_attention_cache.update(keys, values, self.layer_idx)
-                cache.is_updated[self.layer_idx] = True
-            return keys, values
+        if cache is None:
+            return self._heads(self.key(context)), self._heads(self.value(context))
+        if self.is_cross_attention and cache.is_updated.get(self.layer_idx):
+            layer = cache.cross_attention_cache.layers[self.layer_idx]
+            return layer.keys, layer.values
         keys, values = self._heads(self.key(context)), self._heads(self.value(context))
-        if cache is not None:
-            keys, values = cache.self_attention_cache.update(keys, values, self.layer_idx)
-        return keys, values
+        if not self.is_cross_attention:
+            return cache.self_attention_cache.update(keys, values, self.layer_idx)
+        cache.is_updated[self.layer_idx] = True
+        return cache.cross_attention_cache.update(keys, values, self.layer_idx)
 
     def forward(self, states, context, mask, cache=None, residual_addition=None) -> torch.Tensor:
         """LN(states + Att(states, context) [+ residual_addition]); `context` is `states` for self-attention."""

@@ -27,8 +27,7 @@ class BertSumAbsProcessor(SentenceLayoutProcessor):
         `max_target_length` tokens (default: what the decoder's position table holds, less the begin token).
         `summary_sentences`: each sentence the labels hold, alone as `[CLS] tokens [SEP]`."""
         config = self.config
-        limit = (max_target_length or config.max_target_positions) - 1
-        limit = min(limit, config.max_target_positions - 1)
+        limit = min(max_target_length or config.max_target_positions, config.max_target_positions) - 1
         labels, sentences = [], []
         for piece in self.summary_sentence_ids(summary):
             room = limit - len(labels)

@@ -133,18 +133,30 @@ def model_input(value, reads_multiple_documents: bool):
     return document_text(value)
 
 
+@dataclass(frozen=True)
+class FeatureColumns:
+    """The data settings training features depend on: `DataArguments` without its splits, limits and workers, so
+    that the datasets cache of `map_training_features` survives a change of those."""
+
+    text_column: str
+    summary_column: str
+    oracle: str
+
+
 def map_training_features(
-    train_dataset, build_features, training_args, data_args: DataArguments, processor, multiple_documents, **script_args
+    train_dataset, build_features, training_args, data_args: DataArguments, processor, multiple_documents, **settings
 ):
-    """`build_features(example, processor, multiple_documents, data_args, **script_args)` for every training document
-    with datasets' `map`: cached on disk, so a later run on the same documents skips the sentence splitting and oracle
-    search (about 0.1 s a CNN/DM article); --preprocessing_num_workers processes; the main process first under
-    distributed training."""
-    fn_kwargs = {"processor": processor, "multiple_documents": multiple_documents, "data_args": data_args}
+    """`build_features(example, processor, multiple_documents, columns, **settings)` for every training document with
+    datasets' `map` (`columns`: the `FeatureColumns` of `data_args`; `settings`: the script's values the features
+    depend on, and only those). Cached on disk, keyed on exactly these arguments, so a later run on the same documents
+    skips the sentence splitting and oracle search (about 0.1 s a CNN/DM article) whatever its evaluation or
+    optimizer flags; --preprocessing_num_workers processes; the main process first under distributed training."""
+    columns = FeatureColumns(data_args.text_column, data_args.summary_column, data_args.oracle)
+    fn_kwargs = {"processor": processor, "multiple_documents": multiple_documents, "columns": columns, **settings}
     with training_args.main_process_first(desc="oracle labels"):
         return train_dataset.map(
             build_features,
-            fn_kwargs={**fn_kwargs, **script_args},
+            fn_kwargs=fn_kwargs,
             remove_columns=train_dataset.column_names,
             num_proc=data_args.preprocessing_num_workers,
             desc="oracle labels",

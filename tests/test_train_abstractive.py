@@ -63,3 +63,35 @@ def test_the_encoder_gets_its_own_learning_rate():
     assert {id(p) for p in encoder_group["params"]} == {id(p) for p in model.encoder.parameters()}
     others = [p for name, p in model.named_parameters() if not name.startswith("encoder.")]
     assert {id(p) for p in decoder_group["params"]} == {id(p) for p in others}
+
+
+def test_training_features_are_cached_across_evaluation_and_optimizer_flags(tmp_path, minilm_tokenizer):
+    from datasets import load_dataset
+    from transformers import TrainingArguments
+
+    from conftest import tiny_bertsumabs_config
+    from sumformers import BertSumAbsForConditionalGeneration
+    from sumformers.training import DataArguments, map_training_features
+
+    script = training_script("train_abstractive")
+    data = tmp_path / "train.jsonl"
+    write_corpus(data, 4)
+    dataset = load_dataset("json", data_files=str(data), split="train", cache_dir=str(tmp_path / "cache"))
+    config = tiny_bertsumabs_config()
+    processor = BertSumAbsForConditionalGeneration.processor_class(minilm_tokenizer, config)
+    training_args = TrainingArguments(output_dir=str(tmp_path / "run"), use_cpu=True, report_to="none")
+
+    def features(data_args, **settings):
+        mapped = map_training_features(dataset, script.build_features, training_args, data_args, processor, False,
+                                       **settings)
+        return mapped.cache_files[0]["filename"], mapped
+
+    first, mapped = features(DataArguments(eval_split="validation[:10]"), max_length=512, max_target_length=40)
+    assert mapped[0]["labels"][-1] == config.eos_token_id
+    # another evaluation split, sample limit or worker count reads the same cache file ...
+    again, _ = features(DataArguments(eval_split="validation[5:9]", max_eval_samples=3), max_length=512,
+                        max_target_length=40)
+    assert again == first
+    # ... what the features depend on makes new ones
+    shorter, mapped = features(DataArguments(), max_length=512, max_target_length=8)
+    assert shorter != first and all(len(labels) <= 7 for labels in mapped["labels"])

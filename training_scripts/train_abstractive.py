@@ -70,12 +70,12 @@ class AbstractiveArguments:
     num_beams: int = field(default=5, metadata={"help": "evaluation: beam size"})
 
 
-def build_features(example, processor, multiple_documents, data_args, abstractive_args):
+def build_features(example, processor, multiple_documents, columns, max_length, max_target_length):
     return processor.training_features(
-        model_input(example[data_args.text_column], multiple_documents),
-        example[data_args.summary_column],
-        max_length=abstractive_args.max_length,
-        max_target_length=abstractive_args.max_target_length,
+        model_input(example[columns.text_column], multiple_documents),
+        example[columns.summary_column],
+        max_length=max_length,
+        max_target_length=max_target_length,
     )
 
 
@@ -126,7 +126,7 @@ def main():
     if training_args.do_train and train_dataset is not None:
         features = map_training_features(
             train_dataset, build_features, training_args, data_args, processor, False,
-            abstractive_args=abstractive_args,
+            max_length=abstractive_args.max_length, max_target_length=abstractive_args.max_target_length,
         )
     collate = processor.collate
     if features is not None and frozen:

@@ -61,15 +61,15 @@ class ExtractiveArguments:
     )
 
 
-def build_features(example, processor, multiple_documents, data_args, extractive_args):
+def build_features(example, processor, multiple_documents, columns, max_length):
     """One document through the model's processor, labelled by the --oracle: the greedy oracle over the sentences it
     kept, or Oracle (Full) over the whole document."""
-    metric = "full" if data_args.oracle == "full" else "r1+r2"
+    metric = "full" if columns.oracle == "full" else "r1+r2"
     return processor.training_features(
-        model_input(example[data_args.text_column], multiple_documents),
-        partial(greedy_oracle, reference=example[data_args.summary_column], metric=metric),
-        max_length=extractive_args.max_length,
-        oracle_over_document=data_args.oracle == "full",
+        model_input(example[columns.text_column], multiple_documents),
+        partial(greedy_oracle, reference=example[columns.summary_column], metric=metric),
+        max_length=max_length,
+        oracle_over_document=columns.oracle == "full",
     )
 
 
@@ -110,7 +110,7 @@ def main():
     if training_args.do_train and train_dataset is not None:
         features = map_training_features(
             train_dataset, build_features, training_args, data_args, processor, multiple_documents,
-            extractive_args=extractive_args,
+            max_length=extractive_args.max_length,
         )
     collate = processor.collate
     if features is not None and frozen:

@@ -109,20 +109,20 @@ def oracle_in_selection_order(
     return greedy_oracle(sentences, reference, num_sentences=num_sentences, metric=metric, selection_order=True)
 
 
-def build_features(example, processor, multiple_documents, data_args, stepwise_args) -> dict:
+def build_features(example, processor, multiple_documents, columns, max_length, oracle_num_sentences) -> dict:
     """One document through the model's processor (BERTSum layout) with its oracle over the sentences that were
     kept (selection order); an empty `oracle` means nothing can be learned from it."""
     oracle = partial(
         oracle_in_selection_order,
-        reference=example[data_args.summary_column],
-        num_sentences=stepwise_args.oracle_num_sentences,
-        metric="full" if data_args.oracle == "full" else "r1+r2",
+        reference=example[columns.summary_column],
+        num_sentences=oracle_num_sentences,
+        metric="full" if columns.oracle == "full" else "r1+r2",
     )
     return processor.training_features(
-        model_input(example[data_args.text_column], multiple_documents),
+        model_input(example[columns.text_column], multiple_documents),
         oracle,
-        max_length=stepwise_args.max_length,
-        oracle_over_document=data_args.oracle == "full",
+        max_length=max_length,
+        oracle_over_document=columns.oracle == "full",
     )
 
 
@@ -230,7 +230,7 @@ def main():
     if training_args.do_train and train_dataset is not None:
         mapped = map_training_features(
             train_dataset, build_features, training_args, data_args, processor, multiple_documents,
-            stepwise_args=stepwise_args,
+            max_length=stepwise_args.max_length, oracle_num_sentences=stepwise_args.oracle_num_sentences,
         )
         features = [feature for feature in mapped.to_list() if feature["oracle"]]
         logger.info("%d of %d training documents have an oracle summary", len(features), len(train_dataset))

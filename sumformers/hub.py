@@ -25,7 +25,7 @@ from .modeling.pretrained_encoder import portable_encoder_name
 from .registry import architecture_for
 from .remote_code import collect_remote_code, name_required_packages
 
-DEFAULT_MODEL = "bertsum-minilm-cnndm"
+DEFAULT_MODEL = "stepwise-hibert-minilm-cnndm"
 CARD_INFO_FILE = "sumformers_card.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 

@@ -16,6 +16,8 @@ Patterns (all but the memory-compressed one are self-attention over one sequence
 - `BlockLocalCausalPattern`: Tensor2Tensor's local causal attention in blocks (own block so far + previous block).
 - `MemoryCompressedCausalPattern`: causal attention over keys/values compressed by a strided convolution, plus
   one leading "null" slot.
+- `convolutional_attention.ConvolutionalPattern` (its own module): convolutional self-attention's windows over
+  positions and, in 2D, over neighbouring heads folded into the sequence.
 
 Backends, chosen by name (the names our models accept as ``attn_implementation``):
 

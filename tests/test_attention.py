@@ -22,6 +22,7 @@ from sumformers.modeling.attention import (  # noqa: E402
     get_sparse_attention_function,
     sparse_attention,
 )
+from sumformers.modeling.convolutional_attention import ConvolutionalPattern  # noqa: E402
 
 TOL = 1e-5
 # One batch/head/length bucket for every FlexAttention call below, so each pattern compiles once.
@@ -338,6 +339,10 @@ PATTERNS = {
     "het_entities": lambda valid: (_graph(valid).entities(), ()),
     "block_local_causal": lambda valid: (BlockLocalCausalPattern(valid, block_size=32), ()),
     "memory_compressed": lambda valid: (MemoryCompressedCausalPattern(valid), ()),
+    # 2D: the heads folded into the sequence (LENGTH * num_heads slots)
+    "conv_1d": lambda valid: (ConvolutionalPattern(valid, "1d", window=13), ()),
+    "conv_2d": lambda valid: (ConvolutionalPattern(valid, "2d", window=5, num_heads=3, head_window=3), ()),
+    "conv_circular_2d": lambda valid: (ConvolutionalPattern(valid, "circular_2d", window=5, num_heads=4), ()),
 }
 
 

@@ -14,8 +14,11 @@ at the end. Induction reads the summary sentence by sentence:
 - numbers (digits and number words) typed by the words around them ("34 points", "( 8 - 8 )" wins and losses,
   "5 - of - 10 from three", "118 - 101", "54 percent from the field", "32 points in the first quarter"); a number
   whose words name no statistic ("four in a row", "a 12 - 0 run", "a four - point lead") is not matched;
-- a number becomes the record of the nearest mentioned entity (pronouns included) that has a record of that type and
-  value; the date record where the summary names the game's weekday;
+- a number becomes the record of the nearest mentioned entity (pronouns included; those before the number first, then
+  those after it) that has a record of that type and value; for points, rebounds, assists and turnovers the players
+  are tried first, or the teams first where the value is a team's size ("37 assists"); a score or a two-team pair
+  ("a 51 - 36 advantage in rebounds") may go to the team the sentence leaves unnamed;
+- the date record where the summary names the game's weekday;
 - records keep their order of mention within a sentence (a record once per sentence, repeats across sentences
   allowed), sentences without a record are dropped.
 

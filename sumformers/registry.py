@@ -8,12 +8,14 @@ from transformers.pipelines import PIPELINE_REGISTRY
 
 from .configuration.configuration_bertsum import BertSumConfig
 from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
+from .configuration.configuration_copy_transformer import CopyTransformerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
 from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
 from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
+from .modeling.modeling_copy_transformer import CopyTransformerForConditionalGeneration
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
@@ -78,6 +80,13 @@ ARCHITECTURES = {
     SentencePlannerConfig.model_type: Architecture(
         SentencePlannerConfig,
         SentencePlannerForConditionalGeneration,
+        "abstractive-summarization",
+        AbstractiveSummarizationPipeline,
+        auto_class=AutoModelForSeq2SeqLM,
+    ),
+    CopyTransformerConfig.model_type: Architecture(
+        CopyTransformerConfig,
+        CopyTransformerForConditionalGeneration,
         "abstractive-summarization",
         AbstractiveSummarizationPipeline,
         auto_class=AutoModelForSeq2SeqLM,

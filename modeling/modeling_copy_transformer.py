@@ -169,14 +169,15 @@ class PositionEmbedding(nn.Module):
         self.channels = config.d_model
         self.max_positions = max_positions
         self.what = what
-        if config.position_embedding_type == "learned":
+        self.learned = config.position_embedding_type == "learned"
+        if self.learned:
             self.table = nn.Embedding(max_positions, config.d_model)
 
     def forward(self, start: int, length: int, device: torch.device) -> torch.Tensor:
         if start + length > self.max_positions:
             raise ValueError(f"{self.what} of {start + length} tokens is longer than the model's {self.max_positions}")
         positions = torch.arange(start, start + length, device=device)
-        if hasattr(self, "table"):
+        if self.learned:
             return self.table(positions)
         return sinusoidal_positions(positions, self.channels)
 

@@ -48,6 +48,13 @@ class TestCopyTransformer(ModelTesterMixin):
         return processor.training_features(document, summary, max_target_length=40)
 
 
+class TestCopyTransformerLearnedPositionsUntied(TestCopyTransformer):
+    """The other position embedding and an output layer of its own, through the same checks (saving, export)."""
+
+    def get_config(self):
+        return tiny_copy_transformer_config(position_embedding_type="learned", tie_word_embeddings=False)
+
+
 def tiny(seed=0, noise=0.05, **overrides):
     torch.manual_seed(seed)
     model = CopyTransformerForConditionalGeneration(tiny_copy_transformer_config(**overrides)).eval()

@@ -6,14 +6,15 @@ from transformers import PretrainedConfig
 
 from .summarizer_config import check_positive_integers
 
-# What feeds the encoder. Built: "tokens" (token and position embeddings). Planned (issue 13): "bert_windowed" (the
-# frozen BERT's windowed features feed the encoder layers: stacking) and "bert_concat" (BERT features concatenated
-# with a convolutional encoder's output).
-ENCODER_INPUTS = ("tokens",)
-# Convolutional self-attention in the lowest encoder layers (Yang et al. 2019). Built: "none". Planned: "1d", "2d",
-# "circular_2d".
-CONVOLUTIONS = ("none",)
+# What feeds the encoder: "tokens" (token and position embeddings), "bert_windowed" (the frozen BERT's windowed
+# features replace the token embeddings: stacking) or "bert_concat" (the token encoder's output concatenated with the
+# windowed BERT features: concatenation).
+ENCODER_INPUTS = ("tokens", "bert_windowed", "bert_concat")
+# Convolutional self-attention in the lowest encoder layers (Yang et al. 2019).
+CONVOLUTIONS = ("none", "1d", "2d", "circular_2d")
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+# The decoder's word embeddings: the model's own (shared with the encoder and the output layer) or BERT's.
+DECODER_EMBEDDINGS = ("shared", "bert")
 
 
 class CopyTransformerConfig(PretrainedConfig):
@@ -38,8 +39,9 @@ class CopyTransformerConfig(PretrainedConfig):
         init_std (`float`, *optional*, defaults to 0.02): standard deviation of the initial weights.
         position_embedding_type (`str`, *optional*, defaults to `"sinusoidal"`): `"sinusoidal"` (Vaswani et al.,
             OpenNMT's default) or `"learned"` (a table of `max_source_positions` / `max_target_positions` rows).
-        max_source_positions (`int`, *optional*, defaults to 512): document tokens the encoder reads (the processor
-            cuts longer documents, with a warning).
+        max_source_positions (`int`, *optional*, defaults to 512): document tokens the processor keeps (it cuts
+            longer documents, with a warning) and the size of the learned position table; sinusoidal positions
+            cover any length, so a model over windowed BERT can be given longer documents.
         max_target_positions (`int`, *optional*, defaults to 128): the longest summary in tokens, begin token included.
         label_smoothing (`float`, *optional*, defaults to 0.1): epsilon of the training loss
             (1 - epsilon) (-log p(y)) + epsilon mean_w (-log p(w)), w over the fixed vocabulary, p the mixture: what
@@ -52,9 +54,35 @@ class CopyTransformerConfig(PretrainedConfig):
         no_repeat_word_ngram_size (`int`, *optional*, defaults to 0): the `abstractive-summarization` pipeline's
             blocking of repeated word n-grams; 0 (off) as in the original. Beam 4, minimum length 55 and length
             penalty 0.9 live in the model's `generation_config`, as transformers keeps them.
-        encoder_input (`str`, *optional*, defaults to `"tokens"`): what feeds the encoder; only `"tokens"` is built.
-        convolution (`str`, *optional*, defaults to `"none"`): convolutional self-attention in the lowest encoder
-            layers; only `"none"` is built.
+        encoder_input (`str`, *optional*, defaults to `"tokens"`): what feeds the encoder. `"tokens"`: word and
+            position embeddings. `"bert_windowed"` (the paper's stacking): the frozen BERT read in windows
+            (`modeling.windowed_encoder.WindowedEncoder`: last four layers, averaged over overlapping windows, a
+            trainable linear layer to `d_model`) replaces the word embeddings; positions are added as in `"tokens"`
+            (BERT's own positions restart in every window). `"bert_concat"` (concatenation): the token encoder runs
+            as in `"tokens"` and its output, concatenated with the windowed BERT features (projected to `d_model`),
+            is projected back to `d_model`.
+        bert_name_or_path (`str`, *optional*): the frozen BERT of the `"bert_*"` inputs and of
+            `decoder_embeddings="bert"` (default: the bundled all-MiniLM-L6-v2). It must share the model's
+            vocabulary (the same ids feed both). Checkpoints leave its weights out and reload them from here.
+        bert_config (`dict`, *optional*): that BERT's settings (set by `from_encoder`; read from
+            `bert_name_or_path` when missing), so that the model is built before its weights load.
+        bert_window (`int`, *optional*, defaults to 512): BERT positions per window, `[CLS]` and `[SEP]` included.
+        bert_stride (`int`, *optional*, defaults to 256): tokens between the starts of consecutive windows.
+        cls_token_id, sep_token_id (`int`, *optional*, defaults to 101 and 102): the `[CLS]` and `[SEP]` that frame
+            each window (the MiniLM/BERT vocabulary's).
+        decoder_embeddings (`str`, *optional*, defaults to `"shared"`): the decoder's word embeddings. `"shared"`:
+            the model's own table (the encoder's and, tied, the output layer's). `"bert"` (the paper's
+            BERT-conditioned decoder; needs a `"bert_*"` encoder input): BERT's word embeddings, frozen as the
+            rest of BERT, through a trainable linear layer to `d_model` where the widths differ (as they are where
+            they agree). The output layer keeps the model's own table.
+        convolution (`str`, *optional*, defaults to `"none"`): convolutional self-attention
+            (`modeling.convolutional_attention`) in the lowest `convolution_layers` encoder layers: `"1d"` (a window
+            of positions), `"2d"` (also neighbouring heads) or `"circular_2d"` (heads wrap around); `"none"`: full
+            self-attention everywhere.
+        convolution_layers (`int`, *optional*, defaults to 1): how many of the lowest encoder layers use it.
+        convolution_window (`int`, *optional*, defaults to 13): positions each query sees, centred on it (odd; the
+            paper's sweep chose 13, 11 is its other setting).
+        convolution_head_window (`int`, *optional*, defaults to 3): heads each query sees in the 2D modes (odd).
         encoder_name_or_path (`str`, *optional*): the encoder whose tokenizer (vocabulary) the model uses, recorded
             for model cards (default: the bundled MiniLM).
         pad_token_id, unk_token_id (`int`, *optional*, defaults to 0 and 100): the tokenizer's `[PAD]` and `[UNK]`.
@@ -92,7 +120,17 @@ class CopyTransformerConfig(PretrainedConfig):
         coverage_penalty: float = 0.0,
         no_repeat_word_ngram_size: int = 0,
         encoder_input: str = "tokens",
+        bert_name_or_path: str | None = None,
+        bert_config: dict | None = None,
+        bert_window: int = 512,
+        bert_stride: int = 256,
+        cls_token_id: int = 101,
+        sep_token_id: int = 102,
+        decoder_embeddings: str = "shared",
         convolution: str = "none",
+        convolution_layers: int = 1,
+        convolution_window: int = 13,
+        convolution_head_window: int = 3,
         encoder_name_or_path: str | None = None,
         pad_token_id: int = 0,
         unk_token_id: int = 100,
@@ -105,6 +143,7 @@ class CopyTransformerConfig(PretrainedConfig):
         for name, value, choices in (
             ("encoder_input", encoder_input, ENCODER_INPUTS),
             ("convolution", convolution, CONVOLUTIONS),
+            ("decoder_embeddings", decoder_embeddings, DECODER_EMBEDDINGS),
             ("position_embedding_type", position_embedding_type, POSITION_EMBEDDINGS),
         ):
             if value not in choices:
@@ -118,7 +157,18 @@ class CopyTransformerConfig(PretrainedConfig):
             ffn_dim=ffn_dim,
             max_source_positions=max_source_positions,
             max_target_positions=max_target_positions,
+            convolution_layers=convolution_layers,
+            bert_window=bert_window,
+            bert_stride=bert_stride,
         )
+        if convolution_layers > encoder_layers:
+            raise ValueError(f"convolution_layers={convolution_layers} exceeds encoder_layers={encoder_layers}")
+        for name, value in (("convolution_window", convolution_window), ("convolution_head_window",
+                                                                          convolution_head_window)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value % 2 == 0:
+                raise ValueError(f"{name} must be a positive odd integer (centred on the query), got {value!r}")
+        if decoder_embeddings == "bert" and encoder_input == "tokens":
+            raise ValueError('decoder_embeddings="bert" needs a BERT encoder input ("bert_windowed" or "bert_concat")')
         if d_model % attention_heads:
             raise ValueError(f"attention_heads={attention_heads} must divide d_model={d_model}")
         if position_embedding_type == "sinusoidal" and d_model % 2:
@@ -150,7 +200,22 @@ class CopyTransformerConfig(PretrainedConfig):
         self.coverage_penalty = coverage_penalty
         self.no_repeat_word_ngram_size = no_repeat_word_ngram_size
         self.encoder_input = encoder_input
+        self.bert_name_or_path = bert_name_or_path
+        if isinstance(bert_config, PretrainedConfig):
+            bert_config = bert_config.to_dict()
+        if bert_config is not None:
+            # a local path would leak into exported repos; bert_name_or_path says where the weights come from
+            bert_config = {key: value for key, value in bert_config.items() if key != "_name_or_path"}
+        self.bert_config = bert_config
+        self.bert_window = bert_window
+        self.bert_stride = bert_stride
+        self.cls_token_id = cls_token_id
+        self.sep_token_id = sep_token_id
+        self.decoder_embeddings = decoder_embeddings
         self.convolution = convolution
+        self.convolution_layers = convolution_layers
+        self.convolution_window = convolution_window
+        self.convolution_head_window = convolution_head_window
         self.encoder_name_or_path = encoder_name_or_path
         self.pad_token_id = pad_token_id
         self.unk_token_id = unk_token_id
@@ -161,6 +226,11 @@ class CopyTransformerConfig(PretrainedConfig):
         kwargs.setdefault("bos_token_id", decoder_start_token_id)
         kwargs.setdefault("is_encoder_decoder", True)
         super().__init__(**kwargs)
+
+    @property
+    def uses_bert(self) -> bool:
+        """Whether the model holds the frozen BERT (a `"bert_*"` encoder input)."""
+        return self.encoder_input != "tokens"
 
 
 __all__ = ["CopyTransformerConfig"]

@@ -3,7 +3,14 @@ Locality Modeling"): a Transformer encoder-decoder (pre-LayerNorm, as the OpenNM
 with a pointer-generator head (See et al. 2017).
 
 - Encoder: word embeddings (scaled by sqrt(d_model)) plus sinusoidal or learned positions, `encoder_layers` layers of
-  self-attention and feed-forward, a final LayerNorm.
+  self-attention and feed-forward, a final LayerNorm. With `convolution`, the lowest `convolution_layers` layers
+  attend within a convolutional neighbourhood (`modeling.convolutional_attention.ConvolutionalPattern`, built once per
+  forward and shared by those layers) through the same pre-LayerNorm layers and projections.
+- BERT conditioning (`encoder_input`): the frozen BERT's windowed features (`modeling.windowed_encoder`) replace the
+  word embeddings ("bert_windowed", stacking) or are concatenated with the encoder's output and projected
+  ("bert_concat"); `decoder_embeddings="bert"` reads the decoder inputs through BERT's word embeddings. The frozen
+  BERT lives at `encoder.bert.encoder`; `save_pretrained` leaves it out and `from_pretrained` reloads it from
+  `config.bert_name_or_path` (as `from_encoder` loads it), and `forward(bert_features=...)` takes cached features.
 - Decoder: the same word embeddings (one vocabulary), positions, `decoder_layers` layers of causal self-attention
   (KV cache), cross-attention and feed-forward, a final LayerNorm; P_vocab = softmax(lm_head(h_t)), the output layer
   tied to the word embeddings unless `tie_word_embeddings=False`.
@@ -26,7 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import GenerationConfig, GenerationMixin, LogitsProcessorList, PreTrainedModel
+from transformers import AutoConfig, AutoModel, GenerationConfig, GenerationMixin, LogitsProcessorList, PreTrainedModel
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -36,8 +43,12 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from ..configuration.configuration_copy_transformer import CopyTransformerConfig
 from ..generation.coverage_penalty import CoveragePenaltyLogitsProcessor
 from ..processing.processing_copy_transformer import CopyTransformerProcessor
+from .attention import get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
+from .convolutional_attention import ConvolutionalPattern
+from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name, resolve_encoder
 from .summarizer_mixin import SummarizerMixin
+from .windowed_encoder import WindowedEncoder
 
 
 def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
@@ -156,13 +167,28 @@ class CopyTransformerOutput(Seq2SeqLMOutput):
     copy_attentions: torch.FloatTensor | None = None
 
 
+def bert_config(config: CopyTransformerConfig):
+    """The frozen BERT's config: `config.bert_config`, read from `bert_name_or_path` (and kept) when missing."""
+    if config.bert_config is None:
+        loaded = AutoConfig.from_pretrained(resolve_encoder(config.bert_name_or_path))
+        config.bert_config = {key: value for key, value in loaded.to_dict().items() if key != "_name_or_path"}
+    settings = dict(config.bert_config)
+    bert = AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+    if bert.vocab_size != config.vocab_size:
+        raise ValueError(
+            f"the BERT's vocabulary ({bert.vocab_size}) must be the model's ({config.vocab_size}): the same ids feed "
+            "both"
+        )
+    return bert
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Layers
 # ----------------------------------------------------------------------------------------------------------------
 
 
 class PositionEmbedding(nn.Module):
-    """Sinusoidal encodings or a learned table, for at most `max_positions` positions."""
+    """Sinusoidal encodings (any length) or a learned table of `max_positions` rows."""
 
     def __init__(self, config: CopyTransformerConfig, max_positions: int, what: str):
         super().__init__()
@@ -174,7 +200,7 @@ class PositionEmbedding(nn.Module):
             self.table = nn.Embedding(max_positions, config.d_model)
 
     def forward(self, start: int, length: int, device: torch.device) -> torch.Tensor:
-        if start + length > self.max_positions:
+        if self.learned and start + length > self.max_positions:
             raise ValueError(f"{self.what} of {start + length} tokens is longer than the model's {self.max_positions}")
         positions = torch.arange(start, start + length, device=device)
         if self.learned:
@@ -214,7 +240,9 @@ class CopyTransformerAttention(nn.Module):
         cache.is_updated[self.layer_idx] = True
         return cache.cross_attention_cache.update(keys, values, self.layer_idx)
 
-    def forward(self, states, context, mask, cache=None) -> torch.Tensor:
+    def forward(self, states, context, mask, cache=None, pattern: ConvolutionalPattern | None = None) -> torch.Tensor:
+        if pattern is not None:
+            return self._pattern_attention(states, pattern)
         keys, values = self._keys_and_values(context, cache)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
         attended, _ = attention(
@@ -227,6 +255,18 @@ class CopyTransformerAttention(nn.Module):
             scaling=self.head_dim**-0.5,
         )
         return self.out_proj(attended.reshape(*states.shape[:-1], -1))
+
+    def _pattern_attention(self, states, pattern: ConvolutionalPattern) -> torch.Tensor:
+        """Self-attention restricted to `pattern`: "eager" stays the dense reference, every other setting runs the
+        "blocked" back end, whose memory is linear in the length (documents read through windowed BERT are long)."""
+        query, key, value = (pattern.split_heads(projection(states), self.num_heads)
+                             for projection in (self.q_proj, self.k_proj, self.v_proj))
+        implementation = "eager" if self.config._attn_implementation == "eager" else "blocked"
+        attended, _ = get_sparse_attention_function(implementation)(
+            self, query, key, value, None, scaling=self.head_dim**-0.5,
+            dropout=self.config.attention_dropout if self.training else 0.0, attention_pattern=pattern,
+        )
+        return self.out_proj(pattern.merge_heads(attended))
 
 
 class FeedForward(nn.Module):
@@ -241,7 +281,7 @@ class FeedForward(nn.Module):
 
 
 class EncoderLayer(GradientCheckpointingLayer):
-    """x + SelfAtt(LN(x)), then x + FF(LN(x)) (pre-LayerNorm)."""
+    """x + SelfAtt(LN(x)), then x + FF(LN(x)) (pre-LayerNorm); SelfAtt within `pattern` when one is given."""
 
     def __init__(self, config: CopyTransformerConfig, layer_idx: int):
         super().__init__()
@@ -251,9 +291,9 @@ class EncoderLayer(GradientCheckpointingLayer):
         self.feed_forward = FeedForward(config)
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, states, mask):
+    def forward(self, states, mask, pattern=None):
         normed = self.self_attention_norm(states)
-        states = states + self.dropout(self.self_attention(normed, normed, mask))
+        states = states + self.dropout(self.self_attention(normed, normed, mask, pattern=pattern))
         return states + self.dropout(self.feed_forward(self.feed_forward_norm(states)))
 
 
@@ -279,8 +319,10 @@ class DecoderLayer(GradientCheckpointingLayer):
 
 
 class CopyTransformerEncoder(nn.Module):
-    """Token embeddings (the model's word embeddings, which the decoder reads too) and positions, the encoder
-    layers, a final LayerNorm."""
+    """What `encoder_input` says feeds it (the model's word embeddings, which the decoder reads too, or the windowed
+    BERT features) plus positions, the encoder layers (the lowest `convolution_layers` convolutional with
+    `convolution`), a final LayerNorm; with "bert_concat" the output concatenated with the BERT features and
+    projected back to `d_model`."""
 
     main_input_name = "input_ids"  # what generate() feeds the encoder
 
@@ -293,33 +335,79 @@ class CopyTransformerEncoder(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(EncoderLayer(config, index) for index in range(config.encoder_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        if config.uses_bert:
+            self.bert = WindowedEncoder(
+                config.d_model,
+                AutoModel.from_config(bert_config(config), add_pooling_layer=False),
+                window=config.bert_window,
+                stride=config.bert_stride,
+                cls_token_id=config.cls_token_id,
+                sep_token_id=config.sep_token_id,
+            )
+        if config.encoder_input == "bert_concat":
+            self.concat_projection = nn.Linear(2 * config.d_model, config.d_model)
 
     def embed(self, token_ids: torch.LongTensor) -> torch.Tensor:
         """Word embeddings scaled by sqrt(d_model); ids past the vocabulary (copied unknown words) read as [UNK]."""
         token_ids = token_ids.masked_fill(token_ids >= self.config.vocab_size, self.config.unk_token_id)
         return self.embed_tokens(token_ids) * self.embed_scale
 
+    def convolutional_pattern(self, attention_mask, shape, device) -> ConvolutionalPattern | None:
+        """The convolutional layers' pattern over this batch (built once, shared by them), None without one."""
+        config = self.config
+        if config.convolution == "none":
+            return None
+        if attention_mask is None:
+            attention_mask = torch.ones(shape, dtype=torch.bool, device=device)
+        return ConvolutionalPattern(
+            attention_mask, config.convolution, config.convolution_window, config.attention_heads,
+            config.convolution_head_window,
+        )
+
     def forward(
         self,
-        input_ids: torch.LongTensor,
+        input_ids: torch.LongTensor | None = None,
         attention_mask: torch.LongTensor | None = None,
+        bert_features: torch.Tensor | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> BaseModelOutput:
-        """The encoder states (`output_hidden_states`: also the input of every layer); a ModelOutput always."""
+        """The encoder states (`output_hidden_states`: also the input of every layer); a ModelOutput always.
+        `bert_features` [batch, tokens, 4 * BERT hidden]: `encoder.bert.frozen_features` computed beforehand (cached
+        for training), used instead of running BERT."""
         if output_attentions:
             raise ValueError("the CopyTransformer encoder does not return attention weights")
-        if input_ids.dim() != 2:
+        if input_ids is not None and input_ids.dim() != 2:
             raise ValueError(f"input_ids must have shape [batch, tokens], got {list(input_ids.shape)}")
-        embeddings = self.embed(input_ids)
-        states = self.dropout(embeddings + self.positions(0, input_ids.shape[1], input_ids.device).to(embeddings.dtype))
+        if bert_features is not None and not self.config.uses_bert:
+            raise ValueError(f"bert_features need a BERT encoder input, not {self.config.encoder_input!r}")
+        if input_ids is None and (bert_features is None or self.config.encoder_input != "bert_windowed"):
+            raise ValueError("give `input_ids` (with encoder_input='bert_windowed', `bert_features` suffice)")
+        shape = input_ids.shape if input_ids is not None else bert_features.shape[:2]
+        if bert_features is not None and (bert_features.dim() != 3 or bert_features.shape[:2] != shape):
+            raise ValueError(
+                f"bert_features of shape {list(bert_features.shape)} must be [batch, tokens, features] over the "
+                f"source {list(shape)}"
+            )
+        bert_states = None
+        if self.config.uses_bert:
+            if bert_features is None:
+                bert_states = self.bert(input_ids, attention_mask)
+            else:
+                bert_states = self.bert(features=bert_features)
+        embeddings = bert_states if self.config.encoder_input == "bert_windowed" else self.embed(input_ids)
+        device = embeddings.device
+        states = self.dropout(embeddings + self.positions(0, shape[1], device).to(embeddings.dtype))
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=states, attention_mask=attention_mask)
+        pattern = self.convolutional_pattern(attention_mask, shape, device)
         hidden_states = []
-        for layer in self.layers:
+        for index, layer in enumerate(self.layers):
             hidden_states.append(states)
-            states = layer(states, mask)
+            states = layer(states, mask, pattern if index < self.config.convolution_layers else None)
         states = self.norm(states)
+        if self.config.encoder_input == "bert_concat":
+            states = self.concat_projection(torch.cat([states, bert_states.to(states.dtype)], dim=-1))
         hidden_states.append(states)
         return BaseModelOutput(
             last_hidden_state=states, hidden_states=tuple(hidden_states) if output_hidden_states else None
@@ -336,6 +424,9 @@ class CopyTransformerDecoder(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(DecoderLayer(config, index) for index in range(config.decoder_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        if config.decoder_embeddings == "bert" and bert_config(config).hidden_size != config.d_model:
+            # BERT's word embeddings stay frozen; this projection to d_model trains
+            self.bert_embedding_projection = nn.Linear(bert_config(config).hidden_size, config.d_model)
 
     def forward(self, embeddings, attention_mask, encoder_states, encoder_mask, cache=None) -> torch.Tensor:
         past = cache.get_seq_length() if cache is not None else 0
@@ -422,12 +513,17 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
     _tied_weights_keys = {"lm_head.weight": "encoder.embed_tokens.weight"}
     processor_class = CopyTransformerProcessor
 
+    # The frozen BERT of the BERT-conditioned variants is left out of checkpoints (see `__init__`) and reloaded.
+    _keys_to_ignore_on_load_missing = [r"^encoder\.bert\.encoder\."]
+
     def __init__(self, config: CopyTransformerConfig):
         super().__init__(config)
         self.encoder = CopyTransformerEncoder(config)
         self.decoder = CopyTransformerDecoder(config)
         self.pointer = PointerGenerator(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
+        if config.uses_bert:  # exact keys (transformers matches them so); post_init collects them
+            self._keys_to_ignore_on_save = {f"encoder.bert.encoder.{key}" for key in self.frozen_bert.state_dict()}
         self.post_init()
         self.generation_config = self.default_generation_config(config)
 
@@ -447,6 +543,43 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             length_penalty=0.9,
             early_stopping=True,
         )
+
+    @property
+    def frozen_bert(self) -> nn.Module | None:
+        """The frozen BERT of the BERT-conditioned variants (None without one)."""
+        return self.encoder.bert.encoder if self.config.uses_bert else None
+
+    def load_bert(self, name_or_path: str | None) -> None:
+        """Load the frozen BERT's weights from `name_or_path` (see `load_pretrained_encoder`) and keep it frozen."""
+        bert = load_pretrained_encoder(name_or_path, add_pooling_layer=False)
+        self.frozen_bert.load_state_dict(bert.state_dict())
+        self.frozen_bert.requires_grad_(False)
+
+    @classmethod
+    def from_encoder(cls, encoder_path: str, config: CopyTransformerConfig | None = None, **config_kwargs):
+        """A BERT-conditioned CopyTransformer whose frozen BERT is the pretrained encoder at `encoder_path` (the rest
+        new). Without `config`, one is made from `config_kwargs` (`encoder_input` defaulting to "bert_windowed") and
+        the encoder's settings."""
+        if config is None:
+            bert = AutoConfig.from_pretrained(resolve_encoder(encoder_path))
+            config_kwargs.setdefault("encoder_input", "bert_windowed")
+            config_kwargs.setdefault("encoder_name_or_path", portable_encoder_name(encoder_path))
+            config_kwargs.update(bert_name_or_path=portable_encoder_name(encoder_path), bert_config=bert.to_dict())
+            config = cls.config_class(**config_kwargs)
+        if not config.uses_bert:
+            raise ValueError("from_encoder builds the BERT-conditioned variants: set encoder_input to a 'bert_*' value")
+        model = cls(config)
+        model.load_bert(encoder_path)
+        return model
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, then the frozen BERT (which checkpoints leave out) from
+        `config.bert_name_or_path`."""
+        model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if model.config.uses_bert:
+            model.load_bert(model.config.bert_name_or_path)
+        return model
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
@@ -471,6 +604,15 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
     def set_output_embeddings(self, value):
         self.lm_head = value
 
+    def embed_decoder_inputs(self, token_ids: torch.LongTensor) -> torch.Tensor:
+        """The decoder inputs' word embeddings: the model's own (scaled), or BERT's (frozen) projected to d_model."""
+        if self.config.decoder_embeddings == "shared":
+            return self.encoder.embed(token_ids)
+        token_ids = token_ids.masked_fill(token_ids >= self.config.vocab_size, self.config.unk_token_id)
+        embeddings = self.frozen_bert.get_input_embeddings()(token_ids)
+        projection = getattr(self.decoder, "bert_embedding_projection", None)
+        return projection(embeddings) if projection is not None else embeddings
+
     def copy_loss(self, log_probs: torch.Tensor, labels: torch.LongTensor) -> torch.Tensor:
         """Mean over the labelled tokens (-100: ignored) of (1 - eps) (-log p(y)) + eps mean_w (-log p(w)), w over
         the fixed vocabulary, p the mixture (float32)."""
@@ -493,6 +635,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.LongTensor | None = None,
         source_extended_ids: torch.LongTensor | None = None,
+        bert_features: torch.Tensor | None = None,
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.LongTensor | None = None,
         encoder_outputs: tuple | BaseModelOutput | None = None,
@@ -506,6 +649,9 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         r"""
         source_extended_ids (`torch.LongTensor` of shape `(batch_size, source_length)`, *optional*): `input_ids` with
             each unknown source word (a `[UNK]` piece) under its id past the vocabulary; default `input_ids`.
+        bert_features (`torch.FloatTensor` of shape `(batch_size, source_length, 4 * bert_hidden)`, *optional*):
+            the BERT-conditioned variants' frozen windowed features (`model.encoder.bert.frozen_features`), computed
+            beforehand (e.g. cached for training) instead of running BERT.
         labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*): the summary after the begin
             token (extended ids allowed), -100 where padded; `decoder_input_ids` default to them shifted right.
         return_dict, output_attentions, output_hidden_states: what `generate()` passes; the output is always a
@@ -516,7 +662,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         if encoder_outputs is None:
             if input_ids is None:
                 raise ValueError("give `input_ids` or `encoder_outputs`")
-            encoder_outputs = self.encoder(input_ids, attention_mask)
+            encoder_outputs = self.encoder(input_ids, attention_mask, bert_features)
         encoder_states = encoder_outputs[0]
         if source_extended_ids is None:
             if input_ids is None:
@@ -535,7 +681,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             past_key_values = CopyTransformerCache()
         if past_key_values is not None and not isinstance(past_key_values, CopyTransformerCache):
             raise ValueError(f"the CopyTransformer needs a CopyTransformerCache, got {type(past_key_values).__name__}")
-        embeddings = self.encoder.embed(decoder_input_ids)
+        embeddings = self.embed_decoder_inputs(decoder_input_ids)
         states = self.decoder(embeddings, decoder_attention_mask, encoder_states, attention_mask, past_key_values)
         copy_attention, switch_logits = self.pointer(
             states, embeddings, encoder_states, attention_mask, past_key_values

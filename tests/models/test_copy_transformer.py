@@ -483,8 +483,11 @@ def test_defaults_are_the_papers_small_model_and_its_decoding():
 @pytest.mark.parametrize(
     "setting, message",
     [
-        (dict(encoder_input="bert_concat"), r"encoder_input='bert_concat' is not supported: choose one of \('tokens'"),
-        (dict(convolution="1d"), r"convolution='1d' is not supported: choose one of \('none',\)"),
+        (dict(encoder_input="bert"), r"encoder_input='bert' is not supported: choose one of \('tokens'"),
+        (dict(convolution="3d"), r"convolution='3d' is not supported: choose one of \('none', '1d'"),
+        (dict(convolution="1d", convolution_layers=3), "convolution_layers=3 exceeds encoder_layers=2"),
+        (dict(convolution_window=12), "convolution_window must be a positive odd integer"),
+        (dict(decoder_embeddings="bert"), 'decoder_embeddings="bert" needs a BERT encoder input'),
         (dict(position_embedding_type="rotary"), "position_embedding_type='rotary' is not supported"),
         (dict(d_model=30), "attention_heads=4 must divide d_model=30"),
         (dict(coverage_penalty=-1.0), "coverage_penalty must be at least 0"),
@@ -492,7 +495,7 @@ def test_defaults_are_the_papers_small_model_and_its_decoding():
 )
 def test_unsupported_settings_are_one_line_errors(setting, message):
     with pytest.raises(ValueError, match=message):
-        CopyTransformerConfig(**setting)
+        CopyTransformerConfig(**{"encoder_layers": 2, **setting})
 
 
 def test_sinusoidal_positions_by_hand():

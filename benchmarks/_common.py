@@ -1,5 +1,7 @@
-"""Helpers the CNN/DM quality scripts share (`quality_cnndm.py`, `quality_abstractive.py`): checkpoint lookup,
-ROUGE with bootstrap intervals and by source, the prediction cache, timing, table cells and the report's header.
+"""Helpers the benchmark scripts share: for the CNN/DM quality scripts (`quality_cnndm.py`, `quality_abstractive.py`)
+checkpoint lookup, ROUGE with bootstrap intervals and by source, the prediction cache, timing, table cells and the
+report's header; for the speed and memory scripts (`hetformer_memory.py`, `windowed_memory.py`) one measured case in a
+fresh subprocess.
 
 Imported by the scripts as `_common` (the folder of a script run as `python benchmarks/<script>.py` is on sys.path);
 sumformers is imported inside the functions, so `--help` stays fast.
@@ -9,6 +11,7 @@ import hashlib
 import json
 import os
 import shlex
+import subprocess
 import sys
 import time
 import warnings
@@ -105,3 +108,44 @@ def write_report(script: str, body: list[str], output: str | None) -> None:
     if output:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         Path(output).write_text(report + "\n")
+
+
+def proc_status_mib(key: str) -> float:
+    """A memory figure of this process from /proc/self/status (`VmRSS`, `VmHWM`) in MiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(key):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"{key} not in /proc/self/status")
+
+
+def measured_run(run: Callable[[], object]) -> None:
+    """Time one call of `run` and print, as the last JSON line, its seconds and its peak resident memory above what
+    the process held before (`peak_mib`) and in all (`process_peak_mib`): the worker side of `measure_in_subprocess`."""
+    import gc
+
+    gc.collect()
+    baseline = proc_status_mib("VmRSS")
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")  # reset the peak resident set (VmHWM) to the current one
+    start = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - start
+    process_peak = proc_status_mib("VmHWM")
+    print(json.dumps({"seconds": seconds, "peak_mib": process_peak - baseline, "process_peak_mib": process_peak}))
+
+
+def measure_in_subprocess(script: str, worker_args: list[str], threads: int, timeout: int) -> dict:
+    """Run `python script --worker *worker_args` in a fresh process with `threads` threads and return the JSON its
+    `measured_run` printed, or {"skipped": why} when it timed out, was killed or failed."""
+    command = [sys.executable, script, "--worker", *worker_args]
+    environment = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    try:
+        finished = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"timed out after {timeout} s"}
+    if finished.returncode < 0:
+        return {"skipped": f"killed by signal {-finished.returncode} (likely out of memory)"}
+    if finished.returncode != 0:
+        return {"skipped": "failed: " + (finished.stderr.strip().splitlines() or ["?"])[-1][:160]}
+    return json.loads(finished.stdout.strip().splitlines()[-1])

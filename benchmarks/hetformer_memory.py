@@ -21,13 +21,11 @@ HetFormer's training loss is its sentence-classification loss; Longformer's the 
 """
 
 import argparse
-import gc
 import json
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
+
+from _common import measure_in_subprocess, measured_run
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -64,14 +62,6 @@ PAIRS = (
     ("hetformer_blocked_train_checkpointed", "longformer_train_checkpointed",
      "forward + backward, gradient checkpointing"),
 )
-
-
-def _proc_status_mib(key):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(key):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError(f"{key} not in /proc/self/status")
 
 
 def hetformer_inputs(length):
@@ -156,31 +146,13 @@ def run_worker(case, length):
     run = build_case(case, length)
     if case == "hetformer_flex":
         run()  # compiles the kernels (tens of seconds, and compiler memory not part of a forward pass)
-    gc.collect()
-    baseline = _proc_status_mib("VmRSS")
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")  # reset the peak resident set (VmHWM) to the current one
-    start = time.perf_counter()
-    run()
-    seconds = time.perf_counter() - start
-    process_peak = _proc_status_mib("VmHWM")
-    print(json.dumps({"seconds": seconds, "peak_mib": process_peak - baseline, "process_peak_mib": process_peak}))
+    measured_run(run)
 
 
 def measure(case, length, threads, timeout):
     if (case, length) in SKIPPED:
         return {"skipped": SKIPPED[case, length]}
-    command = [sys.executable, __file__, "--worker", case, str(length)]
-    environment = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    try:
-        finished = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
-    except subprocess.TimeoutExpired:
-        return {"skipped": f"timed out after {timeout} s"}
-    if finished.returncode < 0:
-        return {"skipped": f"killed by signal {-finished.returncode} (likely out of memory)"}
-    if finished.returncode != 0:
-        return {"skipped": "failed: " + (finished.stderr.strip().splitlines() or ["?"])[-1][:160]}
-    return json.loads(finished.stdout.strip().splitlines()[-1])
+    return measure_in_subprocess(__file__, [case, str(length)], threads, timeout)
 
 
 def table(results) -> str:

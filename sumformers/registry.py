@@ -9,12 +9,14 @@ from transformers.pipelines import PIPELINE_REGISTRY
 from .configuration.configuration_bertsum import BertSumConfig
 from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
+from .configuration.configuration_realizer import RealizerConfig
 from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
 from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization
+from .modeling.modeling_realizer import RealizerForConditionalGeneration
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
@@ -28,6 +30,7 @@ from .modeling.modeling_wikisum import WikiSumForCausalLM
 from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
+from .pipelines.table_to_text import TableToTextPipeline
 from .pipelines.wikisum import WikiSumPipeline
 
 
@@ -80,6 +83,13 @@ ARCHITECTURES = {
         SentencePlannerForConditionalGeneration,
         "abstractive-summarization",
         AbstractiveSummarizationPipeline,
+        auto_class=AutoModelForSeq2SeqLM,
+    ),
+    RealizerConfig.model_type: Architecture(
+        RealizerConfig,
+        RealizerForConditionalGeneration,
+        "table-to-text",
+        TableToTextPipeline,
         auto_class=AutoModelForSeq2SeqLM,
     ),
     WikiSumConfig.model_type: Architecture(

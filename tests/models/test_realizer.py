@@ -291,3 +291,25 @@ def test_the_shared_games_give_pairs_in_every_split(data_dir, tokenizer):
               for split in ROTOWIRE_SPLITS}
     # measured on the 80 shared games (oracle plan sentences = realizer pairs)
     assert counts == {"train": 775, "dev": 60, "test": 198}
+
+
+def test_cli_realizes_a_games_file(tmp_path, tokenizer, capsys):
+    from sumformers_cli import main
+
+    model = tiny_model(tokenizer)
+    model.save_pretrained(tmp_path / "realizer")
+    tokenizer.save_pretrained(tmp_path / "realizer")
+    games = tmp_path / "games.jsonl"
+    lines = [tiny_game(summary=SUMMARY), {"id": "doc", "document": "Hi."}]
+    games.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    output = tmp_path / "out.jsonl"
+    arguments = ["summarize", str(games), "--model", str(tmp_path / "realizer"), "--output", str(output),
+                 "--num-beams", "1", "--max-new-tokens", "3"]
+    with pytest.raises(SystemExit):
+        main(arguments)
+    assert "needs --planner MODEL or --plan oracle" in capsys.readouterr().err
+    assert main([*arguments, "--plan", "oracle"]) == 2  # the document line is an error, the game is realized
+    game_row, document_row = (json.loads(line) for line in output.read_text().splitlines())
+    assert game_row["id"] == "tiny" and game_row["plan"] == PLAN and len(game_row["sentences"]) == 2
+    assert document_row == {"id": "doc", "error": "doc: a table-to-text model reads a Rotowire game (a line with "
+                                                  "`box_score`)"}

@@ -1,5 +1,5 @@
 """The `abstractive-summarization` pipeline: text in, a generated summary out (one sentence per line), for the
-encoder-decoder summarizers (BertSumExtAbs, the sentence planner)."""
+encoder-decoder summarizers (BertSumExtAbs, the sentence planner, the CopyTransformer)."""
 
 import functools
 
@@ -50,6 +50,7 @@ class AbstractiveSummarizationPipeline(SummarizationPipeline):
         return inputs
 
     def _forward(self, model_inputs, no_repeat_word_ngram_size=None, **generation):
+        decode_inputs = {name: model_inputs.pop(name) for name in self.model_processor.decode_inputs}
         if no_repeat_word_ngram_size is None:
             no_repeat_word_ngram_size = self.model.config.no_repeat_word_ngram_size
         processors = []
@@ -60,10 +61,12 @@ class AbstractiveSummarizationPipeline(SummarizationPipeline):
                 NoRepeatWordNGramLogitsProcessor(no_repeat_word_ngram_size, self.word_starts, ignored_token_ids=ignored)
             )
         sequences = self.model.generate(**model_inputs, logits_processor=processors, **generation)
-        return {"sequences": sequences}
+        # flat keys: a batched pipeline splits each key of the output into its rows
+        return {"sequences": sequences, **decode_inputs}
 
     def postprocess(self, model_outputs):
-        return {"summary": self.model_processor.decode(model_outputs["sequences"][0].tolist())}
+        decode_inputs = {name: model_outputs[name] for name in self.model_processor.decode_inputs}
+        return {"summary": self.model_processor.decode(model_outputs["sequences"][0].tolist(), **decode_inputs)}
 
 
 __all__ = ["AbstractiveSummarizationPipeline"]

@@ -11,7 +11,11 @@ class SummarizationProcessor:
     `processor(document)` returns the model inputs of one document as tensors with a batch axis of one, plus the
     text units the model scores (`sentences`, a tuple) so that the model's choices can be turned back into text.
     `check_input(document)` raises a TypeError or ValueError whose one-line message says what is expected.
+    `decode_inputs` names what a generating model's `decode` needs from `__call__`'s output besides the generated
+    ids (the CopyTransformer's unknown source words); the pipeline keeps it out of the model's inputs.
     """
+
+    decode_inputs: tuple[str, ...] = ()
 
     def __init__(self, tokenizer, config):
         self.tokenizer = tokenizer

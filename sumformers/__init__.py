@@ -5,6 +5,7 @@ Importing the package registers every architecture with the Auto classes and eve
 
 from .configuration.configuration_bertsum import BertSumConfig
 from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
+from .configuration.configuration_copy_transformer import CopyTransformerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
 from .configuration.configuration_realizer import RealizerConfig
 from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
@@ -12,6 +13,7 @@ from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseH
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
+from .modeling.modeling_copy_transformer import CopyTransformerForConditionalGeneration
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization, HetFormerModel
 from .modeling.modeling_realizer import RealizerForConditionalGeneration
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
@@ -44,6 +46,8 @@ __all__ = [
     "BertSumAbsForConditionalGeneration",
     "BertSumConfig",
     "BertSumForExtractiveSummarization",
+    "CopyTransformerConfig",
+    "CopyTransformerForConditionalGeneration",
     "ETCSumConfig",
     "ETCSumForExtractiveSummarization",
     "ExtractiveSummarizationPipeline",

@@ -8,6 +8,7 @@ from transformers.pipelines import PIPELINE_REGISTRY
 
 from .configuration.configuration_bertsum import BertSumConfig
 from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
+from .configuration.configuration_copy_transformer import CopyTransformerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
 from .configuration.configuration_realizer import RealizerConfig
 from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
@@ -15,6 +16,7 @@ from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseH
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
+from .modeling.modeling_copy_transformer import CopyTransformerForConditionalGeneration
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization
 from .modeling.modeling_realizer import RealizerForConditionalGeneration
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
@@ -90,6 +92,13 @@ ARCHITECTURES = {
         RealizerForConditionalGeneration,
         "table-to-text",
         TableToTextPipeline,
+        auto_class=AutoModelForSeq2SeqLM,
+    ),
+    CopyTransformerConfig.model_type: Architecture(
+        CopyTransformerConfig,
+        CopyTransformerForConditionalGeneration,
+        "abstractive-summarization",
+        AbstractiveSummarizationPipeline,
         auto_class=AutoModelForSeq2SeqLM,
     ),
     WikiSumConfig.model_type: Architecture(

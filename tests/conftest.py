@@ -134,6 +134,27 @@ def tiny_bertsumabs_config(planner: bool = False, **overrides):
     return config
 
 
+def tiny_copy_transformer_config(**overrides):
+    """A tiny CopyTransformer (hidden 32, 4 heads, 2 + 2 layers, dropout off) over MiniLM's vocabulary, blocking
+    repeated word trigrams as the shared pipeline check does."""
+    from sumformers import CopyTransformerConfig
+
+    settings = dict(
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        attention_heads=4,
+        ffn_dim=64,
+        dropout=0.0,
+        attention_dropout=0.0,
+        max_source_positions=128,
+        max_target_positions=64,
+        no_repeat_word_ngram_size=3,
+    )
+    settings.update(overrides)
+    return CopyTransformerConfig(**settings)
+
+
 @pytest.fixture
 def tiny_bertsum():
     """A tiny random BERTSum (`tiny_bertsum_config`)."""

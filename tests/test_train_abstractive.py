@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import torch
 from test_training import tiny_encoder, write_corpus  # noqa: F401 (a fixture)
 
 from conftest import REPO_ROOT, training_script
@@ -95,3 +96,56 @@ def test_training_features_are_cached_across_evaluation_and_optimizer_flags(tmp_
     # ... what the features depend on makes new ones
     shorter, mapped = features(DataArguments(), max_length=512, max_target_length=8)
     assert shorter != first and all(len(labels) <= 7 for labels in mapped["labels"])
+
+
+def test_copy_transformer_variants_train_in_full_and_the_loss_goes_down(tmp_path, minilm_tokenizer):
+    from transformers import AutoModelForSeq2SeqLM, BertModel
+
+    from conftest import tiny_bert_config
+    from sumformers import CopyTransformerForConditionalGeneration
+
+    encoder = tmp_path / "encoder"  # four layers: the windowed features concatenate the last four
+    BertModel(tiny_bert_config(num_hidden_layers=4), add_pooling_layer=False).save_pretrained(encoder)
+    minilm_tokenizer.save_pretrained(encoder)
+    data = tmp_path / "train.jsonl"
+    write_corpus(data, 4)
+    overrides = dict(encoder_input="bert_concat", decoder_embeddings="bert", convolution="1d", d_model=32,
+                     attention_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0,
+                     attention_dropout=0.0, label_smoothing=0.0, max_target_positions=32)
+    output = tmp_path / "run"
+    command = [
+        sys.executable, str(REPO_ROOT / "training_scripts" / "train_abstractive.py"),
+        "--model_type", "copy_transformer", "--model_name_or_path", str(encoder),
+        "--config_overrides", json.dumps(overrides), "--train_file", str(data), "--max_target_length", "24",
+        "--per_device_train_batch_size", "4", "--max_steps", "12", "--learning_rate", "3e-3", "--warmup_steps", "0",
+        "--logging_steps", "1", "--save_steps", "100", "--do_train", "--use_cpu", "--output_dir", str(output),
+    ]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    history = json.loads((output / "checkpoint-12" / "trainer_state.json").read_text())["log_history"]
+    losses = [entry["loss"] for entry in history if "loss" in entry]
+    # one batch of the same four documents every step: the loss falls at every step, by more than 10% in all
+    assert len(losses) == 12 and all(b < a for a, b in zip(losses, losses[1:])) and losses[-1] < 0.9 * losses[0]
+    card = json.loads((output / "final" / "sumformers_card.json").read_text())
+    assert "trained in full from scratch (encoder_input=bert_concat, decoder_embeddings=bert" in card["training"]
+    model = AutoModelForSeq2SeqLM.from_pretrained(str(output / "final"))
+    assert type(model) is CopyTransformerForConditionalGeneration and model.config.convolution == "1d"
+    assert all(not parameter.requires_grad for parameter in model.frozen_bert.parameters())
+    # the reloaded frozen BERT is the encoder's, and the checkpoint left it out
+    assert (output / "final" / "model.safetensors").stat().st_size < 6 * 2**20
+    reference = BertModel.from_pretrained(encoder).state_dict()
+    assert all(torch.equal(value, reference[name]) for name, value in model.frozen_bert.state_dict().items())
+
+
+def test_copy_transformer_overrides_are_checked_in_one_line():
+    import pytest
+
+    script = training_script("train_abstractive")
+    arguments = script.AbstractiveArguments(model_type="copy_transformer", config_overrides='{"convolution": "3d"}')
+    with pytest.raises(ValueError, match="convolution='3d' is not supported"):
+        script.copy_transformer_settings(arguments)
+    with pytest.raises(ValueError, match="--config_overrides is not valid JSON"):
+        script.copy_transformer_settings(script.AbstractiveArguments(config_overrides="{convolution"))
+    with pytest.raises(ValueError, match="--frozen_layers caches"):
+        script.copy_transformer_settings(script.AbstractiveArguments(frozen_layers=1))

@@ -1,4 +1,5 @@
-"""Fine-tune an encoder-decoder summarizer (BertSumExtAbs or the sentence planner) with the Trainer.
+"""Fine-tune an encoder-decoder summarizer (BertSumExtAbs, the sentence planner or the CopyTransformer) with the
+Trainer.
 
     accelerate launch training_scripts/train_abstractive.py --model_type sentence_planner \
         --train_file ../shared/data/cnn_dailymail/train_large.jsonl.gz \
@@ -17,15 +18,29 @@ layers (BERT2BERT; LoRA adapts them, the cross-attention is new); --decoder_init
 decoder trains in full). With --frozen_layers K the encoder's bottom K layers stay as pretrained and their states are
 cached once per document (see `sumformers.frozen_layers`; the cache file of the extractive script is reused when the
 documents match).
+
+--model_type copy_transformer trains the CopyTransformer (Aksenov et al. 2020) in full from scratch (no LoRA, one
+learning rate; the decoder flags above do not apply): its settings come from --config_overrides, a JSON object of
+`CopyTransformerConfig` fields, so that each variant of the paper's tables is one command, e.g.
+`--config_overrides '{"convolution": "1d", "convolution_layers": 1}'` or
+`'{"encoder_input": "bert_concat", "decoder_embeddings": "bert", "max_source_positions": 2048}'`. Its vocabulary is
+the tokenizer of --model_name_or_path, which is also the frozen BERT of the "bert_*" inputs (unless the overrides name
+`bert_name_or_path`); that BERT is not saved with the checkpoints (`from_pretrained` reloads it).
 """
 
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from sumformers import BertSumAbsForConditionalGeneration, SentencePlannerForConditionalGeneration
+from sumformers import (
+    BertSumAbsForConditionalGeneration,
+    CopyTransformerConfig,
+    CopyTransformerForConditionalGeneration,
+    SentencePlannerForConditionalGeneration,
+)
 from sumformers.frozen_layers import train_over_cached_states
 from sumformers.training import (
     apply_lora,
@@ -46,6 +61,7 @@ logger = logging.getLogger("train_abstractive")
 MODEL_CLASSES = {
     "bertsumabs": BertSumAbsForConditionalGeneration,
     "sentence_planner": SentencePlannerForConditionalGeneration,
+    "copy_transformer": CopyTransformerForConditionalGeneration,
 }
 
 
@@ -68,6 +84,9 @@ class AbstractiveArguments:
     frozen_layers: int = field(default=0, metadata={"help": "bottom encoder layers kept frozen and cached"})
     bottom_state_cache: str | None = field(default=None, metadata={"help": "file of the cached bottom-layer states"})
     num_beams: int = field(default=5, metadata={"help": "evaluation: beam size"})
+    config_overrides: str | None = field(
+        default=None, metadata={"help": "copy_transformer: a JSON object of CopyTransformerConfig fields"}
+    )
 
 
 def build_features(example, processor, multiple_documents, columns, max_length, max_target_length):
@@ -92,6 +111,32 @@ def optimizer_with_two_rates(model, decoder_rate: float, encoder_rate: float, we
     return torch.optim.AdamW(groups, weight_decay=weight_decay)
 
 
+def copy_transformer_settings(abstractive_args: AbstractiveArguments) -> dict:
+    """--config_overrides as a dict of CopyTransformerConfig fields (checked by building the config once)."""
+    try:
+        settings = json.loads(abstractive_args.config_overrides or "{}")
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--config_overrides is not valid JSON: {error}") from None
+    if not isinstance(settings, dict):
+        raise ValueError(f"--config_overrides must be a JSON object of CopyTransformerConfig fields, got {settings!r}")
+    if abstractive_args.frozen_layers:
+        raise ValueError("--frozen_layers caches a pretrained encoder's layers; the CopyTransformer trains in full")
+    CopyTransformerConfig(**settings)  # a wrong field or value fails here, before any data is read
+    return settings
+
+
+def new_copy_transformer(encoder: str, tokenizer, settings: dict) -> CopyTransformerForConditionalGeneration:
+    """A new CopyTransformer over the vocabulary of `tokenizer` (the encoder's); its BERT-conditioned variants read
+    the frozen encoder `encoder` (or the settings' `bert_name_or_path`)."""
+    from sumformers.modeling.pretrained_encoder import portable_encoder_name
+
+    settings = dict(settings, vocab_size=tokenizer.vocab_size, encoder_name_or_path=portable_encoder_name(encoder))
+    if CopyTransformerConfig(**settings).uses_bert:
+        return CopyTransformerForConditionalGeneration.from_encoder(settings.pop("bert_name_or_path", encoder),
+                                                                    **settings)
+    return CopyTransformerForConditionalGeneration(CopyTransformerConfig(**settings))
+
+
 def main():
     model_args, data_args, training_args, abstractive_args = parse_arguments(AbstractiveArguments)
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
@@ -99,6 +144,9 @@ def main():
     train_dataset, eval_dataset = load_splits(data_args)
 
     source = model_args.model_name_or_path
+    if abstractive_args.model_type == "copy_transformer":
+        return train_copy_transformer(source, (train_dataset, eval_dataset), abstractive_args, data_args,
+                                      training_args, push)
     model_class = MODEL_CLASSES[abstractive_args.model_type]
     settings = dict(
         encoder_name_or_path=source,
@@ -152,7 +200,12 @@ def main():
             f"; final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
 
-    evaluate = dataset_evaluation(
+    finish_training(trainer, tokenizer, training_args, card_info, push, evaluation(tokenizer, eval_dataset, data_args,
+                                                                                   abstractive_args))
+
+
+def evaluation(tokenizer, eval_dataset, data_args, abstractive_args):
+    return dataset_evaluation(
         tokenizer,
         eval_dataset,
         data_args,
@@ -160,7 +213,43 @@ def main():
         batch_size=8,
         num_beams=abstractive_args.num_beams,
     )
-    finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)
+
+
+def train_copy_transformer(source, splits, abstractive_args, data_args, training_args, push):
+    """The CopyTransformer trained in full (no LoRA, one learning rate), its settings from --config_overrides."""
+    settings = copy_transformer_settings(abstractive_args)
+    train_dataset, eval_dataset = splits
+    model, tokenizer = model_and_tokenizer(source, lambda encoder, tok: new_copy_transformer(encoder, tok, settings))
+    processor = model.processor_class(tokenizer, model.config)
+    max_length = min(abstractive_args.max_length, model.config.max_source_positions)
+    datasets = [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name]
+    card_info = new_card_info(training_args, data_args, datasets)
+    features = None
+    if training_args.do_train and train_dataset is not None:
+        features = map_training_features(
+            train_dataset, build_features, training_args, data_args, processor, False,
+            max_length=max_length, max_target_length=abstractive_args.max_target_length,
+        )
+    trainer, result = train(model, training_args, features, processor.collate)
+    if result is not None:
+        config = model.config
+        variant = (f"encoder_input={config.encoder_input}, decoder_embeddings={config.decoder_embeddings}, "
+                   f"convolution={config.convolution}")
+        if config.convolution != "none":
+            variant += (f" ({config.convolution_layers} layers, window {config.convolution_window}, head window "
+                        f"{config.convolution_head_window})")
+        card_info["training"] = (
+            f"{len(features)} documents from `{data_args.train_split}` of "
+            f"{data_args.dataset_name or data_args.train_file} (lowercased text), {trained_length(trainer)}, batch "
+            f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
+            f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}, "
+            f"trained in full from scratch ({variant}; d_model {config.d_model}, {config.encoder_layers} + "
+            f"{config.decoder_layers} layers), max {max_length} document / {abstractive_args.max_target_length} "
+            f"summary tokens, label smoothing {config.label_smoothing}; final training loss "
+            f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+        )
+    finish_training(trainer, tokenizer, training_args, card_info, push,
+                    evaluation(tokenizer, eval_dataset, data_args, abstractive_args))
 
 
 if __name__ == "__main__":

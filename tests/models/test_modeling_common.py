@@ -463,13 +463,14 @@ class ModelTesterMixin:
         from sumformers.generation.word_ngram_blocking import NoRepeatWordNGramLogitsProcessor, word_start_mask
 
         inputs.pop("sentences")
+        decode_inputs = {name: inputs.pop(name) for name in summarizer.model_processor.decode_inputs}
         settings = dict(num_beams=2, min_length=4, max_length=12)
         result = summarizer(self.pipeline_input, **settings)
         config = model.config
         ignored = (config.decoder_start_token_id, config.pad_token_id)
         blocking = NoRepeatWordNGramLogitsProcessor(3, word_start_mask(summarizer.tokenizer), ignored_token_ids=ignored)
         generated = model.generate(**inputs, logits_processor=[blocking], **settings)[0]
-        assert result["summary"] == summarizer.model_processor.decode(generated.tolist())
+        assert result["summary"] == summarizer.model_processor.decode(generated.tolist(), **decode_inputs)
         assert 4 <= len(generated) <= 12
 
     def check_wikisum_pipeline(self, summarizer, model, inputs):

@@ -1,0 +1,236 @@
+"""Configuration of the CopyTransformer (Aksenov et al. 2020, "Abstractive Text Summarization based on Language Model
+Conditioning and Locality Modeling"): a Transformer encoder-decoder with a pointer-generator head (See et al. 2017)
+over the WordPiece vocabulary of a BERT-style tokenizer."""
+
+from transformers import PretrainedConfig
+
+from .summarizer_config import check_positive_integers
+
+# What feeds the encoder: "tokens" (token and position embeddings), "bert_windowed" (the frozen BERT's windowed
+# features replace the token embeddings: stacking) or "bert_concat" (the token encoder's output concatenated with the
+# windowed BERT features: concatenation).
+ENCODER_INPUTS = ("tokens", "bert_windowed", "bert_concat")
+# Convolutional self-attention in the lowest encoder layers (Yang et al. 2019).
+CONVOLUTIONS = ("none", "1d", "2d", "circular_2d")
+POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+# The decoder's word embeddings: the model's own (shared with the encoder and the output layer) or BERT's.
+DECODER_EMBEDDINGS = ("shared", "bert")
+
+
+class CopyTransformerConfig(PretrainedConfig):
+    r"""
+    The defaults are the paper's small ablation model (hidden 256, 4 heads, 3 + 3 layers, feed-forward 1024, dropout
+    0.1), trained from scratch. The vocabulary is the WordPiece vocabulary of a BERT-style tokenizer (the bundled
+    MiniLM's, 30,522 tokens), so that the processor tokenizes as BERT does and the decoder's embeddings can later come
+    from BERT's word embeddings. The final distribution over the vocabulary extended by the source's unknown words is
+    p(w) = p_gen P_copy(w) + (1 - p_gen) P_vocab(w): p_gen is the probability of copying.
+
+    Args:
+        vocab_size (`int`, *optional*, defaults to 30522): the tokenizer's vocabulary (MiniLM's WordPiece).
+        d_model (`int`, *optional*, defaults to 256): width of every layer.
+        encoder_layers, decoder_layers (`int`, *optional*, defaults to 3): Transformer layers (pre-LayerNorm, as
+            OpenNMT's Transformer, with a final LayerNorm after each stack).
+        attention_heads (`int`, *optional*, defaults to 4): heads of every self- and cross-attention.
+        ffn_dim (`int`, *optional*, defaults to 1024): inner size of the feed-forward layers (ReLU).
+        dropout (`float`, *optional*, defaults to 0.1): dropout on embeddings, residual branches and the feed-forward
+            layers' inner activations.
+        attention_dropout (`float`, *optional*, defaults to 0.1): dropout on attention probabilities (OpenNMT's).
+        layer_norm_eps (`float`, *optional*, defaults to 1e-6):
+        init_std (`float`, *optional*, defaults to 0.02): standard deviation of the initial weights.
+        position_embedding_type (`str`, *optional*, defaults to `"sinusoidal"`): `"sinusoidal"` (Vaswani et al.,
+            OpenNMT's default) or `"learned"` (a table of `max_source_positions` / `max_target_positions` rows).
+        max_source_positions (`int`, *optional*, defaults to 512): document tokens the processor keeps (it cuts
+            longer documents, with a warning) and the size of the learned position table; sinusoidal positions
+            cover any length, so a model over windowed BERT can be given longer documents.
+        max_target_positions (`int`, *optional*, defaults to 128): the longest summary in tokens, begin token included.
+        label_smoothing (`float`, *optional*, defaults to 0.1): epsilon of the training loss
+            (1 - epsilon) (-log p(y)) + epsilon mean_w (-log p(w)), w over the fixed vocabulary, p the mixture: what
+            `F.cross_entropy(label_smoothing=epsilon)` computes for plain logits. 0 gives OpenNMT's copy loss, which
+            has no smoothing.
+        coverage_penalty (`float`, *optional*, defaults to 0.0): weight beta of the coverage penalty at decoding
+            (OpenNMT's stepwise "summary" penalty over the copy attention; the original decoded with 5). 0 turns it
+            off. It changes which beams survive, so it acts in beam search only; see
+            `sumformers.generation.coverage_penalty`.
+        no_repeat_word_ngram_size (`int`, *optional*, defaults to 0): the `abstractive-summarization` pipeline's
+            blocking of repeated word n-grams; 0 (off) as in the original. Beam 4, minimum length 55 and length
+            penalty 0.9 live in the model's `generation_config`, as transformers keeps them.
+        encoder_input (`str`, *optional*, defaults to `"tokens"`): what feeds the encoder. `"tokens"`: word and
+            position embeddings. `"bert_windowed"` (the paper's stacking): the frozen BERT read in windows
+            (`modeling.windowed_encoder.WindowedEncoder`: last four layers, averaged over overlapping windows, a
+            trainable linear layer to `d_model`) replaces the word embeddings; positions are added as in `"tokens"`
+            (BERT's own positions restart in every window). `"bert_concat"` (concatenation): the token encoder runs
+            as in `"tokens"` and its output, concatenated with the windowed BERT features (projected to `d_model`),
+            is projected back to `d_model`.
+        bert_name_or_path (`str`, *optional*): the frozen BERT of the `"bert_*"` inputs and of
+            `decoder_embeddings="bert"` (default: the bundled all-MiniLM-L6-v2). It must share the model's
+            vocabulary (the same ids feed both). Checkpoints leave its weights out and reload them from here.
+        bert_config (`dict`, *optional*): that BERT's settings (set by `from_encoder`; read from
+            `bert_name_or_path` when missing), so that the model is built before its weights load.
+        bert_window (`int`, *optional*, defaults to 512): BERT positions per window, `[CLS]` and `[SEP]` included.
+        bert_stride (`int`, *optional*, defaults to 256): tokens between the starts of consecutive windows.
+        cls_token_id, sep_token_id (`int`, *optional*, defaults to 101 and 102): the `[CLS]` and `[SEP]` that frame
+            each window (the MiniLM/BERT vocabulary's).
+        decoder_embeddings (`str`, *optional*, defaults to `"shared"`): the decoder's word embeddings. `"shared"`:
+            the model's own table (the encoder's and, tied, the output layer's). `"bert"` (the paper's
+            BERT-conditioned decoder; needs a `"bert_*"` encoder input): BERT's word embeddings, frozen as the
+            rest of BERT, through a trainable linear layer to `d_model` where the widths differ (as they are where
+            they agree). The output layer keeps the model's own table.
+        convolution (`str`, *optional*, defaults to `"none"`): convolutional self-attention
+            (`modeling.convolutional_attention`) in the lowest `convolution_layers` encoder layers: `"1d"` (a window
+            of positions), `"2d"` (also neighbouring heads) or `"circular_2d"` (heads wrap around); `"none"`: full
+            self-attention everywhere.
+        convolution_layers (`int`, *optional*, defaults to 1): how many of the lowest encoder layers use it.
+        convolution_window (`int`, *optional*, defaults to 13): positions each query sees, centred on it (odd; the
+            paper's sweep chose 13, 11 is its other setting).
+        convolution_head_window (`int`, *optional*, defaults to 3): heads each query sees in the 2D modes (odd).
+        encoder_name_or_path (`str`, *optional*): the encoder whose tokenizer (vocabulary) the model uses, recorded
+            for model cards (default: the bundled MiniLM).
+        pad_token_id, unk_token_id (`int`, *optional*, defaults to 0 and 100): the tokenizer's `[PAD]` and `[UNK]`.
+        decoder_start_token_id, eos_token_id, sentence_separator_token_id (`int`, *optional*, defaults to 1, 2, 3):
+            the summary's begin, end and sentence separator tokens (`[unused0]`, `[unused1]`, `[unused2]` of BERT
+            vocabularies, as PreSumm).
+        tie_word_embeddings (`bool`, *optional*, defaults to `True`): the output layer shares the word embeddings
+            (which the encoder and the decoder share in any case: one vocabulary).
+    """
+
+    model_type = "copy_transformer"
+    keys_to_ignore_at_inference = ["past_key_values"]
+    attribute_map = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "attention_heads",
+        "max_position_embeddings": "max_source_positions",
+    }
+
+    def __init__(
+        self,
+        vocab_size: int = 30522,
+        d_model: int = 256,
+        encoder_layers: int = 3,
+        decoder_layers: int = 3,
+        attention_heads: int = 4,
+        ffn_dim: int = 1024,
+        dropout: float = 0.1,
+        attention_dropout: float = 0.1,
+        layer_norm_eps: float = 1e-6,
+        init_std: float = 0.02,
+        position_embedding_type: str = "sinusoidal",
+        max_source_positions: int = 512,
+        max_target_positions: int = 128,
+        label_smoothing: float = 0.1,
+        coverage_penalty: float = 0.0,
+        no_repeat_word_ngram_size: int = 0,
+        encoder_input: str = "tokens",
+        bert_name_or_path: str | None = None,
+        bert_config: dict | None = None,
+        bert_window: int = 512,
+        bert_stride: int = 256,
+        cls_token_id: int = 101,
+        sep_token_id: int = 102,
+        decoder_embeddings: str = "shared",
+        convolution: str = "none",
+        convolution_layers: int = 1,
+        convolution_window: int = 13,
+        convolution_head_window: int = 3,
+        encoder_name_or_path: str | None = None,
+        pad_token_id: int = 0,
+        unk_token_id: int = 100,
+        decoder_start_token_id: int = 1,
+        eos_token_id: int = 2,
+        sentence_separator_token_id: int = 3,
+        tie_word_embeddings: bool = True,
+        **kwargs,
+    ):
+        for name, value, choices in (
+            ("encoder_input", encoder_input, ENCODER_INPUTS),
+            ("convolution", convolution, CONVOLUTIONS),
+            ("decoder_embeddings", decoder_embeddings, DECODER_EMBEDDINGS),
+            ("position_embedding_type", position_embedding_type, POSITION_EMBEDDINGS),
+        ):
+            if value not in choices:
+                raise ValueError(f"{name}={value!r} is not supported: choose one of {choices}")
+        check_positive_integers(
+            vocab_size=vocab_size,
+            d_model=d_model,
+            encoder_layers=encoder_layers,
+            decoder_layers=decoder_layers,
+            attention_heads=attention_heads,
+            ffn_dim=ffn_dim,
+            max_source_positions=max_source_positions,
+            max_target_positions=max_target_positions,
+            convolution_layers=convolution_layers,
+            bert_window=bert_window,
+            bert_stride=bert_stride,
+        )
+        if convolution_layers > encoder_layers:
+            raise ValueError(f"convolution_layers={convolution_layers} exceeds encoder_layers={encoder_layers}")
+        for name, value in (("convolution_window", convolution_window), ("convolution_head_window",
+                                                                          convolution_head_window)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value % 2 == 0:
+                raise ValueError(f"{name} must be a positive odd integer (centred on the query), got {value!r}")
+        if decoder_embeddings == "bert" and encoder_input == "tokens":
+            raise ValueError('decoder_embeddings="bert" needs a BERT encoder input ("bert_windowed" or "bert_concat")')
+        if d_model % attention_heads:
+            raise ValueError(f"attention_heads={attention_heads} must divide d_model={d_model}")
+        if position_embedding_type == "sinusoidal" and d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got {d_model}")
+        for name, value in (("dropout", dropout), ("attention_dropout", attention_dropout)):
+            if not 0 <= value < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {value}")
+        if not 0 <= label_smoothing < 1:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+        if coverage_penalty < 0:
+            raise ValueError(f"coverage_penalty must be at least 0, got {coverage_penalty}")
+        ids = (pad_token_id, unk_token_id, decoder_start_token_id, eos_token_id, sentence_separator_token_id)
+        if any(not 0 <= token_id < vocab_size for token_id in ids):
+            raise ValueError(f"special token ids {ids} must lie in the vocabulary of {vocab_size}")
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.attention_heads = attention_heads
+        self.ffn_dim = ffn_dim
+        self.dropout = dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.init_std = init_std
+        self.position_embedding_type = position_embedding_type
+        self.max_source_positions = max_source_positions
+        self.max_target_positions = max_target_positions
+        self.label_smoothing = label_smoothing
+        self.coverage_penalty = coverage_penalty
+        self.no_repeat_word_ngram_size = no_repeat_word_ngram_size
+        self.encoder_input = encoder_input
+        self.bert_name_or_path = bert_name_or_path
+        if isinstance(bert_config, PretrainedConfig):
+            bert_config = bert_config.to_dict()
+        if bert_config is not None:
+            # a local path would leak into exported repos; bert_name_or_path says where the weights come from
+            bert_config = {key: value for key, value in bert_config.items() if key != "_name_or_path"}
+        self.bert_config = bert_config
+        self.bert_window = bert_window
+        self.bert_stride = bert_stride
+        self.cls_token_id = cls_token_id
+        self.sep_token_id = sep_token_id
+        self.decoder_embeddings = decoder_embeddings
+        self.convolution = convolution
+        self.convolution_layers = convolution_layers
+        self.convolution_window = convolution_window
+        self.convolution_head_window = convolution_head_window
+        self.encoder_name_or_path = encoder_name_or_path
+        self.pad_token_id = pad_token_id
+        self.unk_token_id = unk_token_id
+        self.decoder_start_token_id = decoder_start_token_id
+        self.eos_token_id = eos_token_id
+        self.sentence_separator_token_id = sentence_separator_token_id
+        self.tie_word_embeddings = tie_word_embeddings
+        kwargs.setdefault("bos_token_id", decoder_start_token_id)
+        kwargs.setdefault("is_encoder_decoder", True)
+        super().__init__(**kwargs)
+
+    @property
+    def uses_bert(self) -> bool:
+        """Whether the model holds the frozen BERT (a `"bert_*"` encoder input)."""
+        return self.encoder_input != "tokens"
+
+
+__all__ = ["CopyTransformerConfig"]

@@ -1,0 +1,730 @@
+"""The CopyTransformer (Aksenov et al. 2020, "Abstractive Text Summarization based on Language Model Conditioning and
+Locality Modeling"): a Transformer encoder-decoder (pre-LayerNorm, as the OpenNMT Transformer the paper builds on)
+with a pointer-generator head (See et al. 2017).
+
+- Encoder: word embeddings (scaled by sqrt(d_model)) plus sinusoidal or learned positions, `encoder_layers` layers of
+  self-attention and feed-forward, a final LayerNorm. With `convolution`, the lowest `convolution_layers` layers
+  attend within a convolutional neighbourhood (`modeling.convolutional_attention.ConvolutionalPattern`, built once per
+  forward and shared by those layers) through the same pre-LayerNorm layers and projections.
+- BERT conditioning (`encoder_input`): the frozen BERT's windowed features (`modeling.windowed_encoder`) replace the
+  word embeddings ("bert_windowed", stacking) or are concatenated with the encoder's output and projected
+  ("bert_concat"); `decoder_embeddings="bert"` reads the decoder inputs through BERT's word embeddings. The frozen
+  BERT lives at `encoder.bert.encoder`; `save_pretrained` leaves it out and `from_pretrained` reloads it from
+  `config.bert_name_or_path` (as `from_encoder` loads it), and `forward(bert_features=...)` takes cached features.
+- Decoder: the same word embeddings (one vocabulary), positions, `decoder_layers` layers of causal self-attention
+  (KV cache), cross-attention and feed-forward, a final LayerNorm; P_vocab = softmax(lm_head(h_t)), the output layer
+  tied to the word embeddings unless `tie_word_embeddings=False`.
+- Pointer: a copy attention of its own (one head, as OpenNMT's copy generator reads one, but with parameters apart
+  from the decoder's cross-attention) over the encoder states gives a_t over the source positions and the context
+  c_t = sum_i a_ti e_i; p_gen = sigmoid(w [h_t; c_t; x_t] + b), x_t the decoder input's embedding.
+- Output: p(w) = p_gen P_copy(w) + (1 - p_gen) P_vocab(w), P_copy(w) the copy attention summed over the source
+  positions holding w (scatter-add over `source_extended_ids`), over the vocabulary extended by the source's unknown
+  words. p_gen is the probability of copying (the paper's formula; See et al. call the complement p_gen).
+
+`logits` are log p(w). transformers' beam search takes the log_softmax of the logits, which leaves normalized
+log-probabilities as they are, and greedy search their argmax, so `generate()` decodes the mixture. A generated id past
+the vocabulary is a copied unknown word: the next step reads it as `[UNK]`, the processor's `decode` writes the word.
+The loss is the label-smoothed negative log-likelihood of the mixture (see `CopyTransformerConfig.label_smoothing`).
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import AutoConfig, AutoModel, GenerationConfig, GenerationMixin, LogitsProcessorList, PreTrainedModel
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from ..configuration.configuration_copy_transformer import CopyTransformerConfig
+from ..generation.coverage_penalty import CoveragePenaltyLogitsProcessor
+from ..processing.processing_copy_transformer import CopyTransformerProcessor
+from .attention import get_sparse_attention_function
+from .bert_blocks import init_bert_style_weights
+from .convolutional_attention import ConvolutionalPattern
+from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name, resolve_encoder
+from .summarizer_mixin import SummarizerMixin
+from .windowed_encoder import WindowedEncoder
+
+
+def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """The reference attention: softmax(q k^T * scaling + mask) v, with `attention_mask` additive (0 / -inf)."""
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = F.dropout(torch.softmax(weights, dim=-1), p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+def sinusoidal_positions(positions: torch.Tensor, channels: int) -> torch.Tensor:
+    """Vaswani et al.'s encodings, [n] positions -> [n, channels]: PE(p, 2i) = sin(p / 10000^(2i / channels)),
+    PE(p, 2i + 1) = cos(p / 10000^(2i / channels))."""
+    frequencies = torch.exp(
+        torch.arange(0, channels, 2, dtype=torch.float32, device=positions.device) * (-math.log(10000.0) / channels)
+    )
+    angles = positions.to(torch.float32)[:, None] * frequencies
+    return torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(-2)
+
+
+def shift_labels_right(labels: torch.LongTensor, config: CopyTransformerConfig) -> torch.LongTensor:
+    """The decoder inputs of `labels`: the begin token, then the labels but the last (-100 read as padding)."""
+    start = torch.full_like(labels[:, :1], config.decoder_start_token_id)
+    return torch.cat([start, labels[:, :-1].masked_fill(labels[:, :-1] == -100, config.pad_token_id)], 1)
+
+
+def _log(probabilities: torch.Tensor) -> torch.Tensor:
+    """log, with log 0 = -inf and a zero (not NaN) gradient there: the copy mass of words absent from the source."""
+    positive = probabilities > 0
+    return torch.where(positive, probabilities.masked_fill(~positive, 1.0).log(), -torch.inf)
+
+
+def mixture_log_probs(
+    vocab_logits: torch.Tensor,
+    copy_attention: torch.Tensor,
+    switch_logits: torch.Tensor,
+    source_extended_ids: torch.LongTensor,
+) -> torch.Tensor:
+    """log p(w) in float32, [batch, steps, vocab + unknown source words], for p(w) = p_gen P_copy(w) + (1 - p_gen)
+    P_vocab(w): `vocab_logits` [batch, steps, vocab], `copy_attention` [batch, steps, source] (rows sum to one),
+    `switch_logits` [batch, steps] (p_gen = sigmoid), `source_extended_ids` [batch, source]. The extended vocabulary
+    reaches the largest id of `source_extended_ids`; an extended id no source position holds has probability 0."""
+    vocab_size = vocab_logits.shape[-1]
+    size = max(vocab_size, int(source_extended_ids.max()) + 1)
+    switch = switch_logits.float()[..., None]
+    copy_mass = copy_attention.new_zeros((*copy_attention.shape[:2], size), dtype=torch.float32).scatter_add_(
+        -1, source_extended_ids[:, None, :].expand(copy_attention.shape), copy_attention.float() * torch.sigmoid(switch)
+    )
+    # in log space, so that a word with a tiny vocabulary probability keeps a finite log-probability
+    generated = F.logsigmoid(-switch) + F.log_softmax(vocab_logits.float(), dim=-1)
+    vocabulary = torch.logaddexp(generated, _log(copy_mass[..., :vocab_size]))
+    return torch.cat([vocabulary, _log(copy_mass[..., vocab_size:])], dim=-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Cache and outputs
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class CopyTransformerCache(EncoderDecoderCache):
+    """transformers' `EncoderDecoderCache` (the decoder's self-attention keys and values; the cross-attention's,
+    projected from the encoder states once) plus the pointer's per-row state: the copy attention's keys (projected
+    once) and the copy attention of every decoded position, `copy_attention` [rows, positions, source tokens], which the
+    coverage penalty reads. Beam search reorders it all together."""
+
+    def __init__(self, *caches):
+        super().__init__(*(caches or (DynamicCache(), DynamicCache())))
+        self.copy_keys = None
+        self.copy_attention = None
+
+    def add_copy_attention(self, attention: torch.Tensor) -> None:
+        previous = self.copy_attention
+        self.copy_attention = attention if previous is None else torch.cat([previous, attention], dim=1)
+
+    def _map_rows(self, function) -> None:
+        if self.copy_keys is not None:
+            self.copy_keys = function(self.copy_keys)
+        if self.copy_attention is not None:
+            self.copy_attention = function(self.copy_attention)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        super().reorder_cache(beam_idx)
+        self._map_rows(lambda rows: rows.index_select(0, beam_idx.to(rows.device)))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        self._map_rows(lambda rows: rows.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)
+        self._map_rows(lambda rows: rows[indices])
+
+    def crop(self, max_length: int) -> None:
+        super().crop(max_length)
+        if self.copy_attention is not None:
+            self.copy_attention = self.copy_attention[:, : self.get_seq_length()]
+
+    def reset(self) -> None:
+        super().reset()
+        self.copy_keys = self.copy_attention = None
+
+
+@dataclass
+class CopyTransformerOutput(Seq2SeqLMOutput):
+    r"""
+    logits (`torch.FloatTensor` of shape `(batch_size, target_length, vocab_size + unknown source words)`):
+        log p(w) of the mixture (normalized log-probabilities, not unnormalized scores).
+    p_gen (`torch.FloatTensor` of shape `(batch_size, target_length)`):
+        The probability of copying at each position.
+    copy_attentions (`torch.FloatTensor` of shape `(batch_size, target_length, source_length)`):
+        The copy attention (float32), P_copy before it is scattered onto word ids.
+    """
+
+    p_gen: torch.FloatTensor | None = None
+    copy_attentions: torch.FloatTensor | None = None
+
+
+def bert_config(config: CopyTransformerConfig):
+    """The frozen BERT's config: `config.bert_config`, read from `bert_name_or_path` (and kept) when missing."""
+    if config.bert_config is None:
+        loaded = AutoConfig.from_pretrained(resolve_encoder(config.bert_name_or_path))
+        config.bert_config = {key: value for key, value in loaded.to_dict().items() if key != "_name_or_path"}
+    settings = dict(config.bert_config)
+    bert = AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+    if bert.vocab_size != config.vocab_size:
+        raise ValueError(
+            f"the BERT's vocabulary ({bert.vocab_size}) must be the model's ({config.vocab_size}): the same ids feed "
+            "both"
+        )
+    return bert
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Layers
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class PositionEmbedding(nn.Module):
+    """Sinusoidal encodings (any length) or a learned table of `max_positions` rows."""
+
+    def __init__(self, config: CopyTransformerConfig, max_positions: int, what: str):
+        super().__init__()
+        self.channels = config.d_model
+        self.max_positions = max_positions
+        self.what = what
+        self.learned = config.position_embedding_type == "learned"
+        if self.learned:
+            self.table = nn.Embedding(max_positions, config.d_model)
+
+    def forward(self, start: int, length: int, device: torch.device) -> torch.Tensor:
+        if self.learned and start + length > self.max_positions:
+            raise ValueError(f"{self.what} of {start + length} tokens is longer than the model's {self.max_positions}")
+        positions = torch.arange(start, start + length, device=device)
+        if self.learned:
+            return self.table(positions)
+        return sinusoidal_positions(positions, self.channels)
+
+
+class CopyTransformerAttention(nn.Module):
+    """Multi-head attention through transformers' attention functions (`eager` the reference). Decoder
+    self-attention appends its keys to the cache; cross-attention projects the encoder states once per generation."""
+
+    def __init__(self, config: CopyTransformerConfig, layer_idx: int, is_causal=False, is_cross_attention=False):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.is_causal = is_causal  # read by transformers' sdpa attention when no mask is given
+        self.is_cross_attention = is_cross_attention
+        self.num_heads = config.attention_heads
+        self.head_dim = config.d_model // config.attention_heads
+        self.q_proj = nn.Linear(config.d_model, config.d_model)
+        self.k_proj = nn.Linear(config.d_model, config.d_model)
+        self.v_proj = nn.Linear(config.d_model, config.d_model)
+        self.out_proj = nn.Linear(config.d_model, config.d_model)
+
+    def _heads(self, states: torch.Tensor) -> torch.Tensor:
+        return states.view(*states.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
+
+    def _keys_and_values(self, context, cache):
+        if cache is None:
+            return self._heads(self.k_proj(context)), self._heads(self.v_proj(context))
+        if self.is_cross_attention and cache.is_updated.get(self.layer_idx):
+            layer = cache.cross_attention_cache.layers[self.layer_idx]
+            return layer.keys, layer.values
+        keys, values = self._heads(self.k_proj(context)), self._heads(self.v_proj(context))
+        if not self.is_cross_attention:
+            return cache.self_attention_cache.update(keys, values, self.layer_idx)
+        cache.is_updated[self.layer_idx] = True
+        return cache.cross_attention_cache.update(keys, values, self.layer_idx)
+
+    def forward(self, states, context, mask, cache=None, pattern: ConvolutionalPattern | None = None) -> torch.Tensor:
+        if pattern is not None:
+            return self._pattern_attention(states, pattern)
+        keys, values = self._keys_and_values(context, cache)
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
+        attended, _ = attention(
+            self,
+            self._heads(self.q_proj(states)),
+            keys,
+            values,
+            mask,
+            dropout=self.config.attention_dropout if self.training else 0.0,
+            scaling=self.head_dim**-0.5,
+        )
+        return self.out_proj(attended.reshape(*states.shape[:-1], -1))
+
+    def _pattern_attention(self, states, pattern: ConvolutionalPattern) -> torch.Tensor:
+        """Self-attention restricted to `pattern`: "eager" stays the dense reference, every other setting runs the
+        "blocked" back end, whose memory is linear in the length (documents read through windowed BERT are long)."""
+        query, key, value = (pattern.split_heads(projection(states), self.num_heads)
+                             for projection in (self.q_proj, self.k_proj, self.v_proj))
+        implementation = "eager" if self.config._attn_implementation == "eager" else "blocked"
+        attended, _ = get_sparse_attention_function(implementation)(
+            self, query, key, value, None, scaling=self.head_dim**-0.5,
+            dropout=self.config.attention_dropout if self.training else 0.0, attention_pattern=pattern,
+        )
+        return self.out_proj(pattern.merge_heads(attended))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: CopyTransformerConfig):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, config.ffn_dim)
+        self.fc2 = nn.Linear(config.ffn_dim, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.dropout(F.relu(self.fc1(states))))
+
+
+class EncoderLayer(GradientCheckpointingLayer):
+    """x + SelfAtt(LN(x)), then x + FF(LN(x)) (pre-LayerNorm); SelfAtt within `pattern` when one is given."""
+
+    def __init__(self, config: CopyTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.self_attention_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.self_attention = CopyTransformerAttention(config, layer_idx)
+        self.feed_forward_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.feed_forward = FeedForward(config)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, states, mask, pattern=None):
+        normed = self.self_attention_norm(states)
+        states = states + self.dropout(self.self_attention(normed, normed, mask, pattern=pattern))
+        return states + self.dropout(self.feed_forward(self.feed_forward_norm(states)))
+
+
+class DecoderLayer(GradientCheckpointingLayer):
+    """Causal self-attention, cross-attention to the encoder states, feed-forward, each pre-LayerNorm."""
+
+    def __init__(self, config: CopyTransformerConfig, layer_idx: int):
+        super().__init__()
+        self.self_attention_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.self_attention = CopyTransformerAttention(config, layer_idx, is_causal=True)
+        self.cross_attention_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.cross_attention = CopyTransformerAttention(config, layer_idx, is_cross_attention=True)
+        self.feed_forward_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.feed_forward = FeedForward(config)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, states, self_mask, encoder_states, cross_mask, cache=None):
+        normed = self.self_attention_norm(states)
+        states = states + self.dropout(self.self_attention(normed, normed, self_mask, cache))
+        normed = self.cross_attention_norm(states)
+        states = states + self.dropout(self.cross_attention(normed, encoder_states, cross_mask, cache))
+        return states + self.dropout(self.feed_forward(self.feed_forward_norm(states)))
+
+
+class CopyTransformerEncoder(nn.Module):
+    """What `encoder_input` says feeds it (the model's word embeddings, which the decoder reads too, or the windowed
+    BERT features) plus positions, the encoder layers (the lowest `convolution_layers` convolutional with
+    `convolution`), a final LayerNorm; with "bert_concat" the output concatenated with the BERT features and
+    projected back to `d_model`."""
+
+    main_input_name = "input_ids"  # what generate() feeds the encoder
+
+    def __init__(self, config: CopyTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        self.embed_scale = math.sqrt(config.d_model)
+        self.positions = PositionEmbedding(config, config.max_source_positions, "a document")
+        self.dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(EncoderLayer(config, index) for index in range(config.encoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        if config.uses_bert:
+            self.bert = WindowedEncoder(
+                config.d_model,
+                AutoModel.from_config(bert_config(config), add_pooling_layer=False),
+                window=config.bert_window,
+                stride=config.bert_stride,
+                cls_token_id=config.cls_token_id,
+                sep_token_id=config.sep_token_id,
+            )
+        if config.encoder_input == "bert_concat":
+            self.concat_projection = nn.Linear(2 * config.d_model, config.d_model)
+
+    def embed(self, token_ids: torch.LongTensor) -> torch.Tensor:
+        """Word embeddings scaled by sqrt(d_model); ids past the vocabulary (copied unknown words) read as [UNK]."""
+        token_ids = token_ids.masked_fill(token_ids >= self.config.vocab_size, self.config.unk_token_id)
+        return self.embed_tokens(token_ids) * self.embed_scale
+
+    def convolutional_pattern(self, attention_mask, shape, device) -> ConvolutionalPattern | None:
+        """The convolutional layers' pattern over this batch (built once, shared by them), None without one."""
+        config = self.config
+        if config.convolution == "none":
+            return None
+        if attention_mask is None:
+            attention_mask = torch.ones(shape, dtype=torch.bool, device=device)
+        return ConvolutionalPattern(
+            attention_mask, config.convolution, config.convolution_window, config.attention_heads,
+            config.convolution_head_window,
+        )
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
+        bert_features: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutput:
+        """The encoder states (`output_hidden_states`: also the input of every layer); a ModelOutput always.
+        `bert_features` [batch, tokens, 4 * BERT hidden]: `encoder.bert.frozen_features` computed beforehand (cached
+        for training), used instead of running BERT."""
+        if output_attentions:
+            raise ValueError("the CopyTransformer encoder does not return attention weights")
+        if input_ids is not None and input_ids.dim() != 2:
+            raise ValueError(f"input_ids must have shape [batch, tokens], got {list(input_ids.shape)}")
+        if bert_features is not None and not self.config.uses_bert:
+            raise ValueError(f"bert_features need a BERT encoder input, not {self.config.encoder_input!r}")
+        if input_ids is None and (bert_features is None or self.config.encoder_input != "bert_windowed"):
+            raise ValueError("give `input_ids` (with encoder_input='bert_windowed', `bert_features` suffice)")
+        shape = input_ids.shape if input_ids is not None else bert_features.shape[:2]
+        if bert_features is not None and (bert_features.dim() != 3 or bert_features.shape[:2] != shape):
+            raise ValueError(
+                f"bert_features of shape {list(bert_features.shape)} must be [batch, tokens, features] over the "
+                f"source {list(shape)}"
+            )
+        bert_states = None
+        if self.config.uses_bert:
+            if bert_features is None:
+                bert_states = self.bert(input_ids, attention_mask)
+            else:
+                bert_states = self.bert(features=bert_features)
+        embeddings = bert_states if self.config.encoder_input == "bert_windowed" else self.embed(input_ids)
+        device = embeddings.device
+        states = self.dropout(embeddings + self.positions(0, shape[1], device).to(embeddings.dtype))
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=states, attention_mask=attention_mask)
+        pattern = self.convolutional_pattern(attention_mask, shape, device)
+        hidden_states = []
+        for index, layer in enumerate(self.layers):
+            hidden_states.append(states)
+            states = layer(states, mask, pattern if index < self.config.convolution_layers else None)
+        states = self.norm(states)
+        if self.config.encoder_input == "bert_concat":
+            states = self.concat_projection(torch.cat([states, bert_states.to(states.dtype)], dim=-1))
+        hidden_states.append(states)
+        return BaseModelOutput(
+            last_hidden_state=states, hidden_states=tuple(hidden_states) if output_hidden_states else None
+        )
+
+
+class CopyTransformerDecoder(nn.Module):
+    """Positions over the (scaled) word embeddings of the decoder inputs, the decoder layers, a final LayerNorm."""
+
+    def __init__(self, config: CopyTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.positions = PositionEmbedding(config, config.max_target_positions, "a summary")
+        self.dropout = nn.Dropout(config.dropout)
+        self.layers = nn.ModuleList(DecoderLayer(config, index) for index in range(config.decoder_layers))
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        if config.decoder_embeddings == "bert" and bert_config(config).hidden_size != config.d_model:
+            # BERT's word embeddings stay frozen; this projection to d_model trains
+            self.bert_embedding_projection = nn.Linear(bert_config(config).hidden_size, config.d_model)
+
+    def forward(self, embeddings, attention_mask, encoder_states, encoder_mask, cache=None) -> torch.Tensor:
+        past = cache.get_seq_length() if cache is not None else 0
+        positions = self.positions(past, embeddings.shape[1], embeddings.device).to(embeddings.dtype)
+        states = self.dropout(embeddings + positions)
+        self_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=states,
+            attention_mask=attention_mask,
+            past_key_values=cache.self_attention_cache if cache is not None else None,
+        )
+        cross_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=states, attention_mask=encoder_mask, encoder_hidden_states=encoder_states
+        )
+        for layer in self.layers:
+            states = layer(states, self_mask, encoder_states, cross_mask, cache)
+        return self.norm(states)
+
+
+class CopyAttention(nn.Module):
+    """The pointer's attention: one head over the encoder states, with parameters of its own. Returns the attention
+    [batch, steps, source] (float32, zero on padding) and the context sum_i a_i e_i [batch, steps, d_model]."""
+
+    def __init__(self, config: CopyTransformerConfig):
+        super().__init__()
+        self.query = nn.Linear(config.d_model, config.d_model)
+        self.key = nn.Linear(config.d_model, config.d_model)
+        self.scaling = config.d_model**-0.5
+
+    def forward(self, states, encoder_states, encoder_mask=None, cache=None):
+        if cache is not None and cache.copy_keys is not None:
+            keys = cache.copy_keys
+        else:
+            keys = self.key(encoder_states)
+            if cache is not None:
+                cache.copy_keys = keys
+        scores = torch.matmul(self.query(states), keys.transpose(1, 2)).float() * self.scaling
+        if encoder_mask is not None:
+            scores = scores.masked_fill(~encoder_mask.bool()[:, None, :], -torch.inf)
+        attention = torch.softmax(scores, dim=-1)
+        return attention, torch.matmul(attention.to(encoder_states.dtype), encoder_states)
+
+
+class PointerGenerator(nn.Module):
+    """The copy attention and the switch: p_gen = sigmoid(w [h_t; c_t; x_t] + b). Returns the copy attention and
+    the switch's logits [batch, steps]."""
+
+    def __init__(self, config: CopyTransformerConfig):
+        super().__init__()
+        self.copy_attention = CopyAttention(config)
+        self.switch = nn.Linear(3 * config.d_model, 1)
+
+    def forward(self, states, input_embeddings, encoder_states, encoder_mask=None, cache=None):
+        attention, context = self.copy_attention(states, encoder_states, encoder_mask, cache)
+        return attention, self.switch(torch.cat([states, context, input_embeddings], dim=-1)).squeeze(-1)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Models
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class CopyTransformerPreTrainedModel(SummarizerMixin, PreTrainedModel):
+    config_class = CopyTransformerConfig
+    base_model_prefix = "copy_transformer"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    accepts_loss_kwargs = False
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        init_bert_style_weights(module, self.config.init_std)
+        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+            module.weight[module.padding_idx].zero_()
+
+
+class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, GenerationMixin):
+    """The CopyTransformer, trained from scratch (no pretrained modules, no LoRA). `input_ids` are the document's
+    word pieces and `source_extended_ids` the same with each unknown source word under its id past the vocabulary
+    (default: `input_ids`, nothing to copy past the vocabulary); the decoder writes `sentence [unused2] sentence ...
+    [unused1]` (`labels` hold it without the begin token, unknown source words under their extended ids)."""
+
+    _tied_weights_keys = {"lm_head.weight": "encoder.embed_tokens.weight"}
+    processor_class = CopyTransformerProcessor
+
+    # The frozen BERT of the BERT-conditioned variants is left out of checkpoints (see `__init__`) and reloaded.
+    _keys_to_ignore_on_load_missing = [r"^encoder\.bert\.encoder\."]
+
+    def __init__(self, config: CopyTransformerConfig):
+        super().__init__(config)
+        self.encoder = CopyTransformerEncoder(config)
+        self.decoder = CopyTransformerDecoder(config)
+        self.pointer = PointerGenerator(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size)
+        if config.uses_bert:  # exact keys (transformers matches them so); post_init collects them
+            self._keys_to_ignore_on_save = {f"encoder.bert.encoder.{key}" for key in self.frozen_bert.state_dict()}
+        self.post_init()
+        self.generation_config = self.default_generation_config(config)
+
+    @staticmethod
+    def default_generation_config(config: CopyTransformerConfig) -> GenerationConfig:
+        """The original's decoding: beam 4, at least 55 and at most 100 summary tokens (transformers counts the begin
+        token in min_length and max_length), length penalty 0.9 (transformers divides a beam's score by
+        length^0.9, OpenNMT's "wu" penalty that the original used with alpha 0.9 by ((5 + length) / 6)^0.9)."""
+        return GenerationConfig(
+            decoder_start_token_id=config.decoder_start_token_id,
+            bos_token_id=config.decoder_start_token_id,
+            eos_token_id=config.eos_token_id,
+            pad_token_id=config.pad_token_id,
+            num_beams=4,
+            min_length=min(56, config.max_target_positions),
+            max_length=min(101, config.max_target_positions),
+            length_penalty=0.9,
+            early_stopping=True,
+        )
+
+    @property
+    def frozen_bert(self) -> nn.Module | None:
+        """The frozen BERT of the BERT-conditioned variants (None without one)."""
+        return self.encoder.bert.encoder if self.config.uses_bert else None
+
+    def load_bert(self, name_or_path: str | None) -> None:
+        """Load the frozen BERT's weights from `name_or_path` (see `load_pretrained_encoder`) and keep it frozen."""
+        bert = load_pretrained_encoder(name_or_path, add_pooling_layer=False)
+        self.frozen_bert.load_state_dict(bert.state_dict())
+        self.frozen_bert.requires_grad_(False)
+
+    @classmethod
+    def from_encoder(cls, encoder_path: str, config: CopyTransformerConfig | None = None, **config_kwargs):
+        """A BERT-conditioned CopyTransformer whose frozen BERT is the pretrained encoder at `encoder_path` (the rest
+        new). Without `config`, one is made from `config_kwargs` (`encoder_input` defaulting to "bert_windowed") and
+        the encoder's settings."""
+        if config is None:
+            bert = AutoConfig.from_pretrained(resolve_encoder(encoder_path))
+            config_kwargs.setdefault("encoder_input", "bert_windowed")
+            config_kwargs.setdefault("encoder_name_or_path", portable_encoder_name(encoder_path))
+            config_kwargs.update(bert_name_or_path=portable_encoder_name(encoder_path), bert_config=bert.to_dict())
+            config = cls.config_class(**config_kwargs)
+        if not config.uses_bert:
+            raise ValueError("from_encoder builds the BERT-conditioned variants: set encoder_input to a 'bert_*' value")
+        model = cls(config)
+        model.load_bert(encoder_path)
+        return model
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """`PreTrainedModel.from_pretrained`, then the frozen BERT (which checkpoints leave out) from
+        `config.bert_name_or_path`."""
+        model = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if model.config.uses_bert:
+            model.load_bert(model.config.bert_name_or_path)
+        return model
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        # generate() must not hand us a plain EncoderDecoderCache: the first forward creates a CopyTransformerCache
+        return False
+
+    def get_encoder(self):
+        return self.encoder
+
+    def get_decoder(self):
+        return self.decoder
+
+    def get_input_embeddings(self):
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.encoder.embed_tokens = value
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def embed_decoder_inputs(self, token_ids: torch.LongTensor) -> torch.Tensor:
+        """The decoder inputs' word embeddings: the model's own (scaled), or BERT's (frozen) projected to d_model."""
+        if self.config.decoder_embeddings == "shared":
+            return self.encoder.embed(token_ids)
+        token_ids = token_ids.masked_fill(token_ids >= self.config.vocab_size, self.config.unk_token_id)
+        embeddings = self.frozen_bert.get_input_embeddings()(token_ids)
+        projection = getattr(self.decoder, "bert_embedding_projection", None)
+        return projection(embeddings) if projection is not None else embeddings
+
+    def copy_loss(self, log_probs: torch.Tensor, labels: torch.LongTensor) -> torch.Tensor:
+        """Mean over the labelled tokens (-100: ignored) of (1 - eps) (-log p(y)) + eps mean_w (-log p(w)), w over
+        the fixed vocabulary, p the mixture (float32)."""
+        labelled = labels != -100
+        targets = labels[labelled]
+        if targets.numel() and not 0 <= int(targets.min()) <= int(targets.max()) < log_probs.shape[-1]:
+            raise ValueError(
+                f"labels must lie in the extended vocabulary [0, {log_probs.shape[-1]}) or be -100, got ids "
+                f"{int(targets.min())} to {int(targets.max())}"
+            )
+        picked = log_probs[labelled]
+        loss = -picked.gather(-1, targets[:, None]).squeeze(-1)
+        smoothing = self.config.label_smoothing
+        if smoothing:
+            loss = (1 - smoothing) * loss - smoothing * picked[:, : self.config.vocab_size].mean(-1)
+        return loss.mean()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.LongTensor | None = None,
+        source_extended_ids: torch.LongTensor | None = None,
+        bert_features: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.LongTensor | None = None,
+        encoder_outputs: tuple | BaseModelOutput | None = None,
+        past_key_values: CopyTransformerCache | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        return_dict: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> CopyTransformerOutput:
+        r"""
+        source_extended_ids (`torch.LongTensor` of shape `(batch_size, source_length)`, *optional*): `input_ids` with
+            each unknown source word (a `[UNK]` piece) under its id past the vocabulary; default `input_ids`.
+        bert_features (`torch.FloatTensor` of shape `(batch_size, source_length, 4 * bert_hidden)`, *optional*):
+            the BERT-conditioned variants' frozen windowed features (`model.encoder.bert.frozen_features`), computed
+            beforehand (e.g. cached for training) instead of running BERT.
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*): the summary after the begin
+            token (extended ids allowed), -100 where padded; `decoder_input_ids` default to them shifted right.
+        return_dict, output_attentions, output_hidden_states: what `generate()` passes; the output is always a
+            `CopyTransformerOutput` and holds no attention weights or hidden states.
+        """
+        if output_attentions or output_hidden_states:
+            raise ValueError("the CopyTransformer returns no attention weights or hidden states (see copy_attentions)")
+        if encoder_outputs is None:
+            if input_ids is None:
+                raise ValueError("give `input_ids` or `encoder_outputs`")
+            encoder_outputs = self.encoder(input_ids, attention_mask, bert_features)
+        encoder_states = encoder_outputs[0]
+        if source_extended_ids is None:
+            if input_ids is None:
+                raise ValueError("with `encoder_outputs`, give `source_extended_ids` (the ids the pointer copies)")
+            source_extended_ids = input_ids
+        if source_extended_ids.shape != encoder_states.shape[:2]:
+            raise ValueError(
+                f"source_extended_ids of shape {list(source_extended_ids.shape)} must match the source "
+                f"{list(encoder_states.shape[:2])}"
+            )
+        if decoder_input_ids is None:
+            if labels is None:
+                raise ValueError("give `decoder_input_ids` or `labels`")
+            decoder_input_ids = shift_labels_right(labels, self.config)
+        if use_cache and past_key_values is None:
+            past_key_values = CopyTransformerCache()
+        if past_key_values is not None and not isinstance(past_key_values, CopyTransformerCache):
+            raise ValueError(f"the CopyTransformer needs a CopyTransformerCache, got {type(past_key_values).__name__}")
+        embeddings = self.embed_decoder_inputs(decoder_input_ids)
+        states = self.decoder(embeddings, decoder_attention_mask, encoder_states, attention_mask, past_key_values)
+        copy_attention, switch_logits = self.pointer(
+            states, embeddings, encoder_states, attention_mask, past_key_values
+        )
+        if past_key_values is not None:
+            past_key_values.add_copy_attention(copy_attention)
+        log_probs = mixture_log_probs(self.lm_head(states), copy_attention, switch_logits, source_extended_ids)
+        return CopyTransformerOutput(
+            loss=self.copy_loss(log_probs, labels) if labels is not None else None,
+            logits=log_probs.to(states.dtype),
+            past_key_values=past_key_values if use_cache else None,
+            encoder_last_hidden_state=encoder_states,
+            p_gen=torch.sigmoid(switch_logits.float()),
+            copy_attentions=copy_attention,
+        )
+
+    def generate(self, inputs=None, generation_config=None, logits_processor=None, coverage_penalty=None, **kwargs):
+        """`GenerationMixin.generate`, with `source_extended_ids` defaulting to the input ids and the coverage
+        penalty: `coverage_penalty` (default `config.coverage_penalty`; 0 is off) adds a
+        `CoveragePenaltyLogitsProcessor` over the copy attention that the cache keeps, so it needs `use_cache`."""
+        if kwargs.get("source_extended_ids") is None:
+            source = inputs if inputs is not None else kwargs.get("input_ids")
+            if source is None:
+                raise ValueError("give `input_ids` (or `source_extended_ids` with `encoder_outputs`)")
+            kwargs["source_extended_ids"] = source
+        beta = self.config.coverage_penalty if coverage_penalty is None else coverage_penalty
+        if beta:
+            if kwargs.get("use_cache", (generation_config or self.generation_config).use_cache) is False:
+                raise ValueError("the coverage penalty reads the copy attention the cache keeps: keep use_cache on")
+            cache = kwargs.setdefault("past_key_values", CopyTransformerCache())
+            if not isinstance(cache, CopyTransformerCache):
+                raise ValueError(f"the coverage penalty needs a CopyTransformerCache, got {type(cache).__name__}")
+            penalty = CoveragePenaltyLogitsProcessor(beta, lambda: cache.copy_attention)
+            logits_processor = LogitsProcessorList([*(logits_processor or []), penalty])
+        return super().generate(inputs, generation_config, logits_processor=logits_processor, **kwargs)
+
+
+__all__ = [
+    "CopyTransformerCache",
+    "CopyTransformerForConditionalGeneration",
+    "CopyTransformerOutput",
+    "CopyTransformerPreTrainedModel",
+    "mixture_log_probs",
+    "shift_labels_right",
+    "sinusoidal_positions",
+]

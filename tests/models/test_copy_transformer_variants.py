@@ -1,0 +1,313 @@
+"""The CopyTransformer variants of Aksenov et al. 2020's tables as configs: convolutional self-attention in the lowest
+encoder layers (receptive field, eager = blocked, one pattern per forward, a window covering everything = full
+attention) and BERT conditioning (stacking, concatenation, the BERT-conditioned decoder: features, shapes,
+gradients, cached features, generation, long documents, save/load without the frozen BERT)."""
+
+
+import warnings
+
+import pytest
+import torch
+from test_copy_transformer import EXAMPLES
+from transformers import BertModel
+
+from conftest import tiny_bert_config, tiny_copy_transformer_config
+from sumformers import CopyTransformerForConditionalGeneration
+from sumformers.modeling import modeling_copy_transformer
+from test_modeling_common import ModelTesterMixin
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+CONVOLUTIONS = ("1d", "2d", "circular_2d")
+
+
+def model_of(attn_implementation="eager", seed=0, **overrides):
+    config = tiny_copy_transformer_config(**overrides)
+    config._attn_implementation = attn_implementation
+    torch.manual_seed(seed)
+    model = CopyTransformerForConditionalGeneration(config).eval()
+    with torch.no_grad():  # larger weights, so that every position's influence is far from rounding
+        for parameter in model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    return model
+
+
+def encode(model, input_ids, attention_mask=None, **kwargs):
+    with torch.no_grad():
+        return model.encoder(input_ids, attention_mask, output_hidden_states=True, **kwargs)
+
+
+def tokens(length, seed=0, batch=1):
+    return torch.randint(1000, 2000, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Convolutional self-attention
+# ----------------------------------------------------------------------------------------------------------------
+
+
+class TestCopyTransformerCircularConvolution(ModelTesterMixin):
+    """The shared checks (round trips, batch = items, padding, back ends = eager, bf16, export) with circular 2D
+    convolution in both encoder layers."""
+
+    model_class = CopyTransformerForConditionalGeneration
+    examples = EXAMPLES
+    pipeline_input = "The council approved the budget. The zorblax✓ fund pays."
+    bf16_atol = 0.1  # as the plain CopyTransformer's (log-probabilities near -10 in bf16 steps)
+
+    def get_config(self):
+        return tiny_copy_transformer_config(convolution="circular_2d", convolution_layers=2, convolution_window=5)
+
+    def encode(self, processor, example):
+        document, summary = example
+        return processor.training_features(document, summary, max_target_length=40)
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("mode", CONVOLUTIONS)
+def test_outputs_ignore_tokens_outside_the_receptive_field(mode, implementation):
+    # two convolutional layers of window 5: position 10 sees positions 10 +- 2 * 2 and nothing further
+    model = model_of(implementation, convolution=mode, convolution_layers=2, convolution_window=5)
+    ids = tokens(24)
+    base = encode(model, ids).last_hidden_state
+    for changed, inside in ((15, False), (5, False), (23, False), (14, True), (6, True)):
+        other = ids.clone()
+        other[0, changed] = 1234 if ids[0, changed] != 1234 else 1235
+        moved = (encode(model, other).last_hidden_state[0, 10] - base[0, 10]).abs().max().item()
+        assert (moved > 1e-4) if inside else (moved == 0.0), (changed, moved)
+
+
+def test_without_convolution_every_token_reaches_every_position():
+    model = model_of(convolution="none")
+    ids = tokens(24)
+    other = ids.clone()
+    other[0, 23] = 1234
+    moved = (encode(model, other).last_hidden_state[0, 0] - encode(model, ids).last_hidden_state[0, 0]).abs().max()
+    assert moved > 1e-4
+
+
+def test_only_the_lowest_layers_are_convolutional():
+    # one convolutional layer of window 5: the second layer's input at position 10 sees 10 +- 2; its output all
+    model = model_of(convolution="2d", convolution_layers=1, convolution_window=5)
+    ids = tokens(24)
+    other = ids.clone()
+    other[0, 13] = 1234
+    before, after = encode(model, ids), encode(model, other)
+    assert torch.equal(before.hidden_states[1][0, 10], after.hidden_states[1][0, 10])
+    assert (before.last_hidden_state[0, 10] - after.last_hidden_state[0, 10]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("mode", CONVOLUTIONS)
+def test_blocked_fast_path_equals_eager_with_padding(mode):
+    settings = dict(convolution=mode, convolution_layers=2, convolution_window=13, convolution_head_window=3)
+    eager, fast = model_of("eager", **settings), model_of("sdpa", **settings)
+    ids = tokens(300, batch=2)
+    mask = torch.ones_like(ids)
+    mask[1, 170:] = 0
+    expected, got = encode(eager, ids, mask).last_hidden_state, encode(fast, ids, mask).last_hidden_state
+    torch.testing.assert_close(got[0], expected[0], rtol=0, atol=1e-5)
+    torch.testing.assert_close(got[1, :170], expected[1, :170], rtol=0, atol=1e-5)
+    # the padded row equals the same document alone
+    alone = encode(fast, ids[1:, :170]).last_hidden_state
+    torch.testing.assert_close(got[1, :170], alone[0], rtol=0, atol=1e-5)
+
+
+def test_a_1d_window_covering_the_document_is_full_attention():
+    ids = tokens(20)
+    full = encode(model_of(convolution="none"), ids).last_hidden_state
+    wide = encode(model_of(convolution="1d", convolution_layers=2, convolution_window=41), ids).last_hidden_state
+    torch.testing.assert_close(wide, full, rtol=0, atol=1e-5)
+
+
+def test_one_pattern_per_forward_shared_by_the_convolutional_layers(monkeypatch):
+    built = []
+    original = modeling_copy_transformer.ConvolutionalPattern
+
+    def counting(*args, **kwargs):
+        built.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(modeling_copy_transformer, "ConvolutionalPattern", counting)
+    model = model_of("sdpa", convolution="2d", convolution_layers=2)
+    encode(model, tokens(30))
+    assert len(built) == 1
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# BERT conditioning
+# ----------------------------------------------------------------------------------------------------------------
+
+BERT_INPUTS = ("bert_windowed", "bert_concat")
+CLS, SEP = 101, 102
+
+
+@pytest.fixture(scope="module")
+def tiny_bert_path(tmp_path_factory):
+    """A tiny random BERT (4 layers: the features concatenate the last four) over MiniLM's vocabulary, saved."""
+    path = tmp_path_factory.mktemp("tiny_bert")
+    torch.manual_seed(0)
+    BertModel(tiny_bert_config(num_hidden_layers=4), add_pooling_layer=False).save_pretrained(path)
+    return str(path)
+
+
+def bert_model(path, encoder_input="bert_windowed", seed=0, **overrides):
+    settings = tiny_copy_transformer_config(encoder_input=encoder_input, **overrides).to_diff_dict()
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = CopyTransformerForConditionalGeneration.from_encoder(path, **settings).eval()
+    with torch.no_grad():  # noise on the new parameters only: the BERT stays as pretrained
+        for name, parameter in model.named_parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.05 * torch.randn_like(parameter))
+    return model
+
+
+def plain_bert_features(path, ids):
+    """One plain BERT pass over [CLS] ids [SEP]: the last four layers concatenated, at the tokens' rows."""
+    bert = BertModel.from_pretrained(path).eval()
+    with torch.no_grad():
+        states = bert(input_ids=torch.tensor([[CLS, *ids, SEP]]), output_hidden_states=True).hidden_states
+    return torch.cat(states[-4:], dim=-1)[:, 1:-1]
+
+
+def test_a_document_of_one_window_gives_the_plain_bert_features(tiny_bert_path):
+    model = bert_model(tiny_bert_path)
+    ids = tokens(40)
+    expected = plain_bert_features(tiny_bert_path, ids[0].tolist())
+    torch.testing.assert_close(model.encoder.bert.frozen_features(ids), expected, rtol=0, atol=1e-6)
+
+
+def test_stacking_feeds_the_projected_features_with_positions_to_the_encoder_layers(tiny_bert_path):
+    model = bert_model(tiny_bert_path, "bert_windowed")
+    ids = tokens(40)
+    output = encode(model, ids)
+    features = plain_bert_features(tiny_bert_path, ids[0].tolist())
+    with torch.no_grad():
+        expected = model.encoder.bert.projection(features) + modeling_copy_transformer.sinusoidal_positions(
+            torch.arange(40), 32
+        )
+    assert output.last_hidden_state.shape == (1, 40, 32)
+    torch.testing.assert_close(output.hidden_states[0], expected, rtol=0, atol=1e-6)
+
+
+def test_concatenation_projects_the_token_encoder_output_and_the_bert_features(tiny_bert_path):
+    model = bert_model(tiny_bert_path, "bert_concat")
+    ids = tokens(40)
+    normed = []
+    model.encoder.norm.register_forward_hook(lambda module, args, output: normed.append(output))
+    output = encode(model, ids)
+    with torch.no_grad():
+        token_states = model.encoder.embed(ids) + modeling_copy_transformer.sinusoidal_positions(torch.arange(40), 32)
+        bert_states = model.encoder.bert.projection(plain_bert_features(tiny_bert_path, ids[0].tolist()))
+        expected = model.encoder.concat_projection(torch.cat([normed[0], bert_states], -1))
+    # the layers read the token embeddings; the output is the concatenation's projection
+    torch.testing.assert_close(output.hidden_states[0], token_states, rtol=0, atol=1e-6)
+    assert output.last_hidden_state.shape == (1, 40, 32)
+    torch.testing.assert_close(output.last_hidden_state, expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("encoder_input", BERT_INPUTS)
+def test_gradients_reach_the_projections_but_not_the_frozen_bert(encoder_input, tiny_bert_path):
+    # d_model 64 over BERT's 32: the decoder's BERT embeddings get a projection
+    model = bert_model(tiny_bert_path, encoder_input, decoder_embeddings="bert", d_model=64).train()
+    ids = tokens(30, batch=2)
+    model(input_ids=ids, labels=tokens(6, seed=1, batch=2)).loss.backward()
+    trained = [model.encoder.bert.projection.weight, model.decoder.bert_embedding_projection.weight]
+    if encoder_input == "bert_concat":
+        trained.append(model.encoder.concat_projection.weight)
+    assert all(parameter.grad is not None and parameter.grad.abs().sum() > 0 for parameter in trained)
+    assert all(not parameter.requires_grad and parameter.grad is None for parameter in model.frozen_bert.parameters())
+    assert not model.frozen_bert.training  # no dropout in the frozen BERT, so that its features can be cached
+
+
+def test_the_bert_conditioned_decoder_reads_bert_word_embeddings(tiny_bert_path):
+    model = bert_model(tiny_bert_path, decoder_embeddings="bert", d_model=64)
+    ids = torch.tensor([[1, 1996, 30522]])  # an extended id (a copied unknown word) reads as [UNK]
+    bert_table = model.frozen_bert.get_input_embeddings().weight
+    with torch.no_grad():
+        expected = model.decoder.bert_embedding_projection(bert_table[[1, 1996, 100]])[None]
+    torch.testing.assert_close(model.embed_decoder_inputs(ids), expected, rtol=0, atol=0)
+    # BERT's width is d_model: its embeddings as they are, no projection
+    assert model.decoder.bert_embedding_projection.weight.shape == (64, 32)
+    same_width = bert_model(tiny_bert_path, decoder_embeddings="bert", d_model=32)
+    assert not hasattr(same_width.decoder, "bert_embedding_projection")
+    torch.testing.assert_close(same_width.embed_decoder_inputs(ids[:, :2]), bert_table[[1, 1996]][None])
+
+
+@pytest.mark.parametrize("encoder_input", BERT_INPUTS)
+def test_cached_bert_features_give_the_same_outputs(encoder_input, tiny_bert_path):
+    model = bert_model(tiny_bert_path, encoder_input)
+    ids, labels = tokens(30, batch=2), tokens(5, seed=1, batch=2)
+    mask = torch.ones_like(ids)
+    mask[1, 20:] = 0
+    features = model.encoder.bert.frozen_features(ids, mask)
+    with torch.no_grad():
+        direct = model(input_ids=ids, attention_mask=mask, labels=labels)
+        cached = model(input_ids=ids, attention_mask=mask, labels=labels, bert_features=features)
+    torch.testing.assert_close(cached.logits, direct.logits, rtol=0, atol=0)
+    assert cached.loss.item() == direct.loss.item()
+
+
+@pytest.mark.parametrize("encoder_input, decoder_embeddings", [
+    ("bert_windowed", "shared"), ("bert_windowed", "bert"), ("bert_concat", "shared"), ("bert_concat", "bert"),
+])
+def test_greedy_generation_equals_the_argmax_of_teacher_forcing(encoder_input, decoder_embeddings, tiny_bert_path):
+    model = bert_model(tiny_bert_path, encoder_input, decoder_embeddings=decoder_embeddings)
+    ids = tokens(25)
+    generated = model.generate(ids, num_beams=1, do_sample=False, min_length=0, max_length=8)
+    assert generated.shape[1] > 2
+    with torch.no_grad():
+        logits = model(input_ids=ids, decoder_input_ids=generated[:, :-1]).logits
+    # each generated token is the argmax after the prefix (the end token may stop it early)
+    assert torch.equal(generated[:, 1:], logits.argmax(-1))
+
+
+@pytest.mark.parametrize("encoder_input", BERT_INPUTS)
+def test_documents_longer_than_one_bert_window(encoder_input, tiny_bert_path):
+    # 1,300 tokens: windows of 512 positions every 256 tokens; sinusoidal positions and convolution cover them
+    model = bert_model(tiny_bert_path, encoder_input, convolution="1d", max_source_positions=2048)
+    ids = tokens(1300)
+    with torch.no_grad():
+        output = model(input_ids=ids, labels=tokens(5, seed=1))
+    assert output.logits.shape == (1, 5, 30522) and torch.isfinite(output.loss)
+    assert model.generate(ids, num_beams=2, min_length=0, max_length=5).shape[0] == 1
+    learned = bert_model(tiny_bert_path, encoder_input, position_embedding_type="learned")
+    with pytest.raises(ValueError, match="a document of 1300 tokens is longer than the model's 128"):
+        learned(input_ids=ids, labels=tokens(5, seed=1))
+
+
+@pytest.mark.parametrize("encoder_input", BERT_INPUTS)
+def test_save_and_load_leave_out_and_reload_the_frozen_bert(encoder_input, tiny_bert_path, tmp_path):
+    from safetensors import safe_open
+
+    model = bert_model(tiny_bert_path, encoder_input, decoder_embeddings="bert", convolution="2d", d_model=64)
+    model.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as saved:
+        keys = set(saved.keys())
+    assert not any(key.startswith("encoder.bert.encoder.") for key in keys)
+    assert "encoder.bert.projection.weight" in keys and "decoder.bert_embedding_projection.weight" in keys
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = CopyTransformerForConditionalGeneration.from_pretrained(tmp_path).eval()
+    assert loaded.config.bert_name_or_path == tiny_bert_path and loaded.config.encoder_input == encoder_input
+    for (name, original), (_, reloaded) in zip(model.state_dict().items(), loaded.state_dict().items(), strict=True):
+        assert torch.equal(original, reloaded), name
+    assert not any(parameter.requires_grad for parameter in loaded.frozen_bert.parameters())
+    ids = tokens(30)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=ids, labels=ids[:, :5]).logits,
+                                   model(input_ids=ids, labels=ids[:, :5]).logits, rtol=0, atol=0)
+
+
+def test_bert_settings_get_one_line_errors(tiny_bert_path):
+    plain = model_of()
+    with pytest.raises(ValueError, match="bert_features need a BERT encoder input, not 'tokens'"):
+        plain(input_ids=tokens(5), bert_features=torch.zeros(1, 5, 128), labels=tokens(2))
+    model = bert_model(tiny_bert_path)
+    with pytest.raises(ValueError, match=r"bert_features of shape \[1, 4, 128\] must be \[batch, tokens, features\]"):
+        model(input_ids=tokens(5), bert_features=torch.zeros(1, 4, 128), labels=tokens(2))
+    with pytest.raises(ValueError, match="the BERT's vocabulary .30522. must be the model's .30000."):
+        bert_model(tiny_bert_path, vocab_size=30000)
+    with pytest.raises(ValueError, match="from_encoder builds the BERT-conditioned variants"):
+        CopyTransformerForConditionalGeneration.from_encoder(tiny_bert_path, config=tiny_copy_transformer_config())

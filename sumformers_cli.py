@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     summarize = commands.add_parser("summarize", help="summarize a text file, a JSONL file or a folder")
     summarize.add_argument(
         "input",
-        help="text file, JSONL with `document` (or a `documents` list, and `title` for wikisum) per line, or a folder",
+        help="text file, JSONL with `document` (or a `documents` list, and `title` for wikisum; a Rotowire game for "
+        "table-to-text) per line, or a folder",
     )
     summarize.add_argument(
         "--model", default=None, help="shipped checkpoint name, model folder or Hub repo id (default: bundled)"
@@ -88,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     summarize.add_argument("--num-beams", type=positive_int, default=None, help="wikisum, abstractive: beam size")
     summarize.add_argument(
         "--max-new-tokens", type=positive_int, default=None, help="wikisum, abstractive: summary length limit in tokens"
+    )
+    summarize.add_argument(
+        "--planner", default=None, help="table-to-text: content-planning model folder or Hub repo id"
+    )
+    summarize.add_argument(
+        "--plan", default=None, choices=("oracle",), help="table-to-text: realize each game's oracle plan instead"
     )
     summarize.add_argument("--batch-size", type=positive_int, default=4, help="documents per forward pass")
 
@@ -145,6 +152,9 @@ def check_arguments(args) -> None:
         if not Path(args.input).exists():
             fail(f"{args.input}: no such file or folder")
         check_model(args.model)
+        check_model(args.planner, flag="--planner")
+        if args.planner is not None and args.plan is not None:
+            fail("give --planner or --plan, not both")
         check_output_file(args.output)
     elif args.command == "evaluate":
         check_input_file(args.data, "--data")

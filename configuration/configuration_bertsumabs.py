@@ -5,7 +5,7 @@ from transformers import PretrainedConfig
 
 from .summarizer_config import PretrainedEncoderConfigMixin, check_positive_integers
 
-DECODER_INITS = ("random", "encoder")
+DECODER_INITS = ("random", "encoder", "shared")
 
 
 class BertSumAbsConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
@@ -22,7 +22,9 @@ class BertSumAbsConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         decoder_ffn_dim (`int`, *optional*): decoder feed-forward size (default: the encoder's intermediate size).
         decoder_init (`str`, *optional*, defaults to `"random"`): `"random"` (the paper's BertSumExtAbs baseline) or
             `"encoder"`: decoder layer `i` starts from encoder layer `i` (self-attention and feed-forward; the
-            cross-attention is new, BERT2BERT style), which needs far less training.
+            cross-attention is new, BERT2BERT style), which needs far less training; or `"shared"`: decoder layer
+            `i`'s self-attention and feed-forward ARE encoder layer `i`'s modules (one set of parameters used by both,
+            Rothe et al.'s BERT2BERT-share, Narayan et al.'s ROBERTASHARE), the cross-attention new.
         max_target_positions (`int`, *optional*, defaults to 512): longest summary in tokens.
         dropout (`float`, *optional*, defaults to 0.1): dropout of the decoder.
         label_smoothing (`float`, *optional*, defaults to 0.1): label smoothing of the training loss.
@@ -74,13 +76,13 @@ class BertSumAbsConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             raise ValueError(
                 f"decoder_attention_heads={decoder_attention_heads} must divide the hidden size {encoder.hidden_size}"
             )
-        if decoder_init == "encoder" and (
+        if decoder_init in ("encoder", "shared") and (
             decoder_layers > encoder.num_hidden_layers
             or decoder_attention_heads != encoder.num_attention_heads
             or decoder_ffn_dim != encoder.intermediate_size
         ):
             raise ValueError(
-                "decoder_init='encoder' copies encoder layers: the decoder needs at most "
+                f"decoder_init={decoder_init!r} reuses encoder layers: the decoder needs at most "
                 f"{encoder.num_hidden_layers} layers of the encoder's heads and feed-forward size"
             )
         self.decoder_layers = decoder_layers

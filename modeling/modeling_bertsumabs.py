@@ -1,7 +1,9 @@
 """The encoder-decoder summarizer every abstractive model here shares: BertSumExtAbs (Liu & Lapata 2019), a pretrained
 BERT/RoBERTa encoder over the BERTSum input layout and a Transformer decoder of the same width whose input and output
 embeddings are the encoder's word embeddings (tied). Decoder layers follow the sentence planner paper's equations 2-4
-(post-norm): s = LN(x + SelfAtt(x)), c = LN(s + CrossAtt(s, enc)), h = LN(c + FF(c)).
+(post-norm): s = LN(x + SelfAtt(x)), c = LN(s + CrossAtt(s, enc)), h = LN(c + FF(c)). With decoder_init="shared" the
+decoder's self-attention and feed-forward are the encoder layers' own modules (BERT2BERT-share): only the
+cross-attention, the position table and its LayerNorm are the decoder's.
 
 Generation is transformers' `generate()` (beam search, length penalty, min/max length, KV cache through
 `EncoderDecoderCache`); the `abstractive-summarization` pipeline adds the blocking of repeated word trigrams."""
@@ -49,9 +51,10 @@ def decoder_inputs_from_labels(labels: torch.LongTensor, config: BertSumAbsConfi
 class DecoderAttention(nn.Module):
     """Multi-head attention with BERT's parameter names (so an encoder layer's self-attention loads into it) and
     residual output. Self-attention appends its keys to the cache; cross-attention projects the encoder states once
-    per generation and reuses them."""
+    per generation and reuses them. Given `encoder_layer` (decoder_init="shared"), it owns no parameters: its
+    projections and output are that BERT layer's self-attention modules."""
 
-    def __init__(self, config: BertSumAbsConfig, layer_idx: int, is_cross_attention: bool):
+    def __init__(self, config: BertSumAbsConfig, layer_idx: int, is_cross_attention: bool, encoder_layer=None):
         super().__init__()
         hidden = config.hidden_size
         self.config = config
@@ -60,22 +63,35 @@ class DecoderAttention(nn.Module):
         self.is_causal = not is_cross_attention  # read by transformers' sdpa attention when no mask is given
         self.num_heads = config.decoder_attention_heads
         self.head_dim = hidden // self.num_heads
+        if encoder_layer is not None:
+            # in a tuple, not registered: the parameters keep one name (the encoder's) in state dicts and PEFT
+            self._shared = (encoder_layer,)
+            return
         self.query = nn.Linear(hidden, hidden)
         self.key = nn.Linear(hidden, hidden)
         self.value = nn.Linear(hidden, hidden)
         encoder = config.get_encoder_config()
         self.output = ResidualOutput(hidden, hidden, config.dropout, encoder.layer_norm_eps)
 
+    def projections(self) -> tuple[nn.Module, nn.Module, nn.Module, nn.Module]:
+        """(query, key, value, output): looked up on the encoder layer at every call when shared, so that the LoRA
+        layers PEFT puts into the encoder (and `merge_and_unload` takes out) serve the decoder too."""
+        if hasattr(self, "_shared"):
+            attention = self._shared[0].attention
+            return attention.self.query, attention.self.key, attention.self.value, attention.output
+        return self.query, self.key, self.value, self.output
+
     def _heads(self, states: torch.Tensor) -> torch.Tensor:
         return states.view(*states.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
 
     def _keys_and_values(self, context, cache):
+        _, key, value, _ = self.projections()
         if cache is None:
-            return self._heads(self.key(context)), self._heads(self.value(context))
+            return self._heads(key(context)), self._heads(value(context))
         if self.is_cross_attention and cache.is_updated.get(self.layer_idx):
             layer = cache.cross_attention_cache.layers[self.layer_idx]
             return layer.keys, layer.values
-        keys, values = self._heads(self.key(context)), self._heads(self.value(context))
+        keys, values = self._heads(key(context)), self._heads(value(context))
         if not self.is_cross_attention:
             return cache.self_attention_cache.update(keys, values, self.layer_idx)
         cache.is_updated[self.layer_idx] = True
@@ -83,11 +99,12 @@ class DecoderAttention(nn.Module):
 
     def forward(self, states, context, mask, cache=None, residual_addition=None) -> torch.Tensor:
         """LN(states + Att(states, context) [+ residual_addition]); `context` is `states` for self-attention."""
+        query, _, _, output = self.projections()
         keys, values = self._keys_and_values(context, cache)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
         attended, _ = attention(
             self,
-            self._heads(self.query(states)),
+            self._heads(query(states)),
             keys,
             values,
             mask,
@@ -95,7 +112,7 @@ class DecoderAttention(nn.Module):
             scaling=self.head_dim**-0.5,
         )
         residual = states if residual_addition is None else states + residual_addition
-        return self.output(attended.reshape(*states.shape[:-1], -1), residual)
+        return output(attended.reshape(*states.shape[:-1], -1), residual)
 
 
 def feed_forward_settings(config: BertSumAbsConfig) -> SimpleNamespace:
@@ -109,15 +126,32 @@ def feed_forward_settings(config: BertSumAbsConfig) -> SimpleNamespace:
     )
 
 
+class SharedFeedForward(nn.Module):
+    """A BERT layer's own feed-forward (`intermediate`, then `output` with add & LayerNorm), owning no parameters:
+    decoder_init="shared"."""
+
+    def __init__(self, encoder_layer: nn.Module):
+        super().__init__()
+        self._shared = (encoder_layer,)  # unregistered, as in `DecoderAttention`
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        layer = self._shared[0]
+        return layer.output(layer.intermediate(states), states)
+
+
 class DecoderLayer(GradientCheckpointingLayer):
     """Self-attention, cross-attention, feed-forward, each with add & LayerNorm (the paper's equations 2-4); a
-    sentence plan vector, when given, is added inside the cross-attention sublayer (equation 5)."""
+    sentence plan vector, when given, is added inside the cross-attention sublayer (equation 5). With
+    `encoder_layer` the self-attention and feed-forward are that encoder layer's modules."""
 
-    def __init__(self, config: BertSumAbsConfig, layer_idx: int):
+    def __init__(self, config: BertSumAbsConfig, layer_idx: int, encoder_layer: nn.Module | None = None):
         super().__init__()
-        self.attention = DecoderAttention(config, layer_idx, is_cross_attention=False)
+        self.attention = DecoderAttention(config, layer_idx, is_cross_attention=False, encoder_layer=encoder_layer)
         self.cross_attention = DecoderAttention(config, layer_idx, is_cross_attention=True)
-        self.feed_forward = BertStyleFeedForward(feed_forward_settings(config))
+        if encoder_layer is None:
+            self.feed_forward = BertStyleFeedForward(feed_forward_settings(config))
+        else:
+            self.feed_forward = SharedFeedForward(encoder_layer)
 
     def forward(self, states, self_mask, encoder_states, cross_mask, cache=None, plan=None):
         states = self.attention(states, states, self_mask, cache)
@@ -126,26 +160,33 @@ class DecoderLayer(GradientCheckpointingLayer):
 
 
 class SummaryDecoder(nn.Module):
-    """Position embeddings and LayerNorm over the (shared) word embeddings, then the decoder layers."""
+    """Position embeddings and LayerNorm over the (shared) word embeddings, then the decoder layers (given
+    `encoder_layers`, decoder layer i's self-attention and feed-forward are encoder layer i's)."""
 
-    def __init__(self, config: BertSumAbsConfig):
+    def __init__(self, config: BertSumAbsConfig, encoder_layers: nn.ModuleList | None = None):
         super().__init__()
         self.config = config
         self.position_embeddings = nn.Embedding(config.max_target_positions, config.hidden_size)
         self.embedding_norm = nn.LayerNorm(config.hidden_size, eps=config.get_encoder_config().layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
-        self.layers = nn.ModuleList(DecoderLayer(config, index) for index in range(config.decoder_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(config, index, None if encoder_layers is None else encoder_layers[index])
+            for index in range(config.decoder_layers)
+        )
 
     @torch.no_grad()
     def copy_encoder(self, encoder: nn.Module) -> None:
         """BERT2BERT start: layer i's self-attention and feed-forward from encoder layer i, the embedding LayerNorm
-        and position table from the encoder's (segment 0 folded into the positions); cross-attention stays new."""
+        and position table from the encoder's (segment 0 folded into the positions); cross-attention stays new. Shared
+        layers (decoder_init="shared") already are the encoder's: only the embedding side is copied."""
         embeddings = encoder.embeddings
         positions = embeddings.position_embeddings.weight[: self.config.max_target_positions]
         segment = embeddings.token_type_embeddings.weight[0]
         self.position_embeddings.weight[: len(positions)] = positions + segment
         self.embedding_norm.load_state_dict(embeddings.LayerNorm.state_dict())
         for layer, encoder_layer in zip(self.layers, encoder.encoder.layer):
+            if isinstance(layer.feed_forward, SharedFeedForward):
+                continue
             state = bert_layer_state(encoder_layer)
             layer.attention.load_state_dict(
                 {name[len("attention.") :]: value for name, value in state.items() if name.startswith("attention.")}
@@ -216,8 +257,9 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
     cross-entropy over the labelled tokens."""
 
     pretrained_modules = ("encoder", "decoder")
-    # The decoder's self-attention and feed-forward start from the encoder (decoder_init="encoder") or are new
-    # ("random": then the whole decoder is trained in full, see `sumformers.training.apply_lora`).
+    # The decoder's self-attention and feed-forward start from the encoder (decoder_init="encoder"), are the
+    # encoder's (decoder_init="shared": LoRA on the encoder layers adapts them for both) or are new ("random": then
+    # the whole decoder is trained in full, see `sumformers.training.apply_lora`).
     new_modules = ("cross_attention", "generator")
     lora_layers = ("encoder.encoder.layer", "decoder.layers")
     processor_class = BertSumAbsProcessor
@@ -227,7 +269,8 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
         self.encoder = AutoModel.from_config(
             config.get_encoder_config(), add_pooling_layer=False, attn_implementation=config._attn_implementation
         )
-        self.decoder = SummaryDecoder(config)
+        shared = self.encoder_layers() if config.decoder_init == "shared" else None
+        self.decoder = SummaryDecoder(config, shared)
         self.generator = SummaryGenerator(config)
         self.post_init()
         self.generation_config = self.default_generation_config(config)
@@ -263,7 +306,7 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
             config.set_special_tokens(tokenizer)
         model = cls(config)
         model.encoder.load_state_dict(encoder.state_dict())
-        if config.decoder_init == "encoder":
+        if config.decoder_init in ("encoder", "shared"):
             model.decoder.copy_encoder(model.encoder)
         return model
 

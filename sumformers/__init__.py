@@ -7,6 +7,7 @@ from .configuration.configuration_bertsum import BertSumConfig
 from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
 from .configuration.configuration_copy_transformer import CopyTransformerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
+from .configuration.configuration_realizer import RealizerConfig
 from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
 from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
 from .configuration.configuration_wikisum import WikiSumConfig
@@ -14,6 +15,7 @@ from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
 from .modeling.modeling_copy_transformer import CopyTransformerForConditionalGeneration
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization, HetFormerModel
+from .modeling.modeling_realizer import RealizerForConditionalGeneration
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
@@ -27,6 +29,7 @@ from .modeling.modeling_wikisum import WikiSumCache, WikiSumForCausalLM
 from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
+from .pipelines.table_to_text import TableToTextPipeline
 from .pipelines.wikisum import WikiSumPipeline
 from .registry import ARCHITECTURES, register_all
 
@@ -61,9 +64,12 @@ __all__ = [
     "StepwiseETCSumForExtractiveSummarization",
     "StepwiseHiBertConfig",
     "StepwiseHiBertForExtractiveSummarization",
+    "RealizerConfig",
+    "RealizerForConditionalGeneration",
     "SentencePlannerConfig",
     "SentencePlannerForConditionalGeneration",
     "StepwiseSummarizationPipeline",
+    "TableToTextPipeline",
     "export_model",
     "load_model",
     "load_pipeline",

@@ -44,7 +44,7 @@ def build_model_card(config, card_info: dict) -> ModelCard:
     ]
     model_name = card_info.get("model_name", f"sumformers-{config.model_type}")
     # WikiSum and the encoder-decoders write new text; every other architecture picks sentences of the input
-    writes = architecture_for(config).task in ("abstractive-summarization", "wikisum")
+    writes = architecture_for(config).task in ("abstractive-summarization", "wikisum", "table-to-text")
     style = "abstractive-summarization" if writes else "extractive-summarization"
     card_data = ModelCardData(
         language="en",

@@ -35,8 +35,9 @@ def read_documents(source: Path) -> list[dict]:
     """Documents from a text file, a JSONL file (`document` or `documents` per line) or a folder of those.
 
     Returns records {"id", "document"} and/or {"documents": [...]} (a JSONL line's list of strings, kept as a list:
-    `model_input` decides how a model reads it), with "title" when the line has one, or {"id", "error"} for entries
-    that cannot be used, so one bad line does not cost the others.
+    `model_input` decides how a model reads it), with "title" when the line has one, {"id", "game"} for a Rotowire
+    game (a line with a `box_score`, for table-to-text), or {"id", "error"} for entries that cannot be used, so one
+    bad line does not cost the others.
     """
     if source.is_dir():
         files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (".txt", ".jsonl", ".md"))
@@ -61,6 +62,9 @@ def read_documents(source: Path) -> list[dict]:
             records.append({"id": record_id, "error": f"{source}:{number}: expected a JSON object"})
             continue
         record = {"id": str(row.get("id", record_id))}
+        if "box_score" in row:
+            records.append({**record, "game": row})
+            continue
         if isinstance(row.get("document"), str):
             record["document"] = row["document"]
         documents = row.get("documents")
@@ -78,8 +82,11 @@ def read_documents(source: Path) -> list[dict]:
 
 
 def model_input(record: dict, task: str, multiple_documents: bool):
-    """A read record as the pipeline's input: WikiSum gets its title and documents, a multi-document model the
-    `documents` list, any other model one text (several documents joined one per paragraph)."""
+    """A read record as the pipeline's input: table-to-text gets its game, WikiSum its title and documents, a
+    multi-document model the `documents` list, any other model one text (several documents joined one per
+    paragraph)."""
+    if task == TABLE_TO_TEXT:
+        return record["game"]
     documents = record.get("documents")
     if task == "wikisum":
         return {"title": record.get("title", ""), "documents": documents or [record.get("document", "")]}
@@ -102,13 +109,19 @@ _WIKISUM_OPTIONS = {
 
 
 _ABSTRACTIVE_OPTIONS = {"num_beams": "--num-beams", "max_new_tokens": "--max-new-tokens"}
-_TASK_OPTIONS = {"wikisum": _WIKISUM_OPTIONS, "abstractive-summarization": _ABSTRACTIVE_OPTIONS}
+TABLE_TO_TEXT = "table-to-text"
+_TABLE_TO_TEXT_OPTIONS = {"planner": "--planner", "plan": "--plan", **_ABSTRACTIVE_OPTIONS}
+_TASK_OPTIONS = {
+    "wikisum": _WIKISUM_OPTIONS,
+    "abstractive-summarization": _ABSTRACTIVE_OPTIONS,
+    TABLE_TO_TEXT: _TABLE_TO_TEXT_OPTIONS,
+}
 
 
 def _task_options(args, task: str) -> dict:
     """The summarize options that were given, checked against the model's task."""
     accepted = _TASK_OPTIONS.get(task, _EXTRACTIVE_OPTIONS)
-    for name, flag in {**_EXTRACTIVE_OPTIONS, **_WIKISUM_OPTIONS}.items():
+    for name, flag in {**_EXTRACTIVE_OPTIONS, **_WIKISUM_OPTIONS, **_TABLE_TO_TEXT_OPTIONS}.items():
         if getattr(args, name) is not None and name not in accepted:
             _fail(f"{flag} does not apply to a {task} model")
     return {name: getattr(args, name) for name in accepted if getattr(args, name) is not None}
@@ -128,6 +141,14 @@ def _first_line(error: Exception) -> str:
     return lines[0] if lines else type(error).__name__
 
 
+def _task_record(record: dict, task: str) -> dict:
+    """A record the model's task cannot read (a document for table-to-text, a game for the others) as an error."""
+    if "error" in record or ("game" in record) == (task == TABLE_TO_TEXT):
+        return record
+    wanted = "a Rotowire game (a line with `box_score`)" if task == TABLE_TO_TEXT else "a document, not a game"
+    return {"id": record["id"], "error": f"{record['id']}: a {task} model reads {wanted}"}
+
+
 def summarize_command(args) -> int:
     from tqdm.auto import tqdm
 
@@ -139,6 +160,9 @@ def summarize_command(args) -> int:
         _fail(str(error))
     summarizer = _load(load_pipeline, args.model)
     options = _task_options(args, summarizer.task)
+    if summarizer.task == TABLE_TO_TEXT and "planner" not in options and "plan" not in options:
+        _fail("a table-to-text model needs --planner MODEL or --plan oracle")
+    records = [_task_record(record, summarizer.task) for record in records]
     valid = [record for record in records if "error" not in record]
     multiple = summarizer.model.reads_multiple_documents
     inputs = (model_input(record, summarizer.task, multiple) for record in valid)

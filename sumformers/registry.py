@@ -10,6 +10,7 @@ from .configuration.configuration_bertsum import BertSumConfig
 from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
 from .configuration.configuration_copy_transformer import CopyTransformerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
+from .configuration.configuration_realizer import RealizerConfig
 from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
 from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
 from .configuration.configuration_wikisum import WikiSumConfig
@@ -17,6 +18,7 @@ from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
 from .modeling.modeling_copy_transformer import CopyTransformerForConditionalGeneration
 from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization
+from .modeling.modeling_realizer import RealizerForConditionalGeneration
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
@@ -30,6 +32,7 @@ from .modeling.modeling_wikisum import WikiSumForCausalLM
 from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
+from .pipelines.table_to_text import TableToTextPipeline
 from .pipelines.wikisum import WikiSumPipeline
 
 
@@ -82,6 +85,13 @@ ARCHITECTURES = {
         SentencePlannerForConditionalGeneration,
         "abstractive-summarization",
         AbstractiveSummarizationPipeline,
+        auto_class=AutoModelForSeq2SeqLM,
+    ),
+    RealizerConfig.model_type: Architecture(
+        RealizerConfig,
+        RealizerForConditionalGeneration,
+        "table-to-text",
+        TableToTextPipeline,
         auto_class=AutoModelForSeq2SeqLM,
     ),
     CopyTransformerConfig.model_type: Architecture(

@@ -567,10 +567,12 @@ def _match_number(game: Game, analysis: SentenceAnalysis, number: NumberMention)
     return None
 
 
-def oracle_plan(game: Game, summary: str | Sequence[str] | None = None) -> list[str]:
-    """The oracle content plan of `summary` (the game's own by default): record ids in order of mention, ``<EOS>``
-    between sentences, ``<EOT>`` at the end (just ``[<EOT>]`` when no sentence has a record)."""
-    sentences = []
+def oracle_sentence_plans(
+    game: Game, summary: str | Sequence[str] | None = None
+) -> list[tuple[tuple[str, ...], list[str]]]:
+    """Each sentence of `summary` (the game's own by default) that has a record, as its tokens and its records' ids
+    in order of mention: the (summary sentence, plan sentence) pairs a realizer trains on."""
+    pairs = []
     date_id = f"{GAME_ENTITY}|{DATE_KEY}"
     for analysis in analyze_summary(game, summary):
         events = [(mention.start, index, record_id) for mention in analysis.mentions
@@ -582,9 +584,15 @@ def oracle_plan(game: Game, summary: str | Sequence[str] | None = None) -> list[
                 events.append((number.position, 0, record_id))
         ordered = list(dict.fromkeys(record_id for _, _, record_id in sorted(events)))
         if ordered:
-            sentences.append(ordered)
+            pairs.append((analysis.tokens, ordered))
+    return pairs
+
+
+def oracle_plan(game: Game, summary: str | Sequence[str] | None = None) -> list[str]:
+    """The oracle content plan of `summary` (the game's own by default): record ids in order of mention, ``<EOS>``
+    between sentences, ``<EOT>`` at the end (just ``[<EOT>]`` when no sentence has a record)."""
     plan = []
-    for index, sentence in enumerate(sentences):
+    for index, (_, sentence) in enumerate(oracle_sentence_plans(game, summary)):
         if index:
             plan.append(EOS)
         plan.extend(sentence)

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from .evaluation import read_jsonl
 
 BEG, EOS, EOT = "<BEG>", "<EOS>", "<EOT>"
+# The one split of the shared games every Rotowire model uses: sorted by id, the first 60 train, the next 5 dev, the
+# last 15 test (as (start, stop) slices of the sorted games).
+ROTOWIRE_SPLITS = {"train": (0, 60), "dev": (60, 65), "test": (65, 80)}
 UNITS = (BEG, EOS, EOT)
 
 PLAYER, TEAM, GAME = "player", "team", "game"
@@ -298,3 +301,11 @@ def parse_game(game: Mapping | str) -> Game:
 def read_games(path) -> list[Game]:
     """Every game of a Rotowire JSONL file (one game a line)."""
     return [parse_game(row) for row in read_jsonl(path)]
+
+
+def split_games(games: Sequence[Game], split: str) -> list[Game]:
+    """The games of `split` ("train", "dev" or "test") by `ROTOWIRE_SPLITS`, in id order."""
+    if split not in ROTOWIRE_SPLITS:
+        raise ValueError(f"split must be one of {', '.join(ROTOWIRE_SPLITS)}, got {split!r}")
+    start, stop = ROTOWIRE_SPLITS[split]
+    return sorted(games, key=lambda game: game.id)[start:stop]

@@ -130,7 +130,7 @@ def test_decoder_started_from_the_encoder_copies_its_layers(tmp_path, minilm_tok
     torch.testing.assert_close(model.decoder.position_embeddings.weight, expected)
     # the decoder reads the encoder's word embeddings (tied), and its output layer too
     assert model.get_input_embeddings() is model.encoder.embeddings.word_embeddings
-    with pytest.raises(ValueError, match="decoder_init='encoder' copies encoder layers"):
+    with pytest.raises(ValueError, match="decoder_init='encoder' reuses encoder layers"):
         tiny_bertsumabs_config(decoder_init="encoder", decoder_layers=3)
 
 

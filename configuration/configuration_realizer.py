@@ -1,0 +1,60 @@
+"""Configuration of the sentence-by-sentence realizer of table-to-text generation (Narayan et al. 2020, section 7 and
+appendix A.3): a shared-weights encoder-decoder (`BertSumAbsConfig` with decoder_init="shared", the paper's
+ROBERTASHARE idea) that writes one summary sentence from the previous sentence, the current plan sentence's records
+and the game's context."""
+
+from .configuration_bertsumabs import BertSumAbsConfig
+from .summarizer_config import check_positive_integers
+
+
+class RealizerConfig(BertSumAbsConfig):
+    r"""
+    The input (see `RealizerProcessor`) is `[CLS] previous sentence [SEP] <BEG> records [SEP] context [SEP]`; the
+    output is one summary sentence ending in `eos_token`.
+
+    Args:
+        plan_start_token (`str`, *optional*, defaults to `"[unused3]"`): the word piece that stands for the plan's
+            `<BEG>` marker (an unused WordPiece of the encoder's vocabulary, so the vocabulary and the word embeddings
+            keep the pretrained encoder's size); its id is set from the tokenizer.
+        max_previous_tokens (`int`, *optional*, defaults to 64): the previous sentence is cut to its last this many
+            tokens (its end is what the next sentence continues).
+        decoder_init (`str`, *optional*, defaults to `"shared"`): as in `BertSumAbsConfig`.
+        no_repeat_word_ngram_size (`int`, *optional*, defaults to 0): off: one sentence legitimately repeats word
+            trigrams ("7 - of - 12 ... 3 - of - 5").
+        (and every `BertSumAbsConfig` argument)
+    """
+
+    model_type = "realizer"
+
+    def __init__(
+        self,
+        plan_start_token: str = "[unused3]",
+        plan_start_token_id: int | None = None,
+        max_previous_tokens: int = 64,
+        decoder_init: str = "shared",
+        no_repeat_word_ngram_size: int = 0,
+        max_target_positions: int = 128,
+        **kwargs,
+    ):
+        check_positive_integers(max_previous_tokens=max_previous_tokens)
+        self.plan_start_token = plan_start_token
+        self.plan_start_token_id = plan_start_token_id
+        self.max_previous_tokens = max_previous_tokens
+        super().__init__(
+            decoder_init=decoder_init,
+            no_repeat_word_ngram_size=no_repeat_word_ngram_size,
+            max_target_positions=max_target_positions,
+            **kwargs,
+        )
+
+    def set_special_tokens(self, tokenizer) -> None:
+        """BertSumAbs's summary tokens, and `plan_start_token` (a one-line error if the vocabulary lacks it)."""
+        super().set_special_tokens(tokenizer)
+        token_id = tokenizer.convert_tokens_to_ids(self.plan_start_token)
+        if token_id is None or token_id == tokenizer.unk_token_id:
+            raise ValueError(f"the tokenizer has no plan_start_token {self.plan_start_token!r}: set plan_start_token "
+                             "to a token of its vocabulary")
+        self.plan_start_token_id = token_id
+
+
+__all__ = ["RealizerConfig"]

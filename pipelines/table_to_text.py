@@ -1,0 +1,96 @@
+"""The `table-to-text` pipeline: a Rotowire game in, a summary out, realized sentence by sentence (Narayan et al.
+2020, section 7): a content planner (or the game's oracle plan) orders the game's records into plan sentences, and
+the realizer writes one summary sentence per plan sentence, each conditioned on the sentence it realized before."""
+
+from collections.abc import Mapping
+
+from ..processing.processing_realizer import as_game
+from ..text.rotowire_plans import oracle_plan, plan_sentences
+from .abstractive_summarization import GENERATION_OPTIONS
+from .base import SummarizationPipeline, reject_unknown_options
+
+ORACLE = "oracle"
+
+
+def planner_pipeline(planner):
+    """A `content-planning` pipeline from a model folder or Hub id; a callable (a pipeline) as it is."""
+    if callable(planner):
+        return planner
+    if not isinstance(planner, str):
+        raise ValueError(f"planner must be a content-planning model path or pipeline, got {type(planner).__name__}")
+    from transformers import pipeline
+
+    return pipeline("content-planning", model=planner)
+
+
+class TableToTextPipeline(SummarizationPipeline):
+    """Plans, then realizes one sentence at a time with `generate()` (the realizer's generation config: beam 4).
+
+    Inputs: a game (a dict as in Rotowire's JSONL, one JSON line, or a parsed `Game`), or `{"game": game, "plan":
+    [...]}` with its own plan; a list of those is a batch, realized one game after another.
+    Options: `planner` (a `content-planning` pipeline, or its model folder or Hub id, called with the game as given
+    and returning `{"plan": [...]}`) or `plan="oracle"` (the oracle plan of the game's own summary, to evaluate the
+    realizer alone); the `generate()` options of `abstractive-summarization`; `max_input_length` (tokens of one step).
+    Output per game: `summary` (the realized sentences, one per line), `sentences` and `plan` (record ids, `<EOS>`
+    between sentences, `<EOT>` at the end).
+    """
+
+    def __call__(self, inputs, *args, **kwargs):
+        kwargs.pop("batch_size", None)  # the steps of a game depend on each other: a game is its own batch
+        return super().__call__(inputs, *args, **kwargs)
+
+    def _sanitize_parameters(self, planner=None, plan=None, max_input_length=None, **kwargs):
+        generation = {name: kwargs.pop(name) for name in GENERATION_OPTIONS if name in kwargs}
+        reject_unknown_options(kwargs)
+        preprocess = {}
+        if plan is not None:
+            if plan != ORACLE:
+                raise ValueError(f"plan must be {ORACLE!r} (the game's oracle plan), got {plan!r}; give a plan of "
+                                 "your own as the input {'game': ..., 'plan': [...]}")
+            preprocess["plan"] = plan
+        if planner is not None:
+            if plan is not None:
+                raise ValueError("give planner= or plan='oracle', not both")
+            preprocess["planner"] = planner_pipeline(planner)
+        forward = dict(generation)
+        if max_input_length is not None:
+            forward["max_input_length"] = max_input_length
+        return preprocess, forward, {}
+
+    def preprocess(self, inputs, planner=None, plan=None):
+        self.model_processor.check_input(inputs)
+        if isinstance(inputs, Mapping) and "game" in inputs:
+            game, units = as_game(inputs["game"]), list(inputs["plan"])
+        else:
+            game = as_game(inputs)
+            if planner is not None:
+                output = planner(inputs)
+                units = list(output["plan"] if isinstance(output, Mapping) else output)
+            elif plan == ORACLE:
+                if not game.summary:
+                    raise ValueError(f"game {game.id!r} has no summary to take an oracle plan from")
+                units = oracle_plan(game)
+            else:
+                raise ValueError("table-to-text needs a content plan: give planner=... or plan='oracle'")
+        sentences = plan_sentences(units)
+        for record_id in (record_id for sentence in sentences for record_id in sentence):
+            game.record(record_id)  # an id the game lacks is a one-line ValueError here, not deep in the loop
+        return {"game": game, "plan": units, "plan_sentences": sentences}
+
+    def _forward(self, model_inputs, max_input_length=None, **generation):
+        game, processor = model_inputs["game"], self.model_processor
+        realized, previous = [], ""
+        for record_ids in model_inputs["plan_sentences"]:
+            step = processor({"game": game, "records": record_ids, "previous": previous}, max_length=max_input_length)
+            step = {key: value.to(self.model.device) for key, value in step.items()}
+            sequence = self.model.generate(**step, **generation)[0]
+            previous = processor.decode(sequence.tolist(), game)
+            realized.append(previous)
+        return {"sentences": realized, "plan": model_inputs["plan"]}
+
+    def postprocess(self, model_outputs):
+        sentences = model_outputs["sentences"]
+        return {"summary": "\n".join(sentences), "sentences": sentences, "plan": model_outputs["plan"]}
+
+
+__all__ = ["TableToTextPipeline"]

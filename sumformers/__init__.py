@@ -6,8 +6,16 @@ Importing the package registers every architecture with the Auto classes and eve
 from .configuration.configuration_bertsum import BertSumConfig
 from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
-from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
-from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
+from .configuration.configuration_stepwise_etcsum import (
+    ETCSumConfig,
+    StepwiseETCSumConfig,
+    StepwiseETCSumPlannerConfig,
+)
+from .configuration.configuration_stepwise_hibert import (
+    HiBertConfig,
+    StepwiseHiBertConfig,
+    StepwiseHiBertPlannerConfig,
+)
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
@@ -15,14 +23,17 @@ from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization, He
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
+    StepwiseETCSumForContentPlanning,
     StepwiseETCSumForExtractiveSummarization,
 )
 from .modeling.modeling_stepwise_hibert import (
     HiBertForExtractiveSummarization,
+    StepwiseHiBertForContentPlanning,
     StepwiseHiBertForExtractiveSummarization,
 )
 from .modeling.modeling_wikisum import WikiSumCache, WikiSumForCausalLM
 from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
+from .pipelines.content_planning import ContentPlanningPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
 from .pipelines.wikisum import WikiSumPipeline
@@ -41,6 +52,7 @@ __all__ = [
     "BertSumAbsForConditionalGeneration",
     "BertSumConfig",
     "BertSumForExtractiveSummarization",
+    "ContentPlanningPipeline",
     "ETCSumConfig",
     "ETCSumForExtractiveSummarization",
     "ExtractiveSummarizationPipeline",
@@ -54,9 +66,13 @@ __all__ = [
     "HiBertConfig",
     "HiBertForExtractiveSummarization",
     "StepwiseETCSumConfig",
+    "StepwiseETCSumForContentPlanning",
     "StepwiseETCSumForExtractiveSummarization",
+    "StepwiseETCSumPlannerConfig",
     "StepwiseHiBertConfig",
+    "StepwiseHiBertForContentPlanning",
     "StepwiseHiBertForExtractiveSummarization",
+    "StepwiseHiBertPlannerConfig",
     "SentencePlannerConfig",
     "SentencePlannerForConditionalGeneration",
     "StepwiseSummarizationPipeline",

@@ -9,8 +9,16 @@ from transformers.pipelines import PIPELINE_REGISTRY
 from .configuration.configuration_bertsum import BertSumConfig
 from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePlannerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
-from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
-from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
+from .configuration.configuration_stepwise_etcsum import (
+    ETCSumConfig,
+    StepwiseETCSumConfig,
+    StepwiseETCSumPlannerConfig,
+)
+from .configuration.configuration_stepwise_hibert import (
+    HiBertConfig,
+    StepwiseHiBertConfig,
+    StepwiseHiBertPlannerConfig,
+)
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
@@ -18,14 +26,17 @@ from .modeling.modeling_hetformer import HetFormerForExtractiveSummarization
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
+    StepwiseETCSumForContentPlanning,
     StepwiseETCSumForExtractiveSummarization,
 )
 from .modeling.modeling_stepwise_hibert import (
     HiBertForExtractiveSummarization,
+    StepwiseHiBertForContentPlanning,
     StepwiseHiBertForExtractiveSummarization,
 )
 from .modeling.modeling_wikisum import WikiSumForCausalLM
 from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
+from .pipelines.content_planning import ContentPlanningPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
 from .pipelines.wikisum import WikiSumPipeline
@@ -67,6 +78,12 @@ ARCHITECTURES = {
         StepwiseHiBertForExtractiveSummarization,
         "stepwise-summarization",
         StepwiseSummarizationPipeline,
+    ),
+    StepwiseHiBertPlannerConfig.model_type: Architecture(
+        StepwiseHiBertPlannerConfig, StepwiseHiBertForContentPlanning, "content-planning", ContentPlanningPipeline
+    ),
+    StepwiseETCSumPlannerConfig.model_type: Architecture(
+        StepwiseETCSumPlannerConfig, StepwiseETCSumForContentPlanning, "content-planning", ContentPlanningPipeline
     ),
     BertSumAbsConfig.model_type: Architecture(
         BertSumAbsConfig,

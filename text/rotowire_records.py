@@ -298,3 +298,22 @@ def parse_game(game: Mapping | str) -> Game:
 def read_games(path) -> list[Game]:
     """Every game of a Rotowire JSONL file (one game a line)."""
     return [parse_game(row) for row in read_jsonl(path)]
+
+
+# The fixed split of the shared games: sorted by id, the first 60 train, the next 5 dev, the last 15 test.
+SPLIT_SIZES = {"train": 60, "dev": 5, "test": 15}
+
+
+def split_games(games: Sequence) -> dict[str, list]:
+    """`games` (parsed `Game`s or game dicts with an ``id``) cut by `SPLIT_SIZES` in the order of their sorted ids;
+    a one-line ValueError unless there are exactly as many games as the split holds, with distinct ids."""
+    ids = [game.id if isinstance(game, Game) else str(game.get("id", "")) for game in games]
+    if len(set(ids)) != len(ids) or len(ids) != sum(SPLIT_SIZES.values()):
+        raise ValueError(f"the Rotowire split needs {sum(SPLIT_SIZES.values())} games with distinct ids, got "
+                         f"{len(ids)} ({len(set(ids))} distinct)")
+    ordered = [game for _, game in sorted(zip(ids, games), key=lambda pair: pair[0])]
+    split, start = {}, 0
+    for name, size in SPLIT_SIZES.items():
+        split[name] = ordered[start : start + size]
+        start += size
+    return split

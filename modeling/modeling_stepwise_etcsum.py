@@ -491,7 +491,7 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
 
 class StepwiseETCSumForContentPlanning(StepwiseETCSumForExtractiveSummarization):
     """Stepwise ETCSum as a Rotowire content planner (Narayan et al. 2020, section 7): the long input is the whole
-    table, every record's template sentence and the sentence-break unit (`processing.content_planning`), one global
+    table, every record's template sentence and the sentence-break unit (`processing.planner_inputs`), one global
     token each, which the sparse attention makes affordable; the end-of-summary unit ends the plan. Served by the
     `content-planning` pipeline."""
 

@@ -382,7 +382,7 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
 
 class StepwiseHiBertForContentPlanning(StepwiseHiBertForExtractiveSummarization):
     """Stepwise HiBERT as a Rotowire content planner (Narayan et al. 2020, section 7): the document sentences are a
-    game's templated records and the sentence-break unit (`processing.content_planning`), read without document
+    game's templated records and the sentence-break unit (`processing.planner_inputs`), read without document
     positions, so the scores of the records do not depend on their order; the end-of-summary unit ends the plan.
     Served by the `content-planning` pipeline."""
 

@@ -1,7 +1,7 @@
 """Processor of ETCSum and Stepwise ETCSum: the BERTSum layout as the long input (up to `max_document_tokens`),
 whose `[CLS]` positions mark the sentences that get a global token each (at most `max_document_sentences`)."""
 
-from .content_planning import ContentPlanningProcessor
+from .planner_inputs import ContentPlanningProcessor
 from .sentence_layout import SentenceLayoutProcessor
 
 

@@ -1,7 +1,7 @@
 """Processor of HiBERT and Stepwise HiBERT: the BERTSum layout (the model cuts it into one block per sentence), with
 the model's sentence limit (`max_document_sentences`, the size of its sentence position table)."""
 
-from .content_planning import ContentPlanningProcessor
+from .planner_inputs import ContentPlanningProcessor
 from .sentence_layout import SentenceLayoutProcessor
 
 

@@ -4,7 +4,12 @@
 
 from transformers import PretrainedConfig
 
-from .summarizer_config import PretrainedEncoderConfigMixin, StepwiseConfigMixin, check_positive_integers
+from .summarizer_config import (
+    ContentPlannerConfigMixin,
+    PretrainedEncoderConfigMixin,
+    StepwiseConfigMixin,
+    check_positive_integers,
+)
 
 RELATIVE_ATTENTION = ("keys", "bias")
 LONG_POSITION_EMBEDDINGS = ("none", "tiled")
@@ -160,4 +165,21 @@ class StepwiseETCSumConfig(StepwiseConfigMixin, ETCSumConfig):
         return self.max_document_tokens + self.max_summary_sentences * (self.max_sentence_tokens + 2)
 
 
-__all__ = ["ETCSumConfig", "StepwiseETCSumConfig"]
+class StepwiseETCSumPlannerConfig(ContentPlannerConfigMixin, StepwiseETCSumConfig):
+    r"""
+    Stepwise ETCSum as a Rotowire content planner (Narayan et al. 2020, section 7): it reads the whole table, every
+    record's tokens as long tokens (at most 6,725 on the shared games) with one global token per record, and the
+    plan so far; decoded greedily. Defaults as in [`~summarizer_config.ContentPlannerConfigMixin`] and
+    `max_document_tokens` 8,192, `max_sentence_tokens` 30 (the longest record has 24 word pieces); otherwise
+    [`StepwiseETCSumConfig`]'s.
+    """
+
+    model_type = "stepwise_etcsum_planner"
+
+    def __init__(self, max_document_tokens: int = 8192, max_sentence_tokens: int = 30, **kwargs):
+        ContentPlannerConfigMixin.__init__(
+            self, max_document_tokens=max_document_tokens, max_sentence_tokens=max_sentence_tokens, **kwargs
+        )
+
+
+__all__ = ["ETCSumConfig", "StepwiseETCSumConfig", "StepwiseETCSumPlannerConfig"]

@@ -4,7 +4,12 @@ Transformers"), over any BERT encoder (default: the bundled all-MiniLM-L6-v2).""
 
 from transformers import PretrainedConfig
 
-from .summarizer_config import PretrainedEncoderConfigMixin, StepwiseConfigMixin, check_positive_integers
+from .summarizer_config import (
+    ContentPlannerConfigMixin,
+    PretrainedEncoderConfigMixin,
+    StepwiseConfigMixin,
+    check_positive_integers,
+)
 
 
 class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
@@ -24,6 +29,9 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             `document_layers` layers.
         max_document_sentences (`int`, *optional*, defaults to 128):
             Document sentences the model reads (size of the document-sentence position table).
+        document_positions (`bool`, *optional*, defaults to `True`):
+            Add document-sentence position embeddings; False where the sentences' order means nothing (a content
+            planner's records): the model then has no position table and its scores do not depend on that order.
         max_sentence_tokens (`int`, *optional*, defaults to 30):
             Word pieces kept per sentence; with `[CLS]` and `[SEP]` a sentence is at most 32 tokens.
         min_sentence_tokens (`int`, *optional*, defaults to 5):
@@ -44,6 +52,7 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         sentence_pooling: str = "mean",
         document_layers: int = 2,
         max_document_sentences: int = 128,
+        document_positions: bool = True,
         max_sentence_tokens: int = 30,
         min_sentence_tokens: int = 5,
         num_sentences: int = 3,
@@ -63,6 +72,7 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         self.sentence_pooling = sentence_pooling
         self.document_layers = document_layers
         self.max_document_sentences = max_document_sentences
+        self.document_positions = document_positions
         self.max_sentence_tokens = max_sentence_tokens
         self.min_sentence_tokens = min_sentence_tokens
         self.num_sentences = num_sentences
@@ -108,4 +118,20 @@ class StepwiseHiBertConfig(StepwiseConfigMixin, HiBertConfig):
     __init__ = StepwiseConfigMixin.__init__
 
 
-__all__ = ["HiBertConfig", "StepwiseHiBertConfig"]
+class StepwiseHiBertPlannerConfig(ContentPlannerConfigMixin, StepwiseHiBertConfig):
+    r"""
+    Stepwise HiBERT as a Rotowire content planner (Narayan et al. 2020, section 7): the records of a game are its
+    sentences, without document-sentence positions (the records' order carries no meaning; summary positions are
+    kept); the plan is decoded greedily. Defaults as in [`~summarizer_config.ContentPlannerConfigMixin`], otherwise
+    [`StepwiseHiBertConfig`]'s.
+    """
+
+    model_type = "stepwise_hibert_planner"
+
+    def __init__(self, document_positions: bool = False, **kwargs):
+        if document_positions:
+            raise ValueError("a content planner's records have no order: document_positions must be False")
+        ContentPlannerConfigMixin.__init__(self, document_positions=False, **kwargs)
+
+
+__all__ = ["HiBertConfig", "StepwiseHiBertConfig", "StepwiseHiBertPlannerConfig"]

@@ -79,4 +79,35 @@ class StepwiseConfigMixin:
         super().__init__(num_sentences=num_sentences, trigram_blocking=trigram_blocking, **kwargs)
 
 
-__all__ = ["PretrainedEncoderConfigMixin", "StepwiseConfigMixin", "check_positive_integers", "position_offset"]
+class ContentPlannerConfigMixin:
+    """A stepwise model as a Rotowire content planner (Narayan et al. 2020, section 7): its document sentences are a
+    game's templated records (316 to 421 a game) plus the sentence-break unit, its summary is the plan (at most 103
+    units on the shared games), decoded greedily. Placed before a stepwise config class in the bases.
+
+    Defaults: `max_document_sentences` 512, `max_summary_sentences` 128, `num_sentences` 120 (the longest plan, in
+    units before the end of plan) and `beam_size` 1 (greedy, as in the paper)."""
+
+    def __init__(
+        self,
+        max_document_sentences: int = 512,
+        max_summary_sentences: int = 128,
+        num_sentences: int = 120,
+        beam_size: int = 1,
+        **kwargs,
+    ):
+        super().__init__(
+            max_document_sentences=max_document_sentences,
+            max_summary_sentences=max_summary_sentences,
+            num_sentences=num_sentences,
+            beam_size=beam_size,
+            **kwargs,
+        )
+
+
+__all__ = [
+    "ContentPlannerConfigMixin",
+    "PretrainedEncoderConfigMixin",
+    "StepwiseConfigMixin",
+    "check_positive_integers",
+    "position_offset",
+]

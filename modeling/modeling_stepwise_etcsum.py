@@ -42,8 +42,12 @@ from torch import nn
 from transformers import PreTrainedModel
 from transformers.utils import ModelOutput
 
-from ..configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
-from ..processing.processing_stepwise_etcsum import ETCSumProcessor
+from ..configuration.configuration_stepwise_etcsum import (
+    ETCSumConfig,
+    StepwiseETCSumConfig,
+    StepwiseETCSumPlannerConfig,
+)
+from ..processing.processing_stepwise_etcsum import ETCSumPlannerProcessor, ETCSumProcessor
 from .attention import GlobalLocalPattern, get_sparse_attention_function
 from .bert_blocks import (
     BertStyleAttention,
@@ -409,9 +413,18 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         self.summary_positions = nn.Embedding(config.max_summary_sentences, self.config.hidden_size)
         self.post_init()
 
-    def prepare_document(self, input_ids=None, cls_positions=None, sentence_mask=None, attention_mask=None, **kwargs):
+    def prepare_document(
+        self,
+        input_ids=None,
+        cls_positions=None,
+        sentence_mask=None,
+        attention_mask=None,
+        repeatable_mask=None,
+        **kwargs,
+    ):
         """What stays fixed while a summary grows: the document's inputs (each step re-encodes them with the
-        summary, since document tokens attend to the summary's global tokens)."""
+        summary, since document tokens attend to the summary's global tokens) and the mask of the sentences that may
+        be chosen again (`repeatable_mask`, None: none)."""
         self._check_documents(input_ids, cls_positions, sentence_mask)
         check_sentence_slots(sentence_mask, self.config.max_document_sentences)
         if attention_mask is None:
@@ -421,6 +434,7 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
             "attention_mask": attention_mask,
             "cls_positions": cls_positions,
             "sentence_mask": sentence_mask.bool(),
+            "repeatable_mask": repeatable_mask,
         }
 
     def forward(
@@ -433,13 +447,16 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         summary_indices: torch.LongTensor | None = None,
         row_documents: torch.LongTensor | None = None,
         labels: torch.LongTensor | None = None,
+        repeatable_mask: torch.BoolTensor | None = None,
         **kwargs,
     ) -> ETCSumSummarizerOutput:
         """Documents in the BERTSum layout ([documents, ...]); rows given by `summary_indices` [rows, k] (partial
         summaries as document sentence indices in selection order, -1 padding; default: one empty summary per
         document) and `row_documents` [rows] (default: row i reads document i). `labels` [rows]: the next sentence's
-        index, or `num_sentences` (the sentence axis' width) for the end."""
-        document = self.prepare_document(input_ids, cls_positions, sentence_mask, attention_mask)
+        index, or `num_sentences` (the sentence axis' width) for the end. `repeatable_mask` [documents, sentences]:
+        sentences that stay choosable once in the summary (a planner's sentence break and team names); by default
+        none."""
+        document = self.prepare_document(input_ids, cls_positions, sentence_mask, attention_mask, repeatable_mask)
         sentence_mask = document["sentence_mask"]
         num_sentences = sentence_mask.shape[1]
         device = input_ids.device
@@ -465,13 +482,27 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         sentence_states = self._first_token_states(states, rows, cls_positions, row_documents)
         end_state = states[torch.arange(states.shape[0], device=device), rows.end_index].unsqueeze(1)
         logits = self.scorer(torch.cat([sentence_states, end_state], dim=1)).squeeze(-1)
-        logits, loss = next_choice_logits_and_loss(logits, row_mask, summary_indices, labels)
+        repeatable = document["repeatable_mask"]
+        logits, loss = next_choice_logits_and_loss(
+            logits, row_mask, summary_indices, labels, None if repeatable is None else repeatable.bool()[row_documents]
+        )
         return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
+
+
+class StepwiseETCSumForContentPlanning(StepwiseETCSumForExtractiveSummarization):
+    """Stepwise ETCSum as a Rotowire content planner (Narayan et al. 2020, section 7): the long input is the whole
+    table, every record's template sentence and the sentence-break unit (`processing.planner_inputs`), one global
+    token each, which the sparse attention makes affordable; the end-of-summary unit ends the plan. Served by the
+    `content-planning` pipeline."""
+
+    config_class = StepwiseETCSumPlannerConfig
+    processor_class = ETCSumPlannerProcessor
 
 
 __all__ = [
     "ETCSumForExtractiveSummarization",
     "ETCSumPreTrainedModel",
     "ETCSumSummarizerOutput",
+    "StepwiseETCSumForContentPlanning",
     "StepwiseETCSumForExtractiveSummarization",
 ]

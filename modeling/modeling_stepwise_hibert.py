@@ -28,8 +28,12 @@ from torch.nn import functional as F
 from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
-from ..configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
-from ..processing.processing_stepwise_hibert import HiBertProcessor
+from ..configuration.configuration_stepwise_hibert import (
+    HiBertConfig,
+    StepwiseHiBertConfig,
+    StepwiseHiBertPlannerConfig,
+)
+from ..processing.processing_stepwise_hibert import HiBertPlannerProcessor, HiBertProcessor
 from .bert_blocks import (
     BertStyleAttention,
     BertStyleFeedForward,
@@ -155,7 +159,10 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
             HiBertDocumentLayer(encoder_config, stepwise) for _ in range(config.document_layers)
         )
         hidden = encoder_config.hidden_size
-        self.sentence_positions = nn.Embedding(config.max_document_sentences, hidden)
+        # Without document positions (a planner's records) the document encoder is equivariant to sentence order.
+        self.sentence_positions = (
+            nn.Embedding(config.max_document_sentences, hidden) if config.document_positions else None
+        )
         self.document_norm = nn.LayerNorm(hidden, eps=encoder_config.layer_norm_eps)
         self.dropout = nn.Dropout(encoder_config.hidden_dropout_prob)
         self.scorer = nn.Linear(hidden, 1)
@@ -211,11 +218,12 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
         vectors[real] = pooled
         return vectors
 
-    def _embed_sentences(self, vectors: torch.Tensor, positions: nn.Embedding) -> torch.Tensor:
-        index = torch.arange(vectors.shape[1], device=vectors.device)
+    def _embed_sentences(self, vectors: torch.Tensor, positions: nn.Embedding | None) -> torch.Tensor:
         # Precomputed `sentence_vectors` (e.g. a float32 cache) take the model's dtype, as the LayerNorm needs.
-        vectors = vectors.to(positions.weight.dtype)
-        return self.dropout(self.document_norm(vectors + positions(index)))
+        vectors = vectors.to(self.document_norm.weight.dtype)
+        if positions is not None:
+            vectors = vectors + positions(torch.arange(vectors.shape[1], device=vectors.device))
+        return self.dropout(self.document_norm(vectors))
 
     def _check_inputs(self, input_ids, cls_positions, sentence_mask, sentence_vectors):
         if sentence_mask is None:
@@ -297,15 +305,21 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         sentence_mask=None,
         attention_mask=None,
         sentence_vectors=None,
+        repeatable_mask=None,
         **kwargs,
     ) -> dict:
-        """What stays fixed while a summary grows: the sentence vectors (computed once) and the sentence mask."""
+        """What stays fixed while a summary grows: the sentence vectors (computed once), the sentence mask and the
+        mask of the sentences that may be chosen again (`repeatable_mask`, None: none)."""
         self._check_inputs(input_ids, cls_positions, sentence_mask, sentence_vectors)
         sentence_mask = sentence_mask.bool()
         check_sentence_slots(sentence_mask, self.config.max_document_sentences)
         if sentence_vectors is None:
             sentence_vectors = self.sentence_vectors(input_ids, attention_mask, cls_positions, sentence_mask)
-        return {"sentence_vectors": sentence_vectors, "sentence_mask": sentence_mask}
+        return {
+            "sentence_vectors": sentence_vectors,
+            "sentence_mask": sentence_mask,
+            "repeatable_mask": repeatable_mask,
+        }
 
     def forward(
         self,
@@ -318,13 +332,18 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         summary_indices: torch.LongTensor | None = None,
         row_documents: torch.LongTensor | None = None,
         labels: torch.LongTensor | None = None,
+        repeatable_mask: torch.BoolTensor | None = None,
         **kwargs,
     ) -> HiBertSummarizerOutput:
         """Documents in the BERTSum layout ([documents, ...]) or as precomputed `sentence_vectors`; rows given by
         `summary_indices` [rows, k] (partial summaries as document sentence indices in selection order, -1 padding;
         default: one empty summary per document) and `row_documents` [rows] (default: row i reads document i).
-        `labels` [rows]: the next sentence's index, or `num_sentences` (the sentence axis' width) for the end."""
-        document = self.prepare_document(input_ids, cls_positions, sentence_mask, attention_mask, sentence_vectors)
+        `labels` [rows]: the next sentence's index, or `num_sentences` (the sentence axis' width) for the end.
+        `repeatable_mask` [documents, sentences]: sentences that stay choosable once in the summary (a planner's
+        sentence break and team names); by default none."""
+        document = self.prepare_document(
+            input_ids, cls_positions, sentence_mask, attention_mask, sentence_vectors, repeatable_mask
+        )
         vectors, sentence_mask = document["sentence_vectors"], document["sentence_mask"]
         num_documents, num_sentences, hidden = vectors.shape
         device = vectors.device
@@ -350,14 +369,34 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         for layer in self.document_layers:
             states, summary = layer(states, keys, summary, summary_mask)
 
-        logits, loss = next_choice_logits_and_loss(self.scorer(states).squeeze(-1), row_mask, summary_indices, labels)
+        repeatable = document["repeatable_mask"]
+        logits, loss = next_choice_logits_and_loss(
+            self.scorer(states).squeeze(-1),
+            row_mask,
+            summary_indices,
+            labels,
+            None if repeatable is None else repeatable.bool()[row_documents],
+        )
         return HiBertSummarizerOutput(loss=loss, logits=logits, document_states=states[:, :num_sentences])
+
+
+class StepwiseHiBertForContentPlanning(StepwiseHiBertForExtractiveSummarization):
+    """Stepwise HiBERT as a Rotowire content planner (Narayan et al. 2020, section 7): the document sentences are a
+    game's templated records and the sentence-break unit (`processing.planner_inputs`), read without document
+    positions, so the scores of the records do not depend on their order; the end-of-summary unit ends the plan.
+    Served by the `content-planning` pipeline."""
+
+    config_class = StepwiseHiBertPlannerConfig
+    processor_class = HiBertPlannerProcessor
+    new_modules = tuple(name for name in StepwiseHiBertForExtractiveSummarization.new_modules
+                        if name != "sentence_positions")
 
 
 __all__ = [
     "HiBertForExtractiveSummarization",
     "HiBertPreTrainedModel",
     "HiBertSummarizerOutput",
+    "StepwiseHiBertForContentPlanning",
     "StepwiseHiBertForExtractiveSummarization",
     "sentence_blocks",
 ]

@@ -72,11 +72,15 @@ def step_rows(summary_indices, row_documents, num_documents: int, max_summary_se
     return summary_indices, row_documents
 
 
-def next_choice_logits_and_loss(logits, row_mask, summary_indices, labels=None):
+def next_choice_logits_and_loss(logits, row_mask, summary_indices, labels=None, repeatable=None):
     """Next-choice `logits` [rows, sentences + 1] (end-of-summary last) with padded sentences and those already in
-    the row's summary set to the dtype's minimum, and with `labels` [rows] the cross-entropy (else None)."""
+    the row's summary set to the dtype's minimum, and with `labels` [rows] the cross-entropy (else None).
+    `repeatable` [rows, sentences] (True: a unit that may be chosen again, a planner's sentence break or team name)
+    exempts sentences from the no-repeat mask."""
     num_sentences = row_mask.shape[1]
     in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=row_mask.device)).any(1)
+    if repeatable is not None:
+        in_summary = in_summary & ~repeatable
     closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
     logits = logits.masked_fill(closed, torch.finfo(logits.dtype).min)
     # float32 loss, as in `sentence_logits_and_loss`

@@ -6,8 +6,9 @@ Search, per document:
   log-probabilities of its choices;
 - every step expands each live hypothesis with each allowed choice and keeps the `beam_size` best expansions of the
   document; expansions that chose END are finished, the others stay live;
-- allowed choices: sentences not yet chosen, that share no trigram with a chosen one (`trigram_blocking`) and fit the
-  word budget (`max_words`, whitespace words); END once the summary has `min_sentences` sentences (1: never as the
+- allowed choices: sentences not yet chosen (or chosen before but `repeatable`: a content planner's sentence break
+  and team names), that share no trigram with a chosen one (`trigram_blocking`) and fit the word budget
+  (`max_words`, whitespace words); END once the summary has `min_sentences` sentences (1: never as the
   first choice), or whenever no sentence is allowed;
 - at most `num_sentences` sentences: with `end_at_limit` (the paper's rule: every hypothesis is scored on a complete
   summary) a hypothesis that reaches the limit takes one more step in which END is its only choice, so it pays for
@@ -24,7 +25,7 @@ exported repos: imports only the standard library, torch and the (also copied) t
 """
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -72,8 +73,11 @@ def _check_positive(name: str, value, allow_none: bool = False) -> None:
 class _DocumentSearch:
     """The beam of one document and the facts about its sentences that the constraints need."""
 
-    def __init__(self, sentences: Sequence[str], trigram_blocking: bool, min_sentences, max_sentences, max_words):
+    def __init__(
+        self, sentences: Sequence[str], trigram_blocking: bool, min_sentences, max_sentences, max_words, repeatable
+    ):
         self.num_sentences = len(sentences)
+        self.repeatable = frozenset(repeatable)
         self.min_sentences = min_sentences
         self.max_sentences = max_sentences
         self.words = [len(sentence.split()) for sentence in sentences]
@@ -91,7 +95,7 @@ class _DocumentSearch:
         return [
             index
             for index in range(self.num_sentences)
-            if index not in chosen
+            if (index not in chosen or index in self.repeatable)
             and (self.max_words is None or used_words + self.words[index] <= self.max_words)
             and (not chosen_trigrams or chosen_trigrams.isdisjoint(self.trigrams[index]))
         ]
@@ -117,19 +121,26 @@ def stepwise_beam_search(
     max_words: int | None = None,
     return_distributions: bool = False,
     end_at_limit: bool = True,
+    repeatable: Sequence[Collection[int]] | None = None,
 ) -> list[Hypothesis]:
     """Decode a batch of documents (each a list of sentence strings) together; returns the best hypothesis of each.
 
     `score_rows(document_indices, prefixes)` scores one row per live hypothesis of every unfinished document: the
-    index of its document in `documents` and its chosen sentences in selection order. See the module docstring for
-    the search and its constraints.
+    index of its document in `documents` and its chosen sentences in selection order. `repeatable`: per document,
+    the sentence indices that may be chosen again (default: none). See the module docstring for the search and its
+    constraints.
     """
     _check_positive("beam_size", beam_size)
     _check_positive("num_sentences", num_sentences)
     _check_positive("min_sentences", min_sentences)
     _check_positive("max_words", max_words, allow_none=True)
+    if repeatable is None:
+        repeatable = [()] * len(documents)
+    if len(repeatable) != len(documents):
+        raise ValueError(f"repeatable has {len(repeatable)} entries for {len(documents)} documents")
     searches = [
-        _DocumentSearch(sentences, trigram_blocking, min_sentences, num_sentences, max_words) for sentences in documents
+        _DocumentSearch(sentences, trigram_blocking, min_sentences, num_sentences, max_words, again)
+        for sentences, again in zip(documents, repeatable)
     ]
     for _ in range(num_sentences + int(end_at_limit)):
         active = [(d, search) for d, search in enumerate(searches) if not search.done()]

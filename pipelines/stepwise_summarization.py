@@ -90,6 +90,9 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
             rows = torch.tensor(document_indices, dtype=torch.long, device=device)
             return self.model(**document, summary_indices=summary.to(device), row_documents=rows).logits
 
+        if model_inputs.get("repeatable_mask") is not None:
+            # the units the model keeps choosable once chosen (a planner's sentence break, team names)
+            search_options["repeatable"] = [row.nonzero().flatten().tolist() for row in model_inputs["repeatable_mask"]]
         hypotheses = stepwise_beam_search(score_rows, batch_sentences, **search_options)
         return {"hypotheses": hypotheses, "sentences": batch_sentences}
 

@@ -1,6 +1,7 @@
 """Processor of ETCSum and Stepwise ETCSum: the BERTSum layout as the long input (up to `max_document_tokens`),
 whose `[CLS]` positions mark the sentences that get a global token each (at most `max_document_sentences`)."""
 
+from .planner_inputs import ContentPlanningProcessor
 from .sentence_layout import SentenceLayoutProcessor
 
 
@@ -11,4 +12,8 @@ class ETCSumProcessor(SentenceLayoutProcessor):
     has_sentence_limit = True
 
 
-__all__ = ["ETCSumProcessor"]
+class ETCSumPlannerProcessor(ContentPlanningProcessor):
+    """The planner's processor: a Rotowire game's records and the sentence-break unit as the document."""
+
+
+__all__ = ["ETCSumProcessor", "ETCSumPlannerProcessor"]

@@ -1,6 +1,7 @@
 """Processor of HiBERT and Stepwise HiBERT: the BERTSum layout (the model cuts it into one block per sentence), with
 the model's sentence limit (`max_document_sentences`, the size of its sentence position table)."""
 
+from .planner_inputs import ContentPlanningProcessor
 from .sentence_layout import SentenceLayoutProcessor
 
 
@@ -11,4 +12,8 @@ class HiBertProcessor(SentenceLayoutProcessor):
     has_sentence_limit = True
 
 
-__all__ = ["HiBertProcessor"]
+class HiBertPlannerProcessor(ContentPlanningProcessor):
+    """The planner's processor: a Rotowire game's records and the sentence-break unit as the document."""
+
+
+__all__ = ["HiBertProcessor", "HiBertPlannerProcessor"]

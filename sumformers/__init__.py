@@ -8,8 +8,16 @@ from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePl
 from .configuration.configuration_copy_transformer import CopyTransformerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
 from .configuration.configuration_realizer import RealizerConfig
-from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
-from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
+from .configuration.configuration_stepwise_etcsum import (
+    ETCSumConfig,
+    StepwiseETCSumConfig,
+    StepwiseETCSumPlannerConfig,
+)
+from .configuration.configuration_stepwise_hibert import (
+    HiBertConfig,
+    StepwiseHiBertConfig,
+    StepwiseHiBertPlannerConfig,
+)
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
@@ -19,14 +27,17 @@ from .modeling.modeling_realizer import RealizerForConditionalGeneration
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
+    StepwiseETCSumForContentPlanning,
     StepwiseETCSumForExtractiveSummarization,
 )
 from .modeling.modeling_stepwise_hibert import (
     HiBertForExtractiveSummarization,
+    StepwiseHiBertForContentPlanning,
     StepwiseHiBertForExtractiveSummarization,
 )
 from .modeling.modeling_wikisum import WikiSumCache, WikiSumForCausalLM
 from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
+from .pipelines.content_planning import ContentPlanningPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
 from .pipelines.table_to_text import TableToTextPipeline
@@ -46,6 +57,7 @@ __all__ = [
     "BertSumAbsForConditionalGeneration",
     "BertSumConfig",
     "BertSumForExtractiveSummarization",
+    "ContentPlanningPipeline",
     "CopyTransformerConfig",
     "CopyTransformerForConditionalGeneration",
     "ETCSumConfig",
@@ -61,11 +73,15 @@ __all__ = [
     "HiBertConfig",
     "HiBertForExtractiveSummarization",
     "StepwiseETCSumConfig",
+    "StepwiseETCSumForContentPlanning",
     "StepwiseETCSumForExtractiveSummarization",
+    "StepwiseETCSumPlannerConfig",
     "StepwiseHiBertConfig",
+    "StepwiseHiBertForContentPlanning",
     "StepwiseHiBertForExtractiveSummarization",
     "RealizerConfig",
     "RealizerForConditionalGeneration",
+    "StepwiseHiBertPlannerConfig",
     "SentencePlannerConfig",
     "SentencePlannerForConditionalGeneration",
     "StepwiseSummarizationPipeline",

@@ -11,8 +11,16 @@ from .configuration.configuration_bertsumabs import BertSumAbsConfig, SentencePl
 from .configuration.configuration_copy_transformer import CopyTransformerConfig
 from .configuration.configuration_hetformer import HetFormerConfig
 from .configuration.configuration_realizer import RealizerConfig
-from .configuration.configuration_stepwise_etcsum import ETCSumConfig, StepwiseETCSumConfig
-from .configuration.configuration_stepwise_hibert import HiBertConfig, StepwiseHiBertConfig
+from .configuration.configuration_stepwise_etcsum import (
+    ETCSumConfig,
+    StepwiseETCSumConfig,
+    StepwiseETCSumPlannerConfig,
+)
+from .configuration.configuration_stepwise_hibert import (
+    HiBertConfig,
+    StepwiseHiBertConfig,
+    StepwiseHiBertPlannerConfig,
+)
 from .configuration.configuration_wikisum import WikiSumConfig
 from .modeling.modeling_bertsum import BertSumForExtractiveSummarization
 from .modeling.modeling_bertsumabs import BertSumAbsForConditionalGeneration
@@ -22,14 +30,17 @@ from .modeling.modeling_realizer import RealizerForConditionalGeneration
 from .modeling.modeling_sentence_planner import SentencePlannerForConditionalGeneration
 from .modeling.modeling_stepwise_etcsum import (
     ETCSumForExtractiveSummarization,
+    StepwiseETCSumForContentPlanning,
     StepwiseETCSumForExtractiveSummarization,
 )
 from .modeling.modeling_stepwise_hibert import (
     HiBertForExtractiveSummarization,
+    StepwiseHiBertForContentPlanning,
     StepwiseHiBertForExtractiveSummarization,
 )
 from .modeling.modeling_wikisum import WikiSumForCausalLM
 from .pipelines.abstractive_summarization import AbstractiveSummarizationPipeline
+from .pipelines.content_planning import ContentPlanningPipeline
 from .pipelines.extractive_summarization import ExtractiveSummarizationPipeline
 from .pipelines.stepwise_summarization import StepwiseSummarizationPipeline
 from .pipelines.table_to_text import TableToTextPipeline
@@ -72,6 +83,12 @@ ARCHITECTURES = {
         StepwiseHiBertForExtractiveSummarization,
         "stepwise-summarization",
         StepwiseSummarizationPipeline,
+    ),
+    StepwiseHiBertPlannerConfig.model_type: Architecture(
+        StepwiseHiBertPlannerConfig, StepwiseHiBertForContentPlanning, "content-planning", ContentPlanningPipeline
+    ),
+    StepwiseETCSumPlannerConfig.model_type: Architecture(
+        StepwiseETCSumPlannerConfig, StepwiseETCSumForContentPlanning, "content-planning", ContentPlanningPipeline
     ),
     BertSumAbsConfig.model_type: Architecture(
         BertSumAbsConfig,

@@ -591,12 +591,41 @@ def oracle_sentence_plans(
 def oracle_plan(game: Game, summary: str | Sequence[str] | None = None) -> list[str]:
     """The oracle content plan of `summary` (the game's own by default): record ids in order of mention, ``<EOS>``
     between sentences, ``<EOT>`` at the end (just ``[<EOT>]`` when no sentence has a record)."""
+    return _joined([sentence for _, sentence in oracle_sentence_plans(game, summary)])
+
+
+def _joined(sentences: Sequence[Sequence[str]]) -> list[str]:
+    """Sentences of record ids as a plan: ``<EOS>`` between them, ``<EOT>`` at the end."""
     plan = []
-    for index, (_, sentence) in enumerate(oracle_sentence_plans(game, summary)):
+    for index, sentence in enumerate(sentences):
         if index:
             plan.append(EOS)
         plan.extend(sentence)
     return plan + [EOT]
+
+
+# --- plans a planner can decode ----------------------------------------------------------------------------------
+
+# Records a plan may name again (Narayan et al. 2020, section 7: no repeats except sentence breaks, team names and
+# cities); a player's name is not among them, as in the paper: his statistics name him.
+REPEATABLE_KEYS = frozenset({"TEAM-NAME", "TEAM-CITY"})
+
+
+def is_repeatable(unit: str) -> bool:
+    """Whether a planner may choose `unit` (a record id or ``<EOS>``) more than once in a plan."""
+    return unit == EOS or unit.rpartition("|")[2] in REPEATABLE_KEYS
+
+
+def decodable_plan(plan: Sequence[str]) -> list[str]:
+    """`plan` as a planner under the no-repeat rule can produce it: a record that `is_repeatable` denies is kept at
+    its first mention only, sentences left empty are dropped, and the plan ends with ``<EOT>`` (training targets)."""
+    seen, sentences = set(), []
+    for sentence in plan_sentences(plan):
+        kept = [unit for unit in sentence if is_repeatable(unit) or unit not in seen]
+        seen.update(kept)
+        if kept:
+            sentences.append(kept)
+    return _joined(sentences)
 
 
 # --- plans as text ----------------------------------------------------------------------------------------------

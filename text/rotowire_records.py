@@ -304,8 +304,9 @@ def read_games(path) -> list[Game]:
 
 
 def split_games(games: Sequence[Game], split: str) -> list[Game]:
-    """The games of `split` ("train", "dev" or "test") by `ROTOWIRE_SPLITS`, in id order."""
+    """The games of `split` ("train", "dev" or "test") by `ROTOWIRE_SPLITS`, in id order (parsed `Game`s or game
+    dicts with an ``id``)."""
     if split not in ROTOWIRE_SPLITS:
         raise ValueError(f"split must be one of {', '.join(ROTOWIRE_SPLITS)}, got {split!r}")
     start, stop = ROTOWIRE_SPLITS[split]
-    return sorted(games, key=lambda game: game.id)[start:stop]
+    return sorted(games, key=lambda game: game.id if isinstance(game, Game) else str(game.get("id", "")))[start:stop]

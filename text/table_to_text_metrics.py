@@ -57,6 +57,7 @@ __all__ = [
     "dld_similarity",
     "extract_relations",
     "pooled_content_selection",
+    "plan_scores",
     "relation_generation",
     "text_content_ordering",
     "text_content_selection",
@@ -135,6 +136,22 @@ def content_ordering(plan: Sequence[str], reference_plan: Sequence[str]) -> floa
     """CO: `dld_similarity` of the two plans' record sequences, units removed and repeats after a record's first
     mention dropped."""
     return dld_similarity(_first_mentions(plan_records(plan)), _first_mentions(plan_records(reference_plan)))
+
+
+def plan_scores(plans: Sequence[Sequence[str]], reference_plans: Sequence[Sequence[str]]) -> dict:
+    """CS and CO x 100 of `plans` against `reference_plans` (one each): ``cs_precision``, ``cs_recall``, ``cs_f1``
+    pooled over the games (`pooled_content_selection`), ``co`` the mean CO, and ``per_game`` (per game: CS
+    precision, recall, F1 and CO x 100, what `bootstrap_interval` resamples)."""
+    if len(plans) != len(reference_plans) or not plans:
+        raise ValueError(f"plan_scores needs one reference plan per plan, at least one: got {len(plans)} and "
+                         f"{len(reference_plans)}")
+    selections = [content_selection(plan, reference) for plan, reference in zip(plans, reference_plans)]
+    orderings = [content_ordering(plan, reference) for plan, reference in zip(plans, reference_plans)]
+    pooled = pooled_content_selection(selections)
+    per_game = [{"cs_precision": 100 * s["precision"], "cs_recall": 100 * s["recall"], "cs_f1": 100 * s["f1"],
+                 "co": 100 * co} for s, co in zip(selections, orderings)]
+    return {"cs_precision": 100 * pooled["precision"], "cs_recall": 100 * pooled["recall"],
+            "cs_f1": 100 * pooled["f1"], "co": 100 * sum(orderings) / len(orderings), "per_game": per_game}
 
 
 # --- relations in realized text ---------------------------------------------------------------------------------

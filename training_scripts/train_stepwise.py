@@ -33,6 +33,7 @@ from torch.nn import functional as F
 
 from sumformers import ARCHITECTURES
 from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
+from sumformers.processing.planner_inputs import repeatable_mask
 from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
@@ -145,6 +146,8 @@ class StepwiseCollator:
                 "sentence_mask": torch.tensor([[i < len(f["labels"]) for i in range(width)] for f in features]),
                 "labels": torch.tensor([f["labels"] + [-100.0] * (width - len(f["labels"])) for f in features]),
             }
+            if "repeatable" in features[0]:  # a content planner's repeatable units
+                batch["repeatable_mask"] = repeatable_mask(features, width)
         else:
             batch = self.collate(features)
         if not self.stepwise:

@@ -30,16 +30,8 @@ from .bert_blocks import (
     init_bert_style_weights,
     load_encoder_and_config,
 )
+from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
 from .summarizer_mixin import SummarizerMixin
-
-
-def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """The reference attention: softmax(q k^T * scaling + mask) v, with `attention_mask` additive (0 / -inf)."""
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = F.dropout(torch.softmax(weights, dim=-1), p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
 def decoder_inputs_from_labels(labels: torch.LongTensor, config: BertSumAbsConfig) -> torch.LongTensor:
@@ -81,30 +73,14 @@ class DecoderAttention(nn.Module):
             return attention.self.query, attention.self.key, attention.self.value, attention.output
         return self.query, self.key, self.value, self.output
 
-    def _heads(self, states: torch.Tensor) -> torch.Tensor:
-        return states.view(*states.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
-
-    def _keys_and_values(self, context, cache):
-        _, key, value, _ = self.projections()
-        if cache is None:
-            return self._heads(key(context)), self._heads(value(context))
-        if self.is_cross_attention and cache.is_updated.get(self.layer_idx):
-            layer = cache.cross_attention_cache.layers[self.layer_idx]
-            return layer.keys, layer.values
-        keys, values = self._heads(key(context)), self._heads(value(context))
-        if not self.is_cross_attention:
-            return cache.self_attention_cache.update(keys, values, self.layer_idx)
-        cache.is_updated[self.layer_idx] = True
-        return cache.cross_attention_cache.update(keys, values, self.layer_idx)
-
     def forward(self, states, context, mask, cache=None, residual_addition=None) -> torch.Tensor:
         """LN(states + Att(states, context) [+ residual_addition]); `context` is `states` for self-attention."""
-        query, _, _, output = self.projections()
-        keys, values = self._keys_and_values(context, cache)
+        query, key, value, output = self.projections()
+        keys, values = cached_keys_and_values(self, key, value, context, cache)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
         attended, _ = attention(
             self,
-            self._heads(query(states)),
+            split_heads(query(states), self.num_heads),
             keys,
             values,
             mask,
@@ -410,5 +386,4 @@ __all__ = [
     "BertSumAbsPreTrainedModel",
     "DecoderLayer",
     "decoder_inputs_from_labels",
-    "eager_attention",
 ]

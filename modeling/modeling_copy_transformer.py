@@ -46,18 +46,10 @@ from ..processing.processing_copy_transformer import CopyTransformerProcessor
 from .attention import get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
 from .convolutional_attention import ConvolutionalPattern
+from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
 from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name, resolve_encoder
 from .summarizer_mixin import SummarizerMixin
 from .windowed_encoder import WindowedEncoder
-
-
-def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """The reference attention: softmax(q k^T * scaling + mask) v, with `attention_mask` additive (0 / -inf)."""
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = F.dropout(torch.softmax(weights, dim=-1), p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 
 
 def sinusoidal_positions(positions: torch.Tensor, channels: int) -> torch.Tensor:
@@ -225,29 +217,14 @@ class CopyTransformerAttention(nn.Module):
         self.v_proj = nn.Linear(config.d_model, config.d_model)
         self.out_proj = nn.Linear(config.d_model, config.d_model)
 
-    def _heads(self, states: torch.Tensor) -> torch.Tensor:
-        return states.view(*states.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
-
-    def _keys_and_values(self, context, cache):
-        if cache is None:
-            return self._heads(self.k_proj(context)), self._heads(self.v_proj(context))
-        if self.is_cross_attention and cache.is_updated.get(self.layer_idx):
-            layer = cache.cross_attention_cache.layers[self.layer_idx]
-            return layer.keys, layer.values
-        keys, values = self._heads(self.k_proj(context)), self._heads(self.v_proj(context))
-        if not self.is_cross_attention:
-            return cache.self_attention_cache.update(keys, values, self.layer_idx)
-        cache.is_updated[self.layer_idx] = True
-        return cache.cross_attention_cache.update(keys, values, self.layer_idx)
-
     def forward(self, states, context, mask, cache=None, pattern: ConvolutionalPattern | None = None) -> torch.Tensor:
         if pattern is not None:
             return self._pattern_attention(states, pattern)
-        keys, values = self._keys_and_values(context, cache)
+        keys, values = cached_keys_and_values(self, self.k_proj, self.v_proj, context, cache)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
         attended, _ = attention(
             self,
-            self._heads(self.q_proj(states)),
+            split_heads(self.q_proj(states), self.num_heads),
             keys,
             values,
             mask,

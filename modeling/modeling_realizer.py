@@ -19,17 +19,9 @@ class RealizerForConditionalGeneration(BertSumAbsForConditionalGeneration):
     @staticmethod
     def default_generation_config(config: RealizerConfig) -> GenerationConfig:
         """One sentence: beam 4, no length penalty, 4 to `max_target_positions` tokens."""
-        return GenerationConfig(
-            decoder_start_token_id=config.decoder_start_token_id,
-            bos_token_id=config.decoder_start_token_id,
-            eos_token_id=config.eos_token_id,
-            pad_token_id=config.pad_token_id,
-            num_beams=4,
-            length_penalty=1.0,
-            min_length=4,
-            max_length=config.max_target_positions,
-            early_stopping=True,
-        )
+        generation_config = BertSumAbsForConditionalGeneration.default_generation_config(config)
+        generation_config.update(num_beams=4, length_penalty=1.0, min_length=4, max_length=config.max_target_positions)
+        return generation_config
 
 
 __all__ = ["RealizerForConditionalGeneration"]

@@ -168,14 +168,10 @@ def main():
     full_modules = ("decoder",) if model.config.decoder_init == "random" else ()
     model = apply_lora(model, model_args, full_modules=full_modules)
 
-    datasets = [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name]
-    card_info = new_card_info(training_args, data_args, datasets)
-    features = None
-    if training_args.do_train and train_dataset is not None:
-        features = map_training_features(
-            train_dataset, build_features, training_args, data_args, processor, False,
-            max_length=abstractive_args.max_length, max_target_length=abstractive_args.max_target_length,
-        )
+    card_info, features = card_info_and_features(
+        train_dataset, processor, data_args, training_args, abstractive_args.max_length,
+        abstractive_args.max_target_length,
+    )
     collate = processor.collate
     if features is not None and frozen:
         features, collate = train_over_cached_states(
@@ -200,8 +196,21 @@ def main():
             f"; final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
 
-    finish_training(trainer, tokenizer, training_args, card_info, push, evaluation(tokenizer, eval_dataset, data_args,
-                                                                                   abstractive_args))
+    evaluate = evaluation(tokenizer, eval_dataset, data_args, abstractive_args)
+    finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)
+
+
+def card_info_and_features(train_dataset, processor, data_args, training_args, max_length, max_target_length):
+    """The run's new card info, and the training features when training (None otherwise)."""
+    datasets = [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name]
+    card_info = new_card_info(training_args, data_args, datasets)
+    if not training_args.do_train or train_dataset is None:
+        return card_info, None
+    features = map_training_features(
+        train_dataset, build_features, training_args, data_args, processor, False,
+        max_length=max_length, max_target_length=max_target_length,
+    )
+    return card_info, features
 
 
 def evaluation(tokenizer, eval_dataset, data_args, abstractive_args):
@@ -222,14 +231,9 @@ def train_copy_transformer(source, splits, abstractive_args, data_args, training
     model, tokenizer = model_and_tokenizer(source, lambda encoder, tok: new_copy_transformer(encoder, tok, settings))
     processor = model.processor_class(tokenizer, model.config)
     max_length = min(abstractive_args.max_length, model.config.max_source_positions)
-    datasets = [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name]
-    card_info = new_card_info(training_args, data_args, datasets)
-    features = None
-    if training_args.do_train and train_dataset is not None:
-        features = map_training_features(
-            train_dataset, build_features, training_args, data_args, processor, False,
-            max_length=max_length, max_target_length=abstractive_args.max_target_length,
-        )
+    card_info, features = card_info_and_features(
+        train_dataset, processor, data_args, training_args, max_length, abstractive_args.max_target_length
+    )
     trainer, result = train(model, training_args, features, processor.collate)
     if result is not None:
         config = model.config
@@ -248,8 +252,8 @@ def train_copy_transformer(source, splits, abstractive_args, data_args, training
             f"summary tokens, label smoothing {config.label_smoothing}; final training loss "
             f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
-    finish_training(trainer, tokenizer, training_args, card_info, push,
-                    evaluation(tokenizer, eval_dataset, data_args, abstractive_args))
+    evaluate = evaluation(tokenizer, eval_dataset, data_args, abstractive_args)
+    finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)
 
 
 if __name__ == "__main__":

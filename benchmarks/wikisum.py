@@ -6,11 +6,17 @@
    models, their input cut at growing L (models trained at one L; the paper trains one model per L).
 3. memory: peak resident memory and wall time of one training step (batch 1, forward + backward + AdamW) at growing
    L for T-D and T-DMCA, each case in a fresh subprocess (one thread), and the largest L each fits in 8 GB.
+4. init: the decoder's start on CNN/DM (the first stage of the paper's two-stage setup): log-perplexity of the
+   validation_large highlights given the article's ranked sentences, for a decoder from scratch (the default
+   sizes), one of MiniLM's shape from scratch and one started from MiniLM (`decoder_init="encoder"`), at step 0 and
+   after equal numbers of training steps on the first train_large articles; and at step 0 the perplexity of each
+   summary token read from its own position (what a BERT state describes), which shows whether the copy is faithful.
 
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rankers
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part perplexity \
         --tdmca runs/wikisum-tdmca/final --td runs/wikisum-td/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part memory
+    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part init --init_steps 40 --init_L 256
 
 Tables are printed and written to benchmarks/results/wikisum_<part>.md (with the raw numbers in .json); the memory
 part also writes wikisum_memory.png.
@@ -18,6 +24,7 @@ part also writes wikisum_memory.png.
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -379,13 +386,126 @@ def plot_memory(results: list[dict]) -> None:
     figure.savefig(RESULTS_DIR / "wikisum_memory.png", dpi=120)
 
 
+# ------------------------------------------------------------------------------------------------------------------
+# 4. The decoder's start: from scratch or from MiniLM
+# ------------------------------------------------------------------------------------------------------------------
+
+CNNDM_FILES = {
+    "train": DATA_DIR / "cnn_dailymail" / "train_large.jsonl.gz",
+    "validation": DATA_DIR / "cnn_dailymail" / "validation_large.jsonl.gz",
+}
+INIT_BATCH = 4
+INIT_SUMMARY_TOKENS = 96
+# the shipped from-scratch run's rate, and a fine-tuning rate for the pretrained start
+INIT_RATES = {"scratch": 1e-3, "scratch, MiniLM shape": 1e-3, "from MiniLM": 2e-4}
+
+
+def init_benchmark(steps: int, train_rows: int, eval_rows: int, max_input_tokens: int) -> None:
+    import torch
+    from transformers import AutoTokenizer
+
+    from sumformers import WikiSumForCausalLM
+    from sumformers.modeling.pretrained_encoder import bundled_encoder_path
+    from sumformers.processing.processing_wikisum import read_wikisum_examples
+
+    missing = [str(path) for path in CNNDM_FILES.values() if not path.is_file()]
+    if missing:
+        raise SystemExit(f"CNN/DM data not found: {missing} (set SUMFORMERS_DATA_DIR)")
+    torch.set_num_threads(1)
+    tokenizer = AutoTokenizer.from_pretrained(bundled_encoder_path())
+    train = read_wikisum_examples(str(CNNDM_FILES["train"]), ranking_unit="sentence", max_rows=train_rows)
+    validation = read_wikisum_examples(str(CNNDM_FILES["validation"]), ranking_unit="sentence", max_rows=eval_rows)
+    layout = dict(
+        max_input_tokens=max_input_tokens, ranker="textrank", hidden_dropout=0.1, attn_implementation="blocked"
+    )
+    torch.manual_seed(0)
+    started = WikiSumForCausalLM.from_encoder("minilm", decoder_init="encoder", **layout)
+    torch.manual_seed(0)
+    models = {
+        "scratch": WikiSumForCausalLM.from_encoder("minilm", **layout),
+        "scratch, MiniLM shape": WikiSumForCausalLM._from_config(started.config),
+        "from MiniLM": started,
+    }
+    checkpoints = sorted({0, steps // 4, steps // 2, steps})
+    results = []
+    for label, model in models.items():
+        processor = model.processor_class(tokenizer, model.config)
+        encoded = [processor.training_features(e, INIT_SUMMARY_TOKENS) for e in train]
+        held_out = [processor.training_features(e, INIT_SUMMARY_TOKENS) for e in validation]
+        optimizer = torch.optim.AdamW(model.parameters(), lr=INIT_RATES[label], weight_decay=0.01)
+        order = torch.randperm(len(encoded), generator=torch.Generator().manual_seed(0)).tolist()
+        started_at = time.perf_counter()
+        own_token = own_token_log_perplexity(model, held_out)
+        for step in range(steps + 1):
+            if step in checkpoints:
+                log_perplexity = summary_log_perplexity(model, held_out)
+                results.append({"model": label, "step": step, "log_perplexity": log_perplexity,
+                                "own_token_log_perplexity": own_token if step == 0 else None,
+                                "parameters": sum(p.numel() for p in model.parameters()),
+                                "seconds": time.perf_counter() - started_at})  # fmt: skip
+                print(results[-1], flush=True)
+            if step == steps:
+                break
+            model.train()
+            batch = [encoded[order[(step * INIT_BATCH + k) % len(order)]] for k in range(INIT_BATCH)]
+            loss = model(**processor.collate(batch)).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    rows = []
+    for label, model in models.items():
+        values = {r["step"]: r["log_perplexity"] for r in results if r["model"] == label}
+        first = next(r for r in results if r["model"] == label)
+        own = first["own_token_log_perplexity"]
+        rows.append([label, f"{first['parameters'] / 1e6:.1f}M", INIT_RATES[label], f"{own:.3f} ({math.exp(own):,.0f})"]
+                    + [f"{values[s]:.3f} ({math.exp(values[s]):,.0f})" for s in checkpoints])  # fmt: skip
+    text = (
+        "## WikiSum: the decoder's start (CNN/DM)\n\n"
+        f"Log-perplexity (perplexity) of the first {eval_rows} validation_large highlights (nats per WordPiece, the "
+        "summary tokens and the end token) given the article's TextRank-ranked sentences cut at "
+        f"L = {max_input_tokens}, after 0 to {steps} AdamW steps of batch {INIT_BATCH} on the first {train_rows} "
+        "train_large articles (loss on every token, dropout 0.1, one CPU thread). `own token, step 0`: the same "
+        "summary tokens each read from its own position's output instead of the previous one's.\n\n"
+        + markdown_table(
+            ["start", "parameters", "learning rate", "own token, step 0"] + [f"step {s}" for s in checkpoints], rows
+        )
+    )
+    write_results("init", text, results)
+
+
+def summary_log_perplexity(model, encoded: list[dict], shift: int = 1) -> float:
+    """Nats per summary token (and end token) given the decoder input, in eval mode, each token scored at the
+    output `shift` positions before it (1: the next-token prediction; 0: its own position's output)."""
+    import torch
+
+    model.eval()
+    total, count = 0.0, 0
+    for item in encoded:
+        ids = torch.tensor([item["input_ids"] + item["summary_ids"]])
+        summary_length = len(item["summary_ids"])
+        with torch.no_grad():
+            logits = model(ids, logits_to_keep=summary_length + shift).logits[0, :summary_length].float()
+        targets = torch.tensor(item["summary_ids"])
+        total += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+        count += targets.numel()
+    return total / count
+
+
+def own_token_log_perplexity(model, encoded: list[dict]) -> float:
+    return summary_log_perplexity(model, encoded, shift=0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("rankers", "perplexity", "memory"), action="append")
+    parser.add_argument("--part", choices=("rankers", "perplexity", "memory", "init"), action="append")
     parser.add_argument("--tdmca", help="trained T-DMCA model (folder or shipped name) for --part perplexity")
     parser.add_argument("--td", help="trained T-D model (folder or shipped name) for --part perplexity")
     parser.add_argument("--start", type=int, default=1024, help="first L of the memory part")
     parser.add_argument("--stop", type=int, default=65536, help="last L tried by the memory part")
+    parser.add_argument("--init_steps", type=int, default=100, help="training steps of the init part")
+    parser.add_argument("--init_train_rows", type=int, default=400, help="train_large articles the init part uses")
+    parser.add_argument("--init_eval_rows", type=int, default=20, help="validation_large articles it evaluates on")
+    parser.add_argument("--init_L", type=int, default=512, help="L (input tokens) of the init part")
     parser.add_argument("--worker", nargs=3, metavar=("LAYOUT", "IMPLEMENTATION", "LENGTH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -395,6 +515,8 @@ def main() -> None:
     for part in args.part or ("rankers", "perplexity", "memory"):
         if part == "rankers":
             ranker_benchmark()
+        elif part == "init":
+            init_benchmark(args.init_steps, args.init_train_rows, args.init_eval_rows, args.init_L)
         elif part == "perplexity":
             models = {label: path for label, path in (("T-DMCA", args.tdmca), ("T-D", args.td)) if path}
             if not models:

@@ -3,10 +3,15 @@ Sequences"): T-D (full causal attention) and T-DMCA (local and memory-compressed
 experts)."""
 
 from transformers import PretrainedConfig
+from transformers.activations import ACT2FN
 
 from ..text.ranking import RANKERS
 
 ATTENTION_LAYER_TYPES = ("full", "local", "compressed")
+DECODER_INITS = ("random", "encoder")
+LAYER_NORM_POSITIONS = ("pre", "post")
+# the paper's T-DMCA: L-M-L-M-L
+DEFAULT_ATTENTION_LAYERS = ("local", "compressed", "local", "compressed", "local")
 
 
 class WikiSumConfig(PretrainedConfig):
@@ -67,7 +72,29 @@ class WikiSumConfig(PretrainedConfig):
         ranker (`str`, *optional*, defaults to `"tfidf"`):
             Default stage-1 ranker of the pipeline, one of `identity`, `tfidf`, `textrank`, `sumbasic`, `oracle`.
         encoder_name_or_path (`str`, *optional*):
-            Where the initial word embeddings came from (a Hub id), recorded for model cards.
+            Where the initial weights came from (a Hub id), recorded for model cards: the word embeddings only
+            (`decoder_init="random"`) or the whole decoder (`"encoder"`).
+        decoder_init (`str`, *optional*, defaults to `"random"`):
+            How `WikiSumForCausalLM.from_encoder` started the decoder, recorded for cards: `"random"` (the paper's
+            from-scratch decoder; word embeddings from a PCA of the encoder's) or `"encoder"` (vocabulary, word
+            embeddings, every layer's attention, feed-forward and LayerNorms copied from a BERT-style encoder, the
+            layer settings below set to match it). Loading a saved model never reads the encoder again.
+        encoder_layer_map (`list[int]`, *optional*):
+            With `decoder_init="encoder"`: the encoder layer each decoder layer was copied from (recorded for cards).
+        layer_norm_position (`str`, *optional*, defaults to `"pre"`):
+            `"pre"`: LayerNorm before each sublayer and once after the last layer (Tensor2Tensor's layout, the
+            default). `"post"`: BERT's layout, a LayerNorm over the embeddings and after each residual addition and
+            none at the end, so that weights copied from BERT are used the way they were trained.
+        hidden_act (`str`, *optional*, defaults to `"relu"`):
+            Activation of the feed-forward blocks (Tensor2Tensor: ReLU; BERT: GELU).
+        attention_bias (`bool`, *optional*, defaults to `False`):
+            Whether the query, key, value and output projections have biases (BERT's do).
+        scale_embedding (`bool`, *optional*, defaults to `True`):
+            Multiply the projected word embeddings by sqrt(hidden_size) (Tensor2Tensor) before the timing signal is
+            added; BERT adds its position embeddings to the unscaled word embeddings.
+        timing_signal_scale (`float`, *optional*, defaults to 1.0):
+            Factor on the sinusoidal timing signal (the only position information). `from_encoder` sets it to the
+            size of the encoder's learned position vectors (see there).
     """
 
     model_type = "wikisum"
@@ -101,10 +128,17 @@ class WikiSumConfig(PretrainedConfig):
         max_position_embeddings: int = 16384,
         ranker: str = "tfidf",
         encoder_name_or_path: str | None = None,
+        decoder_init: str = "random",
+        encoder_layer_map: list[int] | None = None,
+        layer_norm_position: str = "pre",
+        hidden_act: str = "relu",
+        attention_bias: bool = False,
+        scale_embedding: bool = True,
+        timing_signal_scale: float = 1.0,
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
-        attention_layers = list(attention_layers or ["local", "compressed", "local", "compressed", "local"])
+        attention_layers = list(attention_layers or DEFAULT_ATTENTION_LAYERS)
         unknown = sorted(set(attention_layers) - set(ATTENTION_LAYER_TYPES))
         if unknown:
             raise ValueError(f"attention_layers may hold {ATTENTION_LAYER_TYPES}, got {unknown}")
@@ -123,6 +157,16 @@ class WikiSumConfig(PretrainedConfig):
             raise ValueError("local_block_size and compression_stride must be positive")
         if ranker not in RANKERS:
             raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
+        if decoder_init not in DECODER_INITS:
+            raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
+        if layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise ValueError(f"layer_norm_position must be one of {LAYER_NORM_POSITIONS}, got {layer_norm_position!r}")
+        if hidden_act not in ACT2FN:
+            raise ValueError(f"hidden_act must be an activation transformers knows (ACT2FN), got {hidden_act!r}")
+        if encoder_layer_map is not None and len(encoder_layer_map) != len(attention_layers):
+            raise ValueError(
+                f"encoder_layer_map names {len(encoder_layer_map)} layers for {len(attention_layers)} decoder layers"
+            )
         # the decoder input is L tokens and the separator, and a summary needs at least one position after it
         if not 2 <= max_input_tokens <= max_position_embeddings - 2:
             raise ValueError(
@@ -153,6 +197,13 @@ class WikiSumConfig(PretrainedConfig):
         self.max_position_embeddings = max_position_embeddings
         self.ranker = ranker
         self.encoder_name_or_path = encoder_name_or_path
+        self.decoder_init = decoder_init
+        self.encoder_layer_map = list(encoder_layer_map) if encoder_layer_map is not None else None
+        self.layer_norm_position = layer_norm_position
+        self.hidden_act = hidden_act
+        self.attention_bias = attention_bias
+        self.scale_embedding = scale_embedding
+        self.timing_signal_scale = timing_signal_scale
         super().__init__(
             pad_token_id=pad_token_id,
             bos_token_id=bos_token_id,

@@ -25,14 +25,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer
 from transformers.modeling_outputs import BaseModelOutputWithPast, MoeCausalLMOutputWithPast
 
-from ..configuration.configuration_wikisum import WikiSumConfig
+from ..configuration.configuration_wikisum import DEFAULT_ATTENTION_LAYERS, WikiSumConfig
+from ..configuration.summarizer_config import position_offset
+from ..generation.length_penalty import LengthPenaltyTypeMixin, resolve_length_penalty_type
 from ..processing.processing_wikisum import WikiSumProcessor
 from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
-from .pretrained_encoder import load_pretrained_encoder
+from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name
 from .summarizer_mixin import SummarizerMixin
 
 
@@ -241,11 +244,11 @@ class WikiSumAttention(nn.Module):
         self.num_heads = config.num_attention_heads
         self.head_dim = config.hidden_size // config.num_attention_heads
         self.scaling = self.head_dim**-0.5
-        hidden = config.hidden_size
-        self.q_proj = nn.Linear(hidden, hidden, bias=False)
-        self.k_proj = nn.Linear(hidden, hidden, bias=False)
-        self.v_proj = nn.Linear(hidden, hidden, bias=False)
-        self.o_proj = nn.Linear(hidden, hidden, bias=False)
+        hidden, bias = config.hidden_size, config.attention_bias
+        self.q_proj = nn.Linear(hidden, hidden, bias=bias)
+        self.k_proj = nn.Linear(hidden, hidden, bias=bias)
+        self.v_proj = nn.Linear(hidden, hidden, bias=bias)
+        self.o_proj = nn.Linear(hidden, hidden, bias=bias)
         if self.layer_type == "compressed":
             stride = config.compression_stride
             self.key_compression = nn.Conv1d(hidden, hidden, kernel_size=stride, stride=stride)
@@ -323,15 +326,16 @@ class WikiSumAttention(nn.Module):
 
 
 class WikiSumFeedForward(nn.Module):
-    """Dense ReLU feed-forward block (Tensor2Tensor's default)."""
+    """Dense feed-forward block (ReLU in Tensor2Tensor, GELU in BERT: `config.hidden_act`)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int):
+    def __init__(self, hidden_size: int, intermediate_size: int, activation: str = "relu"):
         super().__init__()
         self.up = nn.Linear(hidden_size, intermediate_size)
+        self.activation = ACT2FN[activation]
         self.down = nn.Linear(intermediate_size, hidden_size)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        return self.down(F.relu(self.up(hidden_states)))
+        return self.down(self.activation(self.up(hidden_states)))
 
 
 def coefficient_of_variation_squared(values: torch.Tensor) -> torch.Tensor:
@@ -363,7 +367,8 @@ class WikiSumMixtureOfExperts(nn.Module):
         self.top_k = config.num_experts_per_token
         self.router = nn.Linear(config.hidden_size, config.num_experts, bias=False)
         self.experts = nn.ModuleList(
-            WikiSumFeedForward(config.hidden_size, config.expert_intermediate_size) for _ in range(config.num_experts)
+            WikiSumFeedForward(config.hidden_size, config.expert_intermediate_size, config.hidden_act)
+            for _ in range(config.num_experts)
         )
 
     def forward(self, hidden_states: torch.Tensor, token_mask: torch.Tensor | None = None) -> MixtureOfExpertsOutput:
@@ -390,30 +395,38 @@ class WikiSumMixtureOfExperts(nn.Module):
 
 
 class WikiSumDecoderLayer(nn.Module):
-    """Pre-norm layer: attention, then feed-forward (dense or experts), each with dropout and a residual."""
+    """Attention, then feed-forward (dense or experts), each with dropout and a residual; LayerNorm before each
+    sublayer (`layer_norm_position="pre"`) or after each residual addition (`"post"`, BERT's)."""
 
     def __init__(self, config: WikiSumConfig, layer_idx: int):
         super().__init__()
+        self.post_norm = config.layer_norm_position == "post"
         self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.attention = WikiSumAttention(config, layer_idx)
         self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         if layer_idx in config.moe_layers:
             self.feed_forward = WikiSumMixtureOfExperts(config)
         else:
-            self.feed_forward = WikiSumFeedForward(config.hidden_size, config.intermediate_size)
+            self.feed_forward = WikiSumFeedForward(config.hidden_size, config.intermediate_size, config.hidden_act)
         self.dropout = nn.Dropout(config.hidden_dropout)
 
     def forward(self, hidden_states, context: AttentionContext, cache_layer=None):
+        if self.post_norm:
+            attended = self.attention(hidden_states, context, cache_layer)
+            hidden_states = self.attention_norm(hidden_states + self.dropout(attended))
+            transformed, aux_loss = self._feed_forward(hidden_states, context)
+            return self.feed_forward_norm(hidden_states + self.dropout(transformed)), aux_loss
         attended = self.attention(self.attention_norm(hidden_states), context, cache_layer)
         hidden_states = hidden_states + self.dropout(attended)
-        normed = self.feed_forward_norm(hidden_states)
-        aux_loss = None
-        if isinstance(self.feed_forward, WikiSumMixtureOfExperts):
-            mixed = self.feed_forward(normed, token_mask=context.new_valid)
-            transformed, aux_loss = mixed.hidden_states, mixed.aux_loss
-        else:
-            transformed = self.feed_forward(normed)
+        transformed, aux_loss = self._feed_forward(self.feed_forward_norm(hidden_states), context)
         return hidden_states + self.dropout(transformed), aux_loss
+
+    def _feed_forward(self, hidden_states, context: AttentionContext):
+        """(output, load-balancing loss or None)."""
+        if isinstance(self.feed_forward, WikiSumMixtureOfExperts):
+            mixed = self.feed_forward(hidden_states, token_mask=context.new_valid)
+            return mixed.hidden_states, mixed.aux_loss
+        return self.feed_forward(hidden_states), None
 
 
 @dataclass
@@ -445,16 +458,19 @@ class WikiSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
 class WikiSumModel(WikiSumPreTrainedModel):
     """Embeddings (a narrow table projected to the layer width, plus the sinusoidal timing signal), the decoder
-    layers and a final layer norm."""
+    layers and a final layer norm (pre-norm layers) or a layer norm over the embeddings (post-norm layers, BERT's
+    layout: `embed_norm`)."""
 
     def __init__(self, config: WikiSumConfig):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.embed_projection = nn.Linear(config.embedding_size, config.hidden_size, bias=False)
-        self.embed_scale = math.sqrt(config.hidden_size)
+        self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
+        post_norm = config.layer_norm_position == "post"
+        self.embed_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if post_norm else None
         self.dropout = nn.Dropout(config.hidden_dropout)
         self.layers = nn.ModuleList(WikiSumDecoderLayer(config, index) for index in range(config.num_hidden_layers))
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.norm = None if post_norm else nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -510,9 +526,11 @@ class WikiSumModel(WikiSumPreTrainedModel):
             position_ids = torch.arange(past_length, past_length + length, device=device).expand(batch, -1)
 
         hidden_states = self.embed_projection(inputs_embeds) * self.embed_scale
-        hidden_states = self.dropout(
-            hidden_states + timing_signal(position_ids, self.config.hidden_size).to(hidden_states.dtype)
-        )
+        timing = timing_signal(position_ids, self.config.hidden_size) * self.config.timing_signal_scale
+        hidden_states = hidden_states + timing.to(hidden_states.dtype)
+        if self.embed_norm is not None:
+            hidden_states = self.embed_norm(hidden_states)
+        hidden_states = self.dropout(hidden_states)
         context = self._context(attention_mask.bool(), past_length)
         all_hidden_states = [] if output_hidden_states else None
         aux_losses = []
@@ -523,7 +541,8 @@ class WikiSumModel(WikiSumPreTrainedModel):
             hidden_states, aux_loss = layer(hidden_states, context, cache_layer)
             if aux_loss is not None:
                 aux_losses.append(aux_loss)
-        hidden_states = self.norm(hidden_states)
+        if self.norm is not None:
+            hidden_states = self.norm(hidden_states)
         if all_hidden_states is not None:
             all_hidden_states.append(hidden_states)
         return WikiSumModelOutput(
@@ -532,6 +551,73 @@ class WikiSumModel(WikiSumPreTrainedModel):
             hidden_states=tuple(all_hidden_states) if all_hidden_states is not None else None,
             aux_loss=torch.stack(aux_losses).sum() if aux_losses else None,
         )
+
+
+def encoder_decoder_settings(encoder: PreTrainedModel, encoder_path: str) -> dict:
+    """The WikiSumConfig settings under which a decoder can take over a BERT-style encoder's weights: its vocabulary
+    and special tokens (from its tokenizer), its layer sizes, activation, post-norm layout and attention biases, and
+    a timing signal the size of its centred learned position vectors."""
+    from transformers import AutoTokenizer
+
+    from .pretrained_encoder import resolve_encoder
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_encoder(encoder_path))
+    special = {
+        "bos_token_id": tokenizer.cls_token_id,
+        "eos_token_id": tokenizer.sep_token_id,
+        "separator_token_id": tokenizer.mask_token_id,
+        "paragraph_separator_token_id": tokenizer.sep_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+    missing = [name for name, value in special.items() if value is None]
+    if missing:
+        raise ValueError(f"the encoder's tokenizer needs [CLS], [SEP], [MASK] and [PAD] tokens; it lacks {missing}")
+    settings = encoder.config
+    positions = encoder.embeddings.position_embeddings.weight.detach().float()[position_offset(settings) :]
+    signal = timing_signal(torch.arange(positions.shape[0]), settings.hidden_size)
+    scale = (positions - positions.mean(dim=0)).pow(2).mean().sqrt() / signal.pow(2).mean().sqrt()
+    return {
+        **special,
+        "decoder_init": "encoder",
+        "embedding_size": settings.hidden_size,
+        "hidden_size": settings.hidden_size,
+        "num_attention_heads": settings.num_attention_heads,
+        "intermediate_size": settings.intermediate_size,
+        "expert_intermediate_size": settings.intermediate_size,
+        "hidden_act": settings.hidden_act,
+        "layer_norm_eps": settings.layer_norm_eps,
+        "hidden_dropout": settings.hidden_dropout_prob,
+        "layer_norm_position": "post",
+        "attention_bias": True,
+        "scale_embedding": False,
+        "timing_signal_scale": round(scale.item(), 6),
+    }
+
+
+def encoder_mismatches(encoder: PreTrainedModel, config: WikiSumConfig) -> list[str]:
+    """What keeps `config`'s decoder from taking over `encoder`'s weights (empty: nothing)."""
+    settings = encoder.config
+    expected = {
+        "hidden_size": settings.hidden_size,
+        "embedding_size": settings.hidden_size,
+        "num_attention_heads": settings.num_attention_heads,
+        "intermediate_size": settings.intermediate_size,
+        "hidden_act": settings.hidden_act,
+        "layer_norm_position": "post",
+        "attention_bias": True,
+    }
+    if config.moe_layers:
+        expected["expert_intermediate_size"] = settings.intermediate_size
+    problems = [
+        f"{name}={getattr(config, name)!r} (the encoder's: {value!r})"
+        for name, value in expected.items()
+        if getattr(config, name) != value
+    ]
+    layer_map = config.encoder_layer_map
+    if layer_map is None or any(not 0 <= index < settings.num_hidden_layers for index in layer_map):
+        layers = settings.num_hidden_layers
+        problems.append(f"encoder_layer_map={layer_map!r} must name one of the {layers} layers each")
+    return problems
 
 
 # generate() settings that must be whole numbers: a float or a string ends deep inside transformers or torch
@@ -550,12 +636,13 @@ def _is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
+class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, GenerationMixin):
     """The decoder with its language-modelling head: hidden states projected to the embedding width and scored
     against the (tied) embedding table."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
-    # Trained in full (no adapter): `from_encoder` takes only the token embeddings from a pretrained encoder.
+    # Trained in full (no adapter): `from_encoder` takes the token embeddings, or the whole decoder, from a
+    # pretrained encoder.
     processor_class = WikiSumProcessor
     reads_multiple_documents = True
 
@@ -581,8 +668,10 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
 
         Besides transformers' own checks (`GenerationConfig.validate()`: `max_new_tokens` at least 1, ...), the
         integer settings must be integers, `num_beams` and `num_return_sequences` at least 1, `min_new_tokens`
-        between 0 and `max_new_tokens`, and the input plus the summary must fit in `config.max_position_embeddings`.
+        between 0 and `max_new_tokens`, `length_penalty_type` one of `LENGTH_PENALTY_TYPES`, and the input plus the
+        summary must fit in `config.max_position_embeddings`.
         """
+        resolve_length_penalty_type(kwargs.pop("length_penalty_type", None), generation_config, self.generation_config)
         for source in (kwargs, generation_config, self.generation_config):
             for name in INTEGER_GENERATION_SETTINGS:
                 value = source.get(name) if isinstance(source, dict) else getattr(source, name, None)
@@ -621,16 +710,27 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
         if explicit_max_length and settings.max_length > limit:
             raise ValueError(f"max_length={settings.max_length} exceeds {where}")
 
-    def generate(self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs):
+    def generate(
+        self,
+        inputs: torch.Tensor | None = None,
+        generation_config: GenerationConfig | None = None,
+        length_penalty_type: str | None = None,
+        **kwargs,
+    ):
         """`GenerationMixin.generate` after `check_generation_settings`: absurd settings raise a one-line ValueError
-        before any work instead of failing inside transformers or torch."""
+        before any work instead of failing inside transformers or torch.
+
+        `length_penalty_type` (default: the generation config's `length_penalty_type`, else `"transformers"`) is how
+        beam search normalises a finished hypothesis' log-probability: `"transformers"` divides it by
+        |Y| ** `length_penalty`, `"gnmt"` by ((5 + |Y|) / 6) ** `length_penalty` (the paper's beam search, alpha
+        0.6), |Y| counting the generated tokens and the end token (`generation/length_penalty.py`)."""
         prompt = next(
             (tensor for tensor in (inputs, kwargs.get("input_ids"), kwargs.get("inputs_embeds")) if tensor is not None),
             None,
         )
         # no input: generate() starts from the bos token alone
         self.check_generation_settings(1 if prompt is None else prompt.shape[1], generation_config, **kwargs)
-        return super().generate(inputs, generation_config, **kwargs)
+        return super().generate(inputs, generation_config, length_penalty_type=length_penalty_type, **kwargs)
 
     def get_output_embeddings(self):
         return self.lm_head
@@ -642,17 +742,37 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
     def from_encoder(
         cls, encoder_path: str, config: WikiSumConfig | None = None, **config_kwargs
     ) -> "WikiSumForCausalLM":
-        """A new model whose word embeddings start from a pretrained BERT-style encoder's (default: the bundled
-        MiniLM): the table is reduced to `embedding_size` columns by PCA and rescaled to the initializer's std."""
-        encoder = load_pretrained_encoder(encoder_path)
-        table = encoder.get_input_embeddings().weight.detach().float()
+        """A new model over a pretrained BERT-style encoder (default: the bundled MiniLM).
+
+        `decoder_init="random"` (the default): the paper's from-scratch decoder, whose word embeddings start from the
+        encoder's, reduced to `embedding_size` columns by PCA and rescaled to the initializer's std.
+
+        `decoder_init="encoder"`: the whole decoder starts from the encoder (`copy_encoder`). Without `config`, the
+        vocabulary and special tokens come from the encoder's tokenizer ([CLS] begins, [SEP] ends and separates
+        paragraphs, [MASK] separates input and summary) and the layer settings from the encoder (hidden, heads,
+        feed-forward and expert sizes, activation, post-norm, attention biases, unscaled embeddings);
+        `config_kwargs` set the rest (`attention_layers`, ...) and `encoder_layer_map` (default: decoder layer i
+        from encoder layer i mod the encoder's depth, so that a decoder deeper than the encoder reuses its stack
+        from the bottom again)."""
+        encoder = load_pretrained_encoder(encoder_path, add_pooling_layer=False)
+        decoder_init = config.decoder_init if config is not None else config_kwargs.get("decoder_init", "random")
         if config is None:
-            config_kwargs.setdefault("encoder_name_or_path", encoder_path)
-            config_kwargs.setdefault("vocab_size", table.shape[0])
+            config_kwargs.setdefault("encoder_name_or_path", portable_encoder_name(encoder_path))
+            config_kwargs.setdefault("vocab_size", encoder.config.vocab_size)
+            if decoder_init == "encoder":
+                config_kwargs = {**encoder_decoder_settings(encoder, encoder_path), **config_kwargs}
+                layers = len(config_kwargs.get("attention_layers") or DEFAULT_ATTENTION_LAYERS)
+                config_kwargs.setdefault(
+                    "encoder_layer_map", [index % encoder.config.num_hidden_layers for index in range(layers)]
+                )
             config = WikiSumConfig(**config_kwargs)
-        if config.vocab_size != table.shape[0]:
-            raise ValueError(f"the encoder has {table.shape[0]} tokens but the config {config.vocab_size}")
+        if config.vocab_size != encoder.config.vocab_size:
+            raise ValueError(f"the encoder has {encoder.config.vocab_size} tokens but the config {config.vocab_size}")
         model = cls(config)
+        if config.decoder_init == "encoder":
+            model.copy_encoder(encoder)
+            return model
+        table = encoder.get_input_embeddings().weight.detach().float()
         centered = table - table.mean(dim=0)
         if config.embedding_size < centered.shape[1]:
             _, _, components = torch.linalg.svd(centered, full_matrices=False)
@@ -663,6 +783,64 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, GenerationMixin):
         with torch.no_grad():
             model.model.embed_tokens.weight.copy_(reduced)
         return model
+
+    @torch.no_grad()
+    def copy_encoder(self, encoder: PreTrainedModel) -> None:
+        """Copy a BERT-style encoder (transformers' `BertModel` layout) into this decoder (`decoder_init="encoder"`).
+
+        - Word embeddings (tied with the output as always; the projections to and from `embedding_size` start as the
+          identity) plus the position-independent part of BERT's input: segment 0's vector and the mean of the
+          learned position vectors. A vector added to every row of the tied table shifts all logits of a position by
+          the same amount, so the output distribution is unchanged while the input is BERT's.
+        - Positions: the learned table covers 512 positions and WikiSum reads thousands, so the varying part of the
+          positions is carried by the timing signal, scaled (`timing_signal_scale`, set by `from_encoder`) to the
+          size of the centred learned vectors; the copied layers thus see position vectors of the size they were
+          trained with, though not the same ones. The embedding LayerNorm is the encoder's.
+        - Decoder layer i from encoder layer `config.encoder_layer_map[i]`: query, key, value and output
+          projections, both LayerNorms (post-norm, as BERT was trained) and the feed-forward block; every expert of
+          a mixture-of-experts layer starts as that feed-forward block (sparse upcycling: identical experts give the
+          dense layer's output whatever the router picks).
+        - Memory-compressed layers: the key and value convolutions start as the average over each stride (a slot is
+          the mean key and mean value of its positions, so attention to a slot first behaves like attention to the
+          group's average), and the always-visible null slot as zero (score 0, contributes nothing)."""
+        config = self.config
+        problems = encoder_mismatches(encoder, config)
+        if problems:
+            raise ValueError(f"decoder_init='encoder' needs the encoder's layer settings: {'; '.join(problems)}")
+        embeddings, encoder_layers = encoder.embeddings, encoder.encoder.layer
+        positions = embeddings.position_embeddings.weight[position_offset(encoder.config) :]
+        offset = positions.mean(dim=0)
+        if getattr(embeddings, "token_type_embeddings", None) is not None:
+            offset = offset + embeddings.token_type_embeddings.weight[0]
+        model = self.model
+        model.embed_tokens.weight.copy_(embeddings.word_embeddings.weight + offset)
+        identity = torch.eye(config.hidden_size)
+        model.embed_projection.weight.copy_(identity)
+        self.output_projection.weight.copy_(identity)
+        model.embed_norm.load_state_dict(embeddings.LayerNorm.state_dict())
+        for layer, source_index in zip(model.layers, config.encoder_layer_map):
+            source = encoder_layers[source_index]
+            attention = layer.attention
+            for target, origin in (
+                (attention.q_proj, source.attention.self.query),
+                (attention.k_proj, source.attention.self.key),
+                (attention.v_proj, source.attention.self.value),
+                (attention.o_proj, source.attention.output.dense),
+            ):
+                target.load_state_dict(origin.state_dict())
+            layer.attention_norm.load_state_dict(source.attention.output.LayerNorm.state_dict())
+            layer.feed_forward_norm.load_state_dict(source.output.LayerNorm.state_dict())
+            experts = getattr(layer.feed_forward, "experts", [layer.feed_forward])
+            for expert in experts:
+                expert.up.load_state_dict(source.intermediate.dense.state_dict())
+                expert.down.load_state_dict(source.output.dense.state_dict())
+            if attention.layer_type == "compressed":
+                stride = config.compression_stride
+                for convolution in (attention.key_compression, attention.value_compression):
+                    convolution.weight.copy_(identity[:, :, None].expand(-1, -1, stride) / stride)
+                    convolution.bias.zero_()
+                attention.null_key.zero_()
+                attention.null_value.zero_()
 
     def forward(
         self,

@@ -12,6 +12,7 @@ from .base import SummarizationPipeline
 GENERATION_OPTIONS = (
     "num_beams",
     "length_penalty",
+    "length_penalty_type",
     "max_new_tokens",
     "min_new_tokens",
     "no_repeat_ngram_size",
@@ -28,8 +29,10 @@ class WikiSumPipeline(SummarizationPipeline):
     (blank lines, else lines).
     Options: `ranker` (one of identity, tfidf, textrank, sumbasic, oracle; default the model config's),
     `max_input_tokens` (L; default the config's), generation settings (`num_beams`, `length_penalty`,
-    `max_new_tokens`, `min_new_tokens`, `no_repeat_ngram_size`, `do_sample`, or any `generate()` argument in
-    `generate_kwargs`; defaults come from the model's generation config).
+    `length_penalty_type` ("transformers": divide a beam's log-probability by |Y| ** length_penalty; "gnmt": by
+    ((5 + |Y|) / 6) ** length_penalty, the paper's), `max_new_tokens`, `min_new_tokens`, `no_repeat_ngram_size`,
+    `do_sample`, or any `generate()` argument in `generate_kwargs`; defaults come from the model's generation
+    config).
     Output per input: `summary`, `paragraphs` (the ranked paragraphs that were fed in, best first: `index`,
     `document`, `rank`, `score`, `tokens` used, `text`) and `input_tokens` (the decoder input length).
     An input without a paragraph (empty or whitespace-only text, no documents, a title alone) gives

@@ -8,7 +8,7 @@ import torch
 
 from ..text.evaluation import read_jsonl
 from ..text.ranking import RANKERS, fit_to_budget, rank_paragraphs, split_paragraphs
-from ..text.sentences import strip_transcript_markup
+from ..text.sentences import split_sentences, strip_transcript_markup
 from .processing_utils import SummarizationProcessor
 
 
@@ -71,16 +71,29 @@ def _topic_title(row: dict) -> str:
     return ""
 
 
-def read_wikisum_examples(path: str, specific_queries: bool = False) -> list[dict]:
-    """Rows of a shared-data JSONL file as {"id", "title", "documents", "summary"} (a row without `id` gets
-    `<file stem>:<row number>`); with `specific_queries`, QMSum's query/answer pairs are added with the query as
-    title."""
+RANKING_UNITS = ("paragraph", "sentence")
+
+
+def read_wikisum_examples(
+    path: str, specific_queries: bool = False, ranking_unit: str = "paragraph", max_rows: int | None = None
+) -> list[dict]:
+    """Rows of a shared-data JSONL file (gzip-compressed if it ends in .gz; the first `max_rows` if given) as {"id",
+    "title", "documents", "summary"} (a row without `id` gets `<file stem>:<row number>`); with `specific_queries`,
+    QMSum's query/answer pairs are added with the query as title. With `ranking_unit="sentence"` every document is
+    rewritten one sentence a line, so that the rankers rank sentences: CNN/DM articles (one `document`, the
+    highlights as `summary`) have no paragraph breaks."""
+    if ranking_unit not in RANKING_UNITS:
+        raise ValueError(f"ranking_unit must be one of {RANKING_UNITS}, got {ranking_unit!r}")
     examples = []
-    for row_number, row in enumerate(read_jsonl(path), start=1):
+    for row_number, row in enumerate(read_jsonl(path)[:max_rows], start=1):
         row_id = str(row.get("id", f"{Path(path).stem}:{row_number}"))
-        documents = row["documents"] if isinstance(row.get("documents"), list) else [row["document"]]
+        documents = row.get("documents") if isinstance(row.get("documents"), list) else [row.get("document")]
+        if not all(isinstance(document, str) for document in documents) or not isinstance(row.get("summary"), str):
+            raise ValueError(f"{path}, row {row_number}: needs `document` or `documents` (text) and `summary` (text)")
         # QMSum's transcript markup is noise for ranking and modelling.
         documents = [strip_transcript_markup(document) for document in documents]
+        if ranking_unit == "sentence":
+            documents = ["\n".join(split_sentences(document)) for document in documents]
         examples.append({"id": row_id, "title": _topic_title(row), "documents": documents, "summary": row["summary"]})
         if specific_queries:
             for number, query in enumerate(row.get("specific_queries") or []):
@@ -177,4 +190,4 @@ class WikiSumProcessor(SummarizationProcessor):
         ).strip()
 
 
-__all__ = ["WikiSumProcessor", "encode_wikisum_input", "read_wikisum_examples", "wikisum_inputs"]
+__all__ = ["RANKING_UNITS", "WikiSumProcessor", "encode_wikisum_input", "read_wikisum_examples", "wikisum_inputs"]

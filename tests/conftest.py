@@ -104,6 +104,23 @@ def tiny_bert_config(**overrides):
     return BertConfig(**settings)
 
 
+@pytest.fixture(scope="session")
+def tiny_encoder_folder(tmp_path_factory, minilm_tokenizer) -> Path:
+    """A saved tiny BERT (`tiny_bert_config`, MiniLM's vocabulary and tokenizer) whose every weight, LayerNorms
+    included, is random, so that a copied weight can be told from a fresh one."""
+    from transformers import BertModel
+
+    torch.manual_seed(0)
+    encoder = BertModel(tiny_bert_config(), add_pooling_layer=False)
+    with torch.no_grad():
+        for parameter in encoder.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+    folder = tmp_path_factory.mktemp("tiny-encoder")
+    encoder.save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    return folder
+
+
 def tiny_bertsum_config(encoder_layers: int = 2, **overrides):
     """A tiny BERTSum config over a tiny BERT (2 layers unless told) that shares MiniLM's vocabulary (so its
     tokenizer fits)."""

@@ -5,17 +5,29 @@
         --validation_file ../shared/data/qmsum/validation.jsonl,../shared/data/fewsum/validation.jsonl \
         --output_dir runs/wikisum --max_steps 240 --do_train --do_eval
 
+The first stage of the paper's two-stage setup on CNN/DM (one document: the article's sentences ranked, the highlights
+as the summary), the decoder started from MiniLM:
+
+    OMP_NUM_THREADS=1 python training_scripts/train_wikisum.py \
+        --train_file ../shared/data/cnn_dailymail/train_large.jsonl.gz --ranking_unit sentence --ranker textrank \
+        --decoder_init encoder --output_dir runs/wikisum-cnndm --max_steps 2000 --do_train
+
 Each example is ``[title ; paragraphs ranked by --ranker and cut at --max_input_tokens (L) ; separator ; summary]``,
 built by the model's own processor (as the `wikisum` pipeline builds its input), and the loss is on every token (the
 paper's T-D objective). The title is the dataset's topic or product name: QMSum's topic list, FewSum's product
-category. With `--qmsum_specific_queries`, every QMSum query/answer pair is one more example with the query as its
-title.
+category; CNN/DM has none (tf-idf against no title keeps the article's order, the lead; TextRank and SumBasic need
+no title). With `--ranking_unit sentence` the rankers rank sentences instead of paragraphs (CNN/DM articles have no
+paragraph breaks). With `--qmsum_specific_queries`, every QMSum query/answer pair is one more example with the query
+as its title.
 
-The decoder trains fully from scratch (the LoRA options of the shared arguments do not apply); its word embeddings
-start from the encoder given by --model_name_or_path (PCA of MiniLM's by default), or training continues from a
-saved WikiSum model. Evaluation: log-perplexity of the summary tokens and ROUGE of the `wikisum` pipeline's summaries
-on the validation files. `--ship_to DIR` also writes the final model with fp16 weights (a small shippable checkpoint).
-Resumes from the newest checkpoint in --output_dir.
+The decoder trains in full (the LoRA options of the shared arguments do not apply). `--decoder_init random` (the
+paper's): from scratch, its word embeddings from a PCA of the encoder's given by --model_name_or_path (MiniLM by
+default); `--decoder_init encoder`: the whole decoder starts from that encoder (`WikiSumForCausalLM.from_encoder`:
+its vocabulary, embeddings and layers, so --hidden_size, --embedding_size, --intermediate_size and
+--num_attention_heads are the encoder's). Or training continues from a saved WikiSum model. Evaluation:
+log-perplexity of the summary tokens and ROUGE of the `wikisum` pipeline's summaries on the validation files.
+`--ship_to DIR` also writes the final model with fp16 weights (a small shippable checkpoint). Resumes from the newest
+checkpoint in --output_dir.
 """
 
 import logging
@@ -30,6 +42,7 @@ from safetensors.torch import load_file, save_file
 from transformers import GenerationConfig
 
 from sumformers import WikiSumConfig, WikiSumForCausalLM
+from sumformers.generation.length_penalty import resolve_length_penalty_type
 from sumformers.modeling.pretrained_encoder import portable_encoder_name
 from sumformers.processing.processing_wikisum import read_wikisum_examples
 from sumformers.training import (
@@ -49,6 +62,13 @@ class WikiSumArguments:
     max_input_tokens: int = field(default=1024, metadata={"help": "L: tokens of title and ranked paragraphs."})
     max_summary_tokens: int = field(default=192, metadata={"help": "Summary tokens kept for training."})
     ranker: str = field(default="tfidf", metadata={"help": "Stage-1 ranker: identity, tfidf, textrank, sumbasic."})
+    ranking_unit: str = field(
+        default="paragraph", metadata={"help": "What the ranker ranks: paragraph or sentence (CNN/DM: sentence)."}
+    )
+    decoder_init: str = field(
+        default="random",
+        metadata={"help": "random: from scratch (PCA word embeddings); encoder: the whole decoder from the encoder."},
+    )
     attention_layers: str = field(
         default="local,compressed,local,compressed,local",
         metadata={"help": "Comma-separated layer types: full, local, compressed (T-D: all full)."},
@@ -64,16 +84,29 @@ class WikiSumArguments:
     hidden_dropout: float = field(default=0.1)
     qmsum_specific_queries: bool = field(default=True, metadata={"help": "Add QMSum's query/answer pairs."})
     num_beams: int = field(default=4, metadata={"help": "Beam size saved in the generation config (paper: 4)."})
-    length_penalty: float = field(default=0.6, metadata={"help": "Length penalty saved in the generation config."})
+    length_penalty: float = field(
+        default=0.6, metadata={"help": "Length penalty (GNMT's alpha under gnmt) saved in the generation config."}
+    )
+    length_penalty_type: str = field(
+        default="gnmt",
+        metadata={"help": "gnmt: ((5 + |Y|) / 6) ** alpha (the paper's); transformers: |Y| ** length_penalty."},
+    )
     max_new_tokens: int = field(default=160)
-    no_repeat_ngram_size: int = field(default=3, metadata={"help": "0 = off (the paper uses none)."})
+    no_repeat_ngram_size: int = field(
+        default=0, metadata={"help": "Saved in the generation config and named on the card; 0 = off (the paper's)."}
+    )
     eval_generate_samples: int = field(default=20, metadata={"help": "Validation examples summarized for ROUGE."})
     ship_to: str | None = field(default=None, metadata={"help": "Also write the final model with fp16 weights here."})
 
 
-def read_files(paths: str | None, specific_queries: bool = False) -> list[list[dict]]:
+def read_files(paths: str | None, specific_queries: bool = False, ranking_unit: str = "paragraph") -> list[list[dict]]:
     """The examples of each comma-separated file."""
-    return [read_wikisum_examples(path, specific_queries) for path in (paths or "").split(",") if path]
+    return [read_wikisum_examples(path, specific_queries, ranking_unit) for path in (paths or "").split(",") if path]
+
+
+def dataset_names(paths: str | None) -> list[str]:
+    """The shared-data folder of each comma-separated file (`qmsum`, `fewsum`, `cnn_dailymail`)."""
+    return sorted({Path(path).parent.name for path in (paths or "").split(",") if path})
 
 
 def take_evenly(groups: list[list[dict]], count: int) -> list[dict]:
@@ -114,39 +147,70 @@ def write_fp16_copy(source: Path, target: Path) -> Path:
 
 
 def new_model(encoder: str, tokenizer, source: str, args: WikiSumArguments) -> WikiSumForCausalLM:
-    """A new decoder with `args`' shape, its word embeddings from `encoder`'s (PCA), `tokenizer`'s special tokens."""
+    """A new decoder: with --decoder_init encoder, the encoder's (its vocabulary, sizes and layers), else one with
+    `args`' shape, its word embeddings from `encoder`'s (PCA), `tokenizer`'s special tokens."""
     if tokenizer.mask_token_id is None or tokenizer.sep_token_id is None:
         raise ValueError("the tokenizer needs a mask token (the input/summary separator) and a sep token")
-    config = WikiSumConfig(
-        vocab_size=len(tokenizer),
-        embedding_size=args.embedding_size,
-        hidden_size=args.hidden_size,
+    layout = dict(
         attention_layers=[name.strip() for name in args.attention_layers.split(",")],
-        num_attention_heads=args.num_attention_heads,
-        intermediate_size=args.intermediate_size,
         local_block_size=args.local_block_size,
         moe_layers=[int(index) for index in args.moe_layers.split(",") if index.strip()],
         num_experts=args.num_experts,
         num_experts_per_token=args.num_experts_per_token,
         hidden_dropout=args.hidden_dropout,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
-        eos_token_id=tokenizer.sep_token_id,
-        separator_token_id=tokenizer.mask_token_id,
-        paragraph_separator_token_id=tokenizer.sep_token_id,
         max_input_tokens=args.max_input_tokens,
         ranker=args.ranker,
         encoder_name_or_path=portable_encoder_name(source),
         # blocked attention trains on CPU with memory linear in length
         attn_implementation="blocked",
     )
+    if args.decoder_init == "encoder":
+        return WikiSumForCausalLM.from_encoder(encoder, decoder_init="encoder", **layout)
+    if args.decoder_init != "random":
+        raise ValueError(f"--decoder_init must be random or encoder, got {args.decoder_init!r}")
+    config = WikiSumConfig(
+        vocab_size=len(tokenizer),
+        embedding_size=args.embedding_size,
+        hidden_size=args.hidden_size,
+        num_attention_heads=args.num_attention_heads,
+        intermediate_size=args.intermediate_size,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
+        eos_token_id=tokenizer.sep_token_id,
+        separator_token_id=tokenizer.mask_token_id,
+        paragraph_separator_token_id=tokenizer.sep_token_id,
+        **layout,
+    )
     return WikiSumForCausalLM.from_encoder(encoder, config=config)
+
+
+def decoding_settings(generation_config: GenerationConfig) -> str:
+    """The beam search the generation config holds, as the card names it."""
+    penalty = getattr(generation_config, "length_penalty_type", None) or "transformers"
+    formula = "((5 + |Y|) / 6) ** alpha, GNMT's" if penalty == "gnmt" else "|Y| ** alpha, transformers'"
+    blocking = generation_config.no_repeat_ngram_size
+    return (
+        f"beam {generation_config.num_beams}, length penalty alpha {generation_config.length_penalty} ({formula}), "
+        + (f"repeated {blocking}-grams of WordPieces blocked" if blocking else "no n-gram blocking")
+    )
+
+
+def describe_start(config: WikiSumConfig) -> str:
+    """How the decoder started, for the card."""
+    if config.decoder_init == "encoder":
+        return (
+            f"started from {config.encoder_name_or_path} (vocabulary, word embeddings and every layer copied, decoder "
+            f"layer i from encoder layer {config.encoder_layer_map}[i]; post-norm as BERT; compressed layers' "
+            "convolutions started as stride averages; positions from the scaled timing signal)"
+        )
+    return "trained from scratch (word embeddings from a PCA of MiniLM's)"
 
 
 def main():
     model_args, data_args, training_args, args = parse_arguments(WikiSumArguments)
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
     push = take_push_to_hub(training_args)
+    resolve_length_penalty_type(args.length_penalty_type)  # a wrong name fails now, not at evaluation
     source = model_args.model_name_or_path
     model, tokenizer = model_and_tokenizer(
         source, lambda encoder, tokenizer: new_model(encoder, tokenizer, source, args)
@@ -154,6 +218,7 @@ def main():
     model.generation_config = GenerationConfig(
         num_beams=args.num_beams,
         length_penalty=args.length_penalty,
+        length_penalty_type=args.length_penalty_type,
         max_new_tokens=args.max_new_tokens,
         no_repeat_ngram_size=args.no_repeat_ngram_size,
         bos_token_id=model.config.bos_token_id,
@@ -167,9 +232,11 @@ def main():
         return processor.training_features(example, args.max_summary_tokens, args.ranker, args.max_input_tokens)
 
     train_examples = [
-        example for group in read_files(data_args.train_file, args.qmsum_specific_queries) for example in group
+        example
+        for group in read_files(data_args.train_file, args.qmsum_specific_queries, args.ranking_unit)
+        for example in group
     ]
-    eval_groups = read_files(data_args.validation_file)
+    eval_groups = read_files(data_args.validation_file, ranking_unit=args.ranking_unit)
     eval_examples = take_evenly(eval_groups, data_args.max_eval_samples or sum(map(len, eval_groups)))
     if data_args.max_train_samples:
         train_examples = random.Random(training_args.seed).sample(
@@ -177,8 +244,8 @@ def main():
         )
     card_info = {
         "model_name": Path(args.ship_to or training_args.output_dir).name,
-        "datasets": ["qmsum", "fewsum"],
-        "dataset_name": "QMSum + FewSum (validation)",
+        "datasets": dataset_names(data_args.train_file) or ["qmsum", "fewsum"],
+        "dataset_name": " + ".join(dataset_names(data_args.validation_file or data_args.train_file)) + " (validation)",
         "split": "validation",
     }
 
@@ -194,13 +261,13 @@ def main():
         card_info["training"] = (
             f"{model.config.variant} ({', '.join(model.config.attention_layers)}; hidden {model.config.hidden_size}, "
             f"embeddings {model.config.embedding_size} tied, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
-            f"parameters) trained from scratch (word embeddings from a PCA of MiniLM's) on {len(encoded)} examples "
-            f"({tokens} tokens) of {data_args.train_file}; input = title + {args.ranker}-ranked paragraphs cut at "
+            f"parameters) {describe_start(model.config)} on {len(encoded)} examples ({tokens} tokens) of "
+            f"{data_args.train_file}; input = title + {args.ranker}-ranked {args.ranking_unit}s cut at "
             f"L={args.max_input_tokens} tokens; loss on every token; {trainer.state.global_step} steps of batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}; "
             f"{trainer.state.epoch:.2f} epochs, mean training loss {result.training_loss:.4f}, "
-            f"{result.metrics.get('train_runtime', 0):.0f} s on CPU."
+            f"{result.metrics.get('train_runtime', 0):.0f} s on {'GPU' if torch.cuda.is_available() else 'CPU'}."
         )
 
     def evaluate(trained):
@@ -224,9 +291,10 @@ def main():
         setting = (
             f"Log-perplexity of the reference summary tokens (nats per WordPiece) on {len(eval_examples)} untouched "
             f"validation examples: {log_perplexity:.3f} (perplexity {math.exp(log_perplexity):.1f}). ROUGE of the "
-            f"`wikisum` pipeline's summaries ({args.ranker} ranking, L={args.max_input_tokens}, beam "
-            f"{args.num_beams}, length penalty {args.length_penalty}, no-repeat {args.no_repeat_ngram_size}-grams) on "
-            f"{len(sample)} validation examples (the first of each file in turn)"
+            f"`wikisum` pipeline's summaries ({args.ranker} ranking of {args.ranking_unit}s, "
+            f"L={args.max_input_tokens}, the shipped generation config: "
+            f"{decoding_settings(trained.generation_config)}) on {len(sample)} "
+            "validation examples (the first of each file in turn)"
         )
         return scores, setting, results
 

@@ -1,6 +1,7 @@
 """WikiSum decoder (T-D / T-DMCA): masks seen through the model, backends, cache, MoE, loss, pipeline, CLI, export."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -10,9 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import tiny_wikisum_config
+from conftest import tiny_bert_config, tiny_wikisum_config
 from sumformers import WikiSumCache, WikiSumConfig, WikiSumForCausalLM
 from sumformers.hub import export_model, load_model, shipped_checkpoints
+from sumformers.modeling.modeling_wikisum import timing_signal
 from test_modeling_common import ModelTesterMixin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -683,3 +685,330 @@ def test_shipped_checkpoint_is_small_fp16_and_summarizes():
 
     result = sumformers.load_pipeline(SHIPPED)({"title": TITLE, "documents": DOCUMENTS}, max_new_tokens=20, num_beams=1)
     assert result["summary"].strip() and result["paragraphs"][0]["index"] == 2
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# From scratch stays the default: the shipped checkpoint and a from-scratch start give what they gave before
+# ----------------------------------------------------------------------------------------------------------------
+
+PIN_IDS = [[101, 7592, 2088, 2003, 1037, 3231, 1997, 1996, 2047, 5166, 102, 2009, 2950, 2769, 2005, 2816, 103]]
+PIN_IDS[0] += [1996, 2473, 2097, 3696, 2009, 2279, 2733, 1012, 102]
+
+
+@pytest.mark.skipif(SHIPPED not in shipped_checkpoints(), reason="the trained WikiSum checkpoint is not shipped")
+def test_shipped_checkpoint_gives_the_logits_it_gave_before_the_encoder_start_existed():
+    # numbers from the code before decoder_init existed (main at 36b0c49)
+    model = load_model(SHIPPED)
+    assert model.config.decoder_init == "random" and model.config.layer_norm_position == "pre"
+    ids = torch.tensor(PIN_IDS)
+    with torch.no_grad():
+        output = model(ids, labels=ids)
+    assert output.loss.item() == pytest.approx(6.59823, abs=1e-4)
+    torch.testing.assert_close(
+        output.logits[0, -1, :4], torch.tensor([-5.3555, -5.5896, -5.6430, -5.6579]), atol=1e-3, rtol=0
+    )
+    expected = torch.tensor([4.7153, 3.9465, 4.1105])
+    torch.testing.assert_close(output.logits[0, 5, 1996:1999], expected, atol=1e-3, rtol=0)
+
+
+def test_from_encoder_without_decoder_init_is_the_from_scratch_start_it_was():
+    torch.manual_seed(0)
+    model = WikiSumForCausalLM.from_encoder(
+        "minilm", hidden_size=32, embedding_size=16, num_attention_heads=4, intermediate_size=64, local_block_size=4
+    ).eval()
+    assert model.config.decoder_init == "random" and model.model.norm is not None and model.model.embed_norm is None
+    ids = torch.tensor(PIN_IDS)
+    with torch.no_grad():
+        # the loss the same seed gave before decoder_init existed (main at 36b0c49)
+        assert model(ids, labels=ids).loss.item() == pytest.approx(10.328494, abs=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A decoder started from a pretrained encoder (decoder_init="encoder")
+# ----------------------------------------------------------------------------------------------------------------
+
+# five layers over the tiny encoder's two: decoder layer i starts from encoder layer i mod 2
+DEEPER_T_DMCA = ["local", "compressed", "full", "local", "compressed"]
+
+
+def encoder_started(folder, implementation="eager", **overrides) -> WikiSumForCausalLM:
+    settings = dict(
+        decoder_init="encoder",
+        attention_layers=DEEPER_T_DMCA,
+        local_block_size=4,
+        hidden_dropout=0.0,
+        attn_implementation=implementation,
+    )
+    settings.update(overrides)
+    return WikiSumForCausalLM.from_encoder(str(folder), **settings).eval()
+
+
+def word_ids(batch=1, length=18, seed=1):
+    return torch.randint(1000, 30000, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize(
+    "implementation", ["eager", "sdpa", "blocked", pytest.param("flex_attention", marks=pytest.mark.slow)]
+)
+def test_encoder_started_decoder_never_sees_the_future(tiny_encoder_folder, implementation):
+    model = encoder_started(tiny_encoder_folder, implementation, moe_layers=[2], num_experts=2)
+    ids = word_ids()
+    base = logits(model, ids)
+    for position in (0, 4, 7, 12, 17):
+        other = ids.clone()
+        other[0, position] += 1
+        changed = (logits(model, other) - base).abs().amax(-1)[0] > 0
+        assert not changed[:position].any(), f"a position before {position} saw it"
+        assert changed[position]
+    reference = encoder_started(tiny_encoder_folder, "eager", moe_layers=[2], num_experts=2)
+    torch.testing.assert_close(base, logits(reference, ids))
+
+
+def test_encoder_started_decoder_holds_the_encoders_weights(tiny_encoder_folder):
+    from transformers import BertModel
+
+    encoder = BertModel.from_pretrained(tiny_encoder_folder, add_pooling_layer=False)
+    model = encoder_started(tiny_encoder_folder, moe_layers=[2], num_experts=2)
+    config = model.config
+    assert config.encoder_layer_map == [0, 1, 0, 1, 0]
+    assert (config.hidden_size, config.embedding_size, config.num_attention_heads, config.intermediate_size) == (
+        32,
+        32,
+        4,
+        64,
+    )
+    assert (config.layer_norm_position, config.hidden_act, config.attention_bias) == ("post", "gelu", True)
+    state, source = model.state_dict(), encoder.state_dict()
+    copies = {
+        "model.layers.0.attention.q_proj.weight": "encoder.layer.0.attention.self.query.weight",
+        "model.layers.3.attention.k_proj.bias": "encoder.layer.1.attention.self.key.bias",
+        "model.layers.4.attention.v_proj.weight": "encoder.layer.0.attention.self.value.weight",
+        "model.layers.1.attention.o_proj.weight": "encoder.layer.1.attention.output.dense.weight",
+        "model.layers.1.attention_norm.weight": "encoder.layer.1.attention.output.LayerNorm.weight",
+        "model.layers.3.feed_forward_norm.bias": "encoder.layer.1.output.LayerNorm.bias",
+        "model.layers.0.feed_forward.up.weight": "encoder.layer.0.intermediate.dense.weight",
+        "model.layers.2.feed_forward.experts.0.up.bias": "encoder.layer.0.intermediate.dense.bias",
+        "model.layers.2.feed_forward.experts.1.down.weight": "encoder.layer.0.output.dense.weight",
+        "model.embed_norm.bias": "embeddings.LayerNorm.bias",
+    }
+    for name, origin in copies.items():
+        torch.testing.assert_close(state[name], source[origin], atol=0, rtol=0, msg=name)
+    # word embeddings plus segment 0 and the mean position, tied with the output; projections start as the identity
+    embeddings = encoder.embeddings
+    expected = (
+        embeddings.word_embeddings.weight
+        + embeddings.token_type_embeddings.weight[0]
+        + embeddings.position_embeddings.weight.mean(0)
+    )
+    torch.testing.assert_close(model.model.embed_tokens.weight, expected)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    assert torch.equal(model.output_projection.weight, torch.eye(32))
+    # the scaled timing signal is as large as the centred learned position vectors
+    positions = embeddings.position_embeddings.weight
+    timing = timing_signal(torch.arange(512), 32) * config.timing_signal_scale
+    assert timing.pow(2).mean().sqrt().item() == pytest.approx(
+        (positions - positions.mean(0)).pow(2).mean().sqrt().item(), rel=1e-4
+    )
+    # a compressed layer's slot is the mean key and the mean value of its three positions; the null slot is zero
+    attention = model.model.layers[1].attention
+    keys, values = torch.randn(2, 6, 32), torch.randn(2, 6, 32)
+    with torch.no_grad():
+        slot_keys, slot_values = attention.compress(keys, values)
+    torch.testing.assert_close(slot_keys, keys.view(2, 2, 3, 32).mean(2))
+    torch.testing.assert_close(slot_values, values.view(2, 2, 3, 32).mean(2))
+    assert not attention.null_key.any() and not attention.null_value.any()
+
+
+def test_encoder_started_full_layers_are_berts_layers_under_a_causal_mask(tmp_path, minilm_tokenizer):
+    """Reference check of the post-norm layout, biases, activation and embeddings: with one vector at every
+    position (so the inputs are BERT's exactly) two full-attention layers compute what the same BERT computes with
+    a causal mask, and the tied output scores words as BERT's embeddings do."""
+    from transformers import BertModel
+
+    torch.manual_seed(0)
+    encoder = BertModel(tiny_bert_config(), add_pooling_layer=False)
+    with torch.no_grad():
+        for parameter in encoder.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+        table = encoder.embeddings.position_embeddings.weight
+        table.copy_(table[:1].clone().expand_as(table))
+    encoder.save_pretrained(tmp_path)
+    minilm_tokenizer.save_pretrained(tmp_path)
+    model = encoder_started(tmp_path, attention_layers=["full", "full"])
+    assert model.config.timing_signal_scale == 0.0
+    causal = BertModel.from_pretrained(tmp_path, add_pooling_layer=False, is_decoder=True).eval()
+    ids = word_ids(2, 9)
+    with torch.no_grad():
+        expected = causal(ids).last_hidden_state
+        torch.testing.assert_close(model.model(ids).last_hidden_state, expected, atol=1e-5, rtol=1e-5)
+        expected_scores = torch.log_softmax(expected @ encoder.embeddings.word_embeddings.weight.T, dim=-1)
+        torch.testing.assert_close(torch.log_softmax(logits(model, ids), -1), expected_scores, atol=1e-4, rtol=1e-4)
+
+
+def test_encoder_started_decoder_round_trips_through_from_pretrained(tiny_encoder_folder, tmp_path):
+    model = encoder_started(tiny_encoder_folder, moe_layers=[2], num_experts=2)
+    model.save_pretrained(tmp_path / "saved")
+    loaded = WikiSumForCausalLM.from_pretrained(tmp_path / "saved", attn_implementation="eager").eval()
+    assert loaded.config.decoder_init == "encoder" and loaded.config.encoder_layer_map == [0, 1, 0, 1, 0]
+    assert loaded.model.norm is None and loaded.model.embed_norm is not None
+    ids = word_ids(2, 13)
+    torch.testing.assert_close(logits(loaded, ids), logits(model, ids), atol=0, rtol=0)
+
+
+def test_encoder_layer_map_can_be_given_and_is_checked(tiny_encoder_folder):
+    from transformers import BertModel
+
+    encoder = BertModel.from_pretrained(tiny_encoder_folder, add_pooling_layer=False)
+    model = encoder_started(
+        tiny_encoder_folder, attention_layers=["local", "compressed", "local"], encoder_layer_map=[1, 1, 0]
+    )
+    for layer, source in zip(model.model.layers, (1, 1, 0)):
+        assert torch.equal(layer.attention.q_proj.weight, encoder.encoder.layer[source].attention.self.query.weight)
+    with pytest.raises(ValueError) as error:
+        encoder_started(tiny_encoder_folder, encoder_layer_map=[0, 2, 0, 1, 0])
+    assert str(error.value) == (
+        "decoder_init='encoder' needs the encoder's layer settings: encoder_layer_map=[0, 2, 0, 1, 0] must name one of "
+        "the 2 layers each"
+    )
+    with pytest.raises(ValueError) as error:
+        encoder_started(tiny_encoder_folder, intermediate_size=128)
+    assert str(error.value) == (
+        "decoder_init='encoder' needs the encoder's layer settings: intermediate_size=128 (the encoder's: 64)"
+    )
+    with pytest.raises(ValueError, match="^decoder_init must be one of"):
+        encoder_started(tiny_encoder_folder, decoder_init="bert")
+    with pytest.raises(ValueError, match="^encoder_layer_map names 2 layers for 5 decoder layers$"):
+        encoder_started(tiny_encoder_folder, encoder_layer_map=[0, 1])
+
+
+def test_encoder_started_decoder_takes_the_encoders_vocabulary_and_special_tokens(tmp_path):
+    """An encoder whose WordPiece vocabulary is not MiniLM's: the special token ids, the vocabulary size and the
+    processor's input all follow its tokenizer."""
+    from transformers import BertModel, BertTokenizerFast
+
+    from sumformers.processing.processing_wikisum import WikiSumProcessor
+
+    words = "solar power cities panels roofs public install on the of a in weather was mild last week".split()
+    vocabulary = ["[UNK]", "[PAD]", "[SEP]", "[CLS]", "[MASK]", ".", ","] + words
+    tokenizer = BertTokenizerFast(vocab={token: index for index, token in enumerate(vocabulary)})
+    torch.manual_seed(0)
+    BertModel(tiny_bert_config(vocab_size=len(vocabulary), pad_token_id=1), add_pooling_layer=False).save_pretrained(
+        tmp_path
+    )
+    tokenizer.save_pretrained(tmp_path)
+    model = encoder_started(tmp_path, attention_layers=["local", "compressed"])
+    config = model.config
+    assert config.vocab_size == len(vocabulary) == model.lm_head.weight.shape[0]
+    special = (config.bos_token_id, config.eos_token_id, config.paragraph_separator_token_id, config.separator_token_id)
+    assert special == (3, 2, 2, 4) and config.pad_token_id == 1
+    processed = WikiSumProcessor(tokenizer, config)({"title": "solar power", "documents": ["install panels on roofs."]})
+    # [CLS] solar power [SEP] install panels on roofs . [SEP] [MASK]
+    assert processed["input_ids"].tolist() == [[3, 7, 8, 2, 13, 10, 14, 11, 5, 2, 4]]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# GNMT's length penalty beside transformers'
+# ----------------------------------------------------------------------------------------------------------------
+
+# After the prompt [1] the model allows exactly two hypotheses (end token 2):
+#   A = [10, 2]                  P = 0.6   log P = -0.510826  |A| = 2
+#   B = [11, 12, 13, 14, 15, 2]  P = 0.4   log P = -0.916291  |B| = 6
+# transformers, log P / |Y| ** 0.6:         A: -0.510826 / 1.515717 = -0.337019   B: -0.916291 / 2.930156 = -0.312711
+# GNMT, log P / ((5 + |Y|) / 6) ** 0.6:     A: -0.510826 / 1.096903 = -0.465698   B: -0.916291 / 1.438616 = -0.636925
+# so B wins under transformers' normalisation and A under GNMT's.
+NEXT_TOKEN = {1: {10: 0.6, 11: 0.4}, 10: {2: 1.0}, 11: {12: 1.0}, 12: {13: 1.0}, 13: {14: 1.0}, 14: {15: 1.0}}
+NEXT_TOKEN[15] = {2: 1.0}
+HYPOTHESIS_A, HYPOTHESIS_B = [1, 10, 2], [1, 11, 12, 13, 14, 15, 2]
+
+
+@pytest.fixture
+def two_hypothesis_model(monkeypatch):
+    """A WikiSum model whose next-token distribution depends only on the last token (`NEXT_TOKEN`; every other token
+    has probability e^-10000, none for an unlisted last token)."""
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    model = tiny_model()
+
+    def forward(input_ids=None, attention_mask=None, **kwargs):
+        scores = torch.full((*input_ids.shape, 64), -1e4)
+        for row, sequence in enumerate(input_ids.tolist()):
+            for position, token in enumerate(sequence):
+                for following, probability in NEXT_TOKEN.get(token, {}).items():
+                    scores[row, position, following] = math.log(probability)
+        return CausalLMOutputWithPast(logits=scores)
+
+    monkeypatch.setattr(model, "forward", forward)
+    return model
+
+
+def beams(model, **settings):
+    output = model.generate(
+        torch.tensor([[1]]),
+        num_beams=2,
+        num_return_sequences=2,
+        length_penalty=0.6,
+        max_new_tokens=6,
+        do_sample=False,
+        use_cache=False,
+        output_scores=True,
+        return_dict_in_generate=True,
+        **settings,
+    )
+    # up to the end token: transformers fills finished rows with it (the padding id 0 is falsy there)
+    sequences = [row[: row.index(2) + 1] for row in output.sequences.tolist()]
+    return sequences, output.sequences_scores.tolist()
+
+
+def test_gnmt_length_penalty_picks_the_hypothesis_the_hand_computation_picks(two_hypothesis_model):
+    sequences, scores = beams(two_hypothesis_model)  # transformers' normalisation, the default
+    assert sequences == [HYPOTHESIS_B, HYPOTHESIS_A]
+    assert scores == pytest.approx([-0.312711, -0.337019], abs=1e-5)
+    sequences, scores = beams(two_hypothesis_model, length_penalty_type="gnmt")
+    assert sequences == [HYPOTHESIS_A, HYPOTHESIS_B]
+    assert scores == pytest.approx([-0.465698, -0.636925], abs=1e-5)
+    # the generation config's entry is the default, and the keyword overrides it
+    two_hypothesis_model.generation_config.length_penalty_type = "gnmt"
+    assert beams(two_hypothesis_model)[0][0] == HYPOTHESIS_A
+    assert beams(two_hypothesis_model, length_penalty_type="transformers")[0][0] == HYPOTHESIS_B
+    # a generate() call leaves no setting behind
+    del two_hypothesis_model.generation_config.length_penalty_type
+    assert beams(two_hypothesis_model)[0][0] == HYPOTHESIS_B
+
+
+def test_gnmt_length_penalty_formula():
+    from sumformers.generation.length_penalty import gnmt_length_penalty
+
+    assert gnmt_length_penalty(1, 0.6) == 1.0  # ((5 + 1) / 6) ** alpha
+    assert gnmt_length_penalty(7, 0.6) == pytest.approx(1.515717, abs=1e-6)  # 2 ** 0.6
+    assert gnmt_length_penalty(30, 0.0) == 1.0
+
+
+def test_length_penalty_type_is_checked_before_any_work(monkeypatch, saved_wikisum):
+    import sumformers
+
+    model = tiny_model()
+    monkeypatch.setattr(type(model), "forward", lambda *args, **kwargs: pytest.fail("forward() ran"))
+    message = "length_penalty_type must be one of ('transformers', 'gnmt'), got 'wu'"
+    with pytest.raises(ValueError) as error:
+        model.generate(random_ids(1, 5), max_new_tokens=3, num_beams=2, length_penalty_type="wu")
+    assert str(error.value) == message
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    with pytest.raises(ValueError) as error:
+        summarizer({"title": TITLE, "documents": DOCUMENTS}, length_penalty_type="wu")
+    assert str(error.value) == message
+
+
+def test_pipeline_passes_the_length_penalty_type_to_generate(saved_wikisum, monkeypatch):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    seen = []
+    generate = type(summarizer.model).generate
+
+    def recording(model, *args, **kwargs):
+        seen.append(kwargs.get("length_penalty_type"))
+        return generate(model, *args, **kwargs)
+
+    monkeypatch.setattr(type(summarizer.model), "generate", recording)
+    summarizer({"title": TITLE, "documents": DOCUMENTS}, num_beams=2, length_penalty_type="gnmt")
+    assert seen == ["gnmt"]

@@ -29,7 +29,9 @@ class CopyTransformerConfig(PretrainedConfig):
         vocab_size (`int`, *optional*, defaults to 30522): the tokenizer's vocabulary (MiniLM's WordPiece).
         d_model (`int`, *optional*, defaults to 256): width of every layer.
         encoder_layers, decoder_layers (`int`, *optional*, defaults to 3): Transformer layers (pre-LayerNorm, as
-            OpenNMT's Transformer, with a final LayerNorm after each stack).
+            OpenNMT's Transformer, with a final LayerNorm after each stack). `encoder_layers=0` is allowed with
+            `encoder_input="bert_windowed"`: the paper's "BERT encoder + Transformer decoder", whose decoder reads
+            the projected BERT features (plus positions, LayerNorm) directly.
         attention_heads (`int`, *optional*, defaults to 4): heads of every self- and cross-attention.
         ffn_dim (`int`, *optional*, defaults to 1024): inner size of the feed-forward layers (ReLU).
         dropout (`float`, *optional*, defaults to 0.1): dropout on embeddings, residual branches and the feed-forward
@@ -47,6 +49,9 @@ class CopyTransformerConfig(PretrainedConfig):
             (1 - epsilon) (-log p(y)) + epsilon mean_w (-log p(w)), w over the fixed vocabulary, p the mixture: what
             `F.cross_entropy(label_smoothing=epsilon)` computes for plain logits. 0 gives OpenNMT's copy loss, which
             has no smoothing.
+        copy_mechanism (`bool`, *optional*, defaults to `True`): the pointer-generator head. `False` gives the
+            paper's plain Transformer baseline (Table 2): p(w) = P_vocab(w), no copy attention, unknown summary words
+            trained as `[UNK]`, no coverage penalty.
         coverage_penalty (`float`, *optional*, defaults to 0.0): weight beta of the coverage penalty at decoding
             (OpenNMT's stepwise "summary" penalty over the copy attention; the original decoded with 5). 0 turns it
             off. It changes which beams survive, so it acts in beam search only; see
@@ -117,6 +122,7 @@ class CopyTransformerConfig(PretrainedConfig):
         max_source_positions: int = 512,
         max_target_positions: int = 128,
         label_smoothing: float = 0.1,
+        copy_mechanism: bool = True,
         coverage_penalty: float = 0.0,
         no_repeat_word_ngram_size: int = 0,
         encoder_input: str = "tokens",
@@ -151,7 +157,6 @@ class CopyTransformerConfig(PretrainedConfig):
         check_positive_integers(
             vocab_size=vocab_size,
             d_model=d_model,
-            encoder_layers=encoder_layers,
             decoder_layers=decoder_layers,
             attention_heads=attention_heads,
             ffn_dim=ffn_dim,
@@ -161,7 +166,11 @@ class CopyTransformerConfig(PretrainedConfig):
             bert_window=bert_window,
             bert_stride=bert_stride,
         )
-        if convolution_layers > encoder_layers:
+        if isinstance(encoder_layers, bool) or not isinstance(encoder_layers, int) or encoder_layers < 0:
+            raise ValueError(f"encoder_layers must be a non-negative integer, got {encoder_layers!r}")
+        if encoder_layers == 0 and encoder_input != "bert_windowed":
+            raise ValueError("encoder_layers=0 (BERT features straight to the decoder) needs bert_windowed input")
+        if convolution != "none" and convolution_layers > encoder_layers:
             raise ValueError(f"convolution_layers={convolution_layers} exceeds encoder_layers={encoder_layers}")
         for name, value in (("convolution_window", convolution_window), ("convolution_head_window",
                                                                           convolution_head_window)):
@@ -180,6 +189,8 @@ class CopyTransformerConfig(PretrainedConfig):
             raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
         if coverage_penalty < 0:
             raise ValueError(f"coverage_penalty must be at least 0, got {coverage_penalty}")
+        if coverage_penalty and not copy_mechanism:
+            raise ValueError("the coverage penalty reads the copy attention: it needs copy_mechanism=True")
         ids = (pad_token_id, unk_token_id, decoder_start_token_id, eos_token_id, sentence_separator_token_id)
         if any(not 0 <= token_id < vocab_size for token_id in ids):
             raise ValueError(f"special token ids {ids} must lie in the vocabulary of {vocab_size}")
@@ -197,6 +208,7 @@ class CopyTransformerConfig(PretrainedConfig):
         self.max_source_positions = max_source_positions
         self.max_target_positions = max_target_positions
         self.label_smoothing = label_smoothing
+        self.copy_mechanism = bool(copy_mechanism)
         self.coverage_penalty = coverage_penalty
         self.no_repeat_word_ngram_size = no_repeat_word_ngram_size
         self.encoder_input = encoder_input

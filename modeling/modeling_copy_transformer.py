@@ -20,6 +20,7 @@ with a pointer-generator head (See et al. 2017).
 - Output: p(w) = p_gen P_copy(w) + (1 - p_gen) P_vocab(w), P_copy(w) the copy attention summed over the source
   positions holding w (scatter-add over `source_extended_ids`), over the vocabulary extended by the source's unknown
   words. p_gen is the probability of copying (the paper's formula; See et al. call the complement p_gen).
+  `copy_mechanism=False` drops the pointer: the plain Transformer baseline, p(w) = P_vocab(w).
 
 `logits` are log p(w). transformers' beam search takes the log_softmax of the logits, which leaves normalized
 log-probabilities as they are, and greedy search their argmax, so `generate()` decodes the mixture. A generated id past
@@ -150,9 +151,9 @@ class CopyTransformerOutput(Seq2SeqLMOutput):
     logits (`torch.FloatTensor` of shape `(batch_size, target_length, vocab_size + unknown source words)`):
         log p(w) of the mixture (normalized log-probabilities, not unnormalized scores).
     p_gen (`torch.FloatTensor` of shape `(batch_size, target_length)`):
-        The probability of copying at each position.
+        The probability of copying at each position (None without the copy mechanism).
     copy_attentions (`torch.FloatTensor` of shape `(batch_size, target_length, source_length)`):
-        The copy attention (float32), P_copy before it is scattered onto word ids.
+        The copy attention (float32), P_copy before it is scattered onto word ids (None without the copy mechanism).
     """
 
     p_gen: torch.FloatTensor | None = None
@@ -497,7 +498,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         super().__init__(config)
         self.encoder = CopyTransformerEncoder(config)
         self.decoder = CopyTransformerDecoder(config)
-        self.pointer = PointerGenerator(config)
+        self.pointer = PointerGenerator(config) if config.copy_mechanism else None
         self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         if config.uses_bert:  # exact keys (transformers matches them so); post_init collects them
             self._keys_to_ignore_on_save = {f"encoder.bert.encoder.{key}" for key in self.frozen_bert.state_dict()}
@@ -660,18 +661,24 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             raise ValueError(f"the CopyTransformer needs a CopyTransformerCache, got {type(past_key_values).__name__}")
         embeddings = self.embed_decoder_inputs(decoder_input_ids)
         states = self.decoder(embeddings, decoder_attention_mask, encoder_states, attention_mask, past_key_values)
-        copy_attention, switch_logits = self.pointer(
-            states, embeddings, encoder_states, attention_mask, past_key_values
-        )
-        if past_key_values is not None:
-            past_key_values.add_copy_attention(copy_attention)
-        log_probs = mixture_log_probs(self.lm_head(states), copy_attention, switch_logits, source_extended_ids)
+        if self.pointer is None:  # the plain Transformer: a summary word it cannot generate is trained as [UNK]
+            log_probs, p_gen, copy_attention = F.log_softmax(self.lm_head(states).float(), dim=-1), None, None
+            if labels is not None:
+                labels = labels.masked_fill(labels >= self.config.vocab_size, self.config.unk_token_id)
+        else:
+            copy_attention, switch_logits = self.pointer(
+                states, embeddings, encoder_states, attention_mask, past_key_values
+            )
+            if past_key_values is not None:
+                past_key_values.add_copy_attention(copy_attention)
+            log_probs = mixture_log_probs(self.lm_head(states), copy_attention, switch_logits, source_extended_ids)
+            p_gen = torch.sigmoid(switch_logits.float())
         return CopyTransformerOutput(
             loss=self.copy_loss(log_probs, labels) if labels is not None else None,
             logits=log_probs.to(states.dtype),
             past_key_values=past_key_values if use_cache else None,
             encoder_last_hidden_state=encoder_states,
-            p_gen=torch.sigmoid(switch_logits.float()),
+            p_gen=p_gen,
             copy_attentions=copy_attention,
         )
 
@@ -685,6 +692,8 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
                 raise ValueError("give `input_ids` (or `source_extended_ids` with `encoder_outputs`)")
             kwargs["source_extended_ids"] = source
         beta = self.config.coverage_penalty if coverage_penalty is None else coverage_penalty
+        if beta and self.pointer is None:
+            raise ValueError("the coverage penalty reads the copy attention: this model has no copy mechanism")
         if beta:
             if kwargs.get("use_cache", (generation_config or self.generation_config).use_cache) is False:
                 raise ValueError("the coverage penalty reads the copy attention the cache keeps: keep use_cache on")

@@ -153,13 +153,13 @@ def map_training_features(
     optimizer flags; --preprocessing_num_workers processes; the main process first under distributed training."""
     columns = FeatureColumns(data_args.text_column, data_args.summary_column, data_args.oracle)
     fn_kwargs = {"processor": processor, "multiple_documents": multiple_documents, "columns": columns, **settings}
-    with training_args.main_process_first(desc="oracle labels"):
+    with training_args.main_process_first(desc="training features"):
         return train_dataset.map(
             build_features,
             fn_kwargs=fn_kwargs,
             remove_columns=train_dataset.column_names,
             num_proc=data_args.preprocessing_num_workers,
-            desc="oracle labels",
+            desc="training features",
         )
 
 

@@ -55,6 +55,13 @@ class TestCopyTransformerLearnedPositionsUntied(TestCopyTransformer):
         return tiny_copy_transformer_config(position_embedding_type="learned", tie_word_embeddings=False)
 
 
+class TestPlainTransformer(TestCopyTransformer):
+    """The paper's Transformer baseline (`copy_mechanism=False`) through the same checks."""
+
+    def get_config(self):
+        return tiny_copy_transformer_config(copy_mechanism=False)
+
+
 def tiny(seed=0, noise=0.05, **overrides):
     torch.manual_seed(seed)
     model = CopyTransformerForConditionalGeneration(tiny_copy_transformer_config(**overrides)).eval()
@@ -129,6 +136,29 @@ def test_mixture_of_the_model_sums_to_one_over_the_extended_vocabulary(minilm_to
     assert (output.logits[0, :, VOCAB:] > -torch.inf).all() and torch.isneginf(output.logits[1, :, VOCAB:]).all()
     # the logits are log-probabilities: log_softmax leaves them as they are (beam search applies it)
     torch.testing.assert_close(torch.log_softmax(output.logits, -1), output.logits)
+
+
+def test_plain_transformer_is_the_softmax_of_the_output_layer_and_trains_unknown_words_as_unk(minilm_tokenizer):
+    model = tiny(copy_mechanism=False)
+    assert model.pointer is None
+    processor = processor_of(model, minilm_tokenizer)
+    batch, _ = source_batch(processor, ["The zorblax✓ bird sang. The bird sang again."])
+    captured = lm_head_outputs(model)
+    labels = torch.tensor([[2001, VOCAB, 2]])  # VOCAB: the copied unknown word's extended id
+    with torch.no_grad():
+        output = model(**batch, labels=labels)
+    assert output.p_gen is None and output.copy_attentions is None
+    torch.testing.assert_close(output.logits, torch.log_softmax(captured[0].float(), -1))
+    # the extended id is trained as [UNK]: the loss is the label-smoothed NLL of (2001, [UNK], 2)
+    as_unknown = torch.tensor([[2001, model.config.unk_token_id, 2]])
+    smoothing = model.config.label_smoothing
+    picked = output.logits[0].gather(-1, as_unknown[0, :, None]).squeeze(-1)
+    expected = ((1 - smoothing) * -picked - smoothing * output.logits[0].mean(-1)).mean()
+    torch.testing.assert_close(output.loss, expected)
+    with pytest.raises(ValueError, match="no copy mechanism"):
+        model.generate(batch["input_ids"], coverage_penalty=5.0)
+    with pytest.raises(ValueError, match="needs copy_mechanism=True"):
+        CopyTransformerConfig(copy_mechanism=False, coverage_penalty=5.0)
 
 
 @pytest.mark.parametrize("copying", [True, False])

@@ -191,6 +191,20 @@ def test_stacking_feeds_the_projected_features_with_positions_to_the_encoder_lay
     torch.testing.assert_close(output.hidden_states[0], expected, rtol=0, atol=1e-6)
 
 
+def test_without_encoder_layers_the_decoder_reads_the_normed_projected_features(tiny_bert_path):
+    """encoder_layers=0: the paper's "BERT encoder + Transformer decoder" (no trainable layers over BERT)."""
+    model = bert_model(tiny_bert_path, "bert_windowed", encoder_layers=0)
+    assert len(model.encoder.layers) == 0
+    ids = tokens(40)
+    features = plain_bert_features(tiny_bert_path, ids[0].tolist())
+    with torch.no_grad():
+        projected = model.encoder.bert.projection(features)
+        expected = model.encoder.norm(projected + modeling_copy_transformer.sinusoidal_positions(torch.arange(40), 32))
+    torch.testing.assert_close(encode(model, ids).last_hidden_state, expected, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="encoder_layers=0 .* needs bert_windowed input"):
+        tiny_copy_transformer_config(encoder_layers=0)
+
+
 def test_concatenation_projects_the_token_encoder_output_and_the_bert_features(tiny_bert_path):
     model = bert_model(tiny_bert_path, "bert_concat")
     ids = tokens(40)

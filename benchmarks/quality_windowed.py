@@ -1,0 +1,273 @@
+"""The ablations of Aksenov et al. 2020 (BERT-windowing, convolutional self-attention, CopyTransformer) on CNN/DM, as
+the paper's small models (hidden 256, 4 heads, 3 + 3 layers): every variant trained with one recipe and one step
+budget, then scored on 1,000 documents no model saw (the first 1,000 of the shared `validation_large`, lowercased).
+
+Tables (each row a variant; `--tables` picks them):
+
+- `1`: CopyTransformer against + 1D / + 2D / + circular 2D convolutional self-attention in the lowest encoder layer
+  (window 13, 3 heads), 512-token truncated input.
+- `2`: Transformer (no copy), CopyTransformer, BERT encoder + Transformer decoder (the frozen MiniLM's windowed
+  features straight to the decoder), BERT-transformer encoder (the features stacked under the encoder layers) and the
+  same with the BERT-conditioned decoder (BERT's word embeddings), each on 512-token truncated articles and on
+  full-length articles (up to `FULL_LENGTH` tokens; the BERT variants read them in windows of 512 every 256).
+- `4`: stacking against concatenation of the BERT features, full length.
+- `sweep`: the 1D window (the paper's Figure 4), 512 tokens; a PNG beside the report.
+
+Each table gives ROUGE-1/2/Lsum F1 x 100 with 95% bootstrap intervals over the documents and, for every row but the
+first, the paired bootstrap interval of its ROUGE-1 difference to the table's first row (the component's effect).
+Decoding is each model's generation config (the original's: beam 4, 55 to 100 tokens, length penalty 0.9).
+
+Training: `--train` trains the variants a table needs whose `<runs_dir>/<variant>/final` is missing, one after the
+other, with `training_scripts/train_abstractive.py` and the recipe of `training_arguments` (CNN/DM `train_large`,
+batch 16, Adam 1e-3 with 200 warm-up steps then constant, label smoothing 0.1, bf16 autocast, `--steps` updates); a
+run resumes from its newest checkpoint. Without `--train`, a missing variant's row says so. The report states each
+variant's steps and training time (from its card) and where it ran.
+
+    python benchmarks/quality_windowed.py --tables 1 --train --steps 600 --threads 2
+    python benchmarks/quality_windowed.py --tables 1,2,4,sweep --limit 20 --output /tmp/qw.md   # a quick look
+
+Speed and peak memory of windowed encoding against truncation (512 to 100,000 tokens) are `windowed_memory.py`'s
+measurements (`benchmarks/results/windowed_memory.md`); `--tables memory` reruns it.
+"""
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from _common import REPO, SOURCES, display_path, find_checkpoint, format_cell, setup_runtime, write_report
+from quality_abstractive import abstractive_metrics, abstractive_summaries, format_examples
+
+FULL_LENGTH = 2048  # document tokens of the full-length rows: all but the longest CNN/DM articles
+BERT_STACKED = {"encoder_input": "bert_windowed"}
+# variant -> (row name, CopyTransformerConfig overrides, document tokens)
+VARIANTS = {
+    "copy_transformer": ("CopyTransformer", {}, 512),
+    "conv_1d": ("+ 1D convolution", {"convolution": "1d"}, 512),
+    "conv_2d": ("+ 2D convolution", {"convolution": "2d"}, 512),
+    "conv_circular_2d": ("+ circular 2D convolution", {"convolution": "circular_2d"}, 512),
+    **{
+        f"conv_1d_window{window}": (f"+ 1D convolution, window {window}", {"convolution": "1d",
+                                                                            "convolution_window": window}, 512)
+        for window in (5, 9, 11, 17)
+    },
+    **{
+        f"{name}{'_full' if full else ''}": (
+            f"{row}, {'full length' if full else '512 tokens'}",
+            {**overrides, **({"max_source_positions": FULL_LENGTH} if full else {})},
+            FULL_LENGTH if full else 512,
+        )
+        for full in (False, True)
+        for name, row, overrides in (
+            ("transformer", "Transformer", {"copy_mechanism": False}),
+            ("copy_transformer", "CopyTransformer", {}),
+            ("bert_decoder", "BERT encoder + Transformer decoder", {**BERT_STACKED, "encoder_layers": 0}),
+            ("bert_stacked", "BERT-transformer encoder", BERT_STACKED),
+            ("bert_stacked_bert_decoder", "BERT-transformer encoder + BERT-conditioned decoder",
+             {**BERT_STACKED, "decoder_embeddings": "bert"}),
+            ("bert_concat", "Concatenation", {"encoder_input": "bert_concat"}),
+        )
+        # the 512-token CopyTransformer is defined above; concatenation is compared at full length only
+        if (name, full) not in (("copy_transformer", False), ("bert_concat", False))
+    },
+}
+TABLES = {
+    "1": ("Table 1: convolutional self-attention (512 tokens)",
+          ["copy_transformer", "conv_1d", "conv_2d", "conv_circular_2d"]),
+    "2": ("Table 2: BERT conditioning, truncated and full-length input",
+          [f"{name}{suffix}" for suffix in ("", "_full") for name in
+           ("transformer", "copy_transformer", "bert_decoder", "bert_stacked", "bert_stacked_bert_decoder")]),
+    "4": ("Table 4: stacking against concatenation (full length)", ["bert_stacked_full", "bert_concat_full"]),
+    "sweep": ("The 1D convolution's window (512 tokens)",
+              ["copy_transformer", "conv_1d_window5", "conv_1d_window9", "conv_1d_window11", "conv_1d",
+               "conv_1d_window17"]),
+}
+DEV_SPLIT = "validation[1000:1100]"  # the training script's end-of-run check; never the reported documents
+COLUMNS = ("rouge1", "rouge2", "rougeLsum", "repeated_trigrams", "mean_words")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", default="1,2,4,sweep", help="comma-separated: 1, 2, 4, sweep, memory")
+    parser.add_argument("--train", action="store_true", help="train the variants whose final folder is missing")
+    parser.add_argument("--steps", type=int, default=600, help="training updates per variant (default 600)")
+    parser.add_argument("--runs_dir", default=str(REPO / "runs" / "copy-ablation"))
+    parser.add_argument("--train_file", default=None, help="default: the shared cnn_dailymail/train_large.jsonl.gz")
+    parser.add_argument("--data_file", default=None, help="default: the shared cnn_dailymail/validation_large")
+    parser.add_argument("--start", type=int, default=0, help="first document (default 0)")
+    parser.add_argument("--limit", type=int, default=1000, help="documents (default 1000)")
+    parser.add_argument("--batch_size", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_windowed"))
+    parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "quality_windowed.md"))
+    args = parser.parse_args()
+    args.tables = [table.strip() for table in args.tables.split(",") if table.strip()]
+    unknown = sorted(set(args.tables) - set(TABLES) - {"memory"})
+    if unknown:
+        parser.error(f"unknown tables {unknown}: choose among {[*TABLES, 'memory']}")
+    # the decoding options quality_abstractive's decoding reads: none set, each model's generation config decides
+    args.num_beams = args.max_length = args.min_length = args.length_penalty = None
+    return args
+
+
+def training_arguments(variant: str, args, data_dir: Path) -> list[str]:
+    """The command line that trains `variant` with the shared recipe."""
+    _, overrides, max_length = VARIANTS[variant]
+    cnndm = data_dir / "cnn_dailymail"
+    return [
+        sys.executable, str(REPO / "training_scripts" / "train_abstractive.py"),
+        "--model_type", "copy_transformer", "--config_overrides", json.dumps(overrides),
+        "--train_file", args.train_file or str(cnndm / "train_large.jsonl.gz"),
+        "--validation_file", str(cnndm / "validation_large.jsonl.gz"),
+        "--train_split", "train", "--eval_split", DEV_SPLIT, "--do_train", "--do_eval",
+        "--preprocessing_num_workers", "2", "--max_length", str(max_length), "--max_target_length", "100",
+        "--num_beams", "4", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant_with_warmup",
+        "--warmup_steps", "200", "--weight_decay", "0.0", "--max_steps", str(args.steps),
+        "--per_device_train_batch_size", "16", "--bf16", "--use_cpu", "--save_steps", "100", "--save_total_limit", "2",
+        "--logging_steps", "10", "--seed", "42", "--output_dir", str(Path(args.runs_dir) / variant),
+    ]
+
+
+def trained_variant(variant: str, args, data_dir: Path) -> Path | None:
+    """The variant's final folder; trained first with --train when missing."""
+    final = find_checkpoint([str(Path(args.runs_dir) / variant / "final")])
+    if final is None and args.train:
+        print(f"training {variant}", file=sys.stderr, flush=True)
+        subprocess.run(training_arguments(variant, args, data_dir), check=True)
+        final = find_checkpoint([str(Path(args.runs_dir) / variant / "final")])
+    return final
+
+
+def training_summary(checkpoint: Path) -> str:
+    """The variant's optimizer steps, from the card the training script writes."""
+    card = checkpoint / "sumformers_card.json"
+    training = json.loads(card.read_text()).get("training", "") if card.is_file() else ""
+    steps = re.search(r"(\d+) optimizer steps", training)
+    return f"{steps.group(1)} steps" if steps else "-"
+
+
+def paired_difference(result: dict, base: dict) -> str:
+    """ROUGE-1 of `result` minus `base` with the 95% paired bootstrap interval over the documents."""
+    from sumformers.text.scoring import bootstrap_interval
+
+    differences = [a - b for a, b in zip(result["rouge1_per_document"], base["rouge1_per_document"])]
+    low, high = bootstrap_interval(differences)
+    return f"{sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}]"
+
+
+def format_table(title: str, variants: list[str], results: dict) -> list[str]:
+    header = "| model | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | ROUGE-1 - first row | repeated trigrams % | words | training |"
+    lines = [f"### {title}", "", header, "|---|---|---|---|---|---|---|---|"]
+    base = results.get(variants[0])
+    for variant in variants:
+        result = results.get(variant)
+        if isinstance(result, str) or result is None:
+            lines.append(f"| {VARIANTS[variant][0]} | {result or 'not evaluated'} | | | | | | |")
+            continue
+        cells = [format_cell(result, column) for column in COLUMNS]
+        difference = "-" if variant == variants[0] or not isinstance(base, dict) else paired_difference(result, base)
+        lines.append(f"| {VARIANTS[variant][0]} | {cells[0]} | {cells[1]} | {cells[2]} | {difference} | {cells[3]} | "
+                     f"{cells[4]} | {result['training']} |")
+    return [*lines, ""]
+
+
+def sweep_plot(results: dict, output: Path) -> Path | None:
+    """ROUGE-1 (with its interval) against the 1D window, the paper's Figure 4; None with fewer than two points."""
+    points = sorted(
+        (VARIANTS[variant][1].get("convolution_window", 13), results[variant])
+        for variant in TABLES["sweep"][1][1:]
+        if isinstance(results.get(variant), dict)
+    )
+    if len(points) < 2:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    windows = [window for window, _ in points]
+    means = [result["rouge1"] for _, result in points]
+    errors = [[mean - result["rouge1_interval"][0] for mean, (_, result) in zip(means, points)],
+              [result["rouge1_interval"][1] - mean for mean, (_, result) in zip(means, points)]]
+    figure, axis = plt.subplots(figsize=(5, 3.5))
+    axis.errorbar(windows, means, yerr=errors, marker="o", capsize=3, label="+ 1D convolution")
+    base = results.get("copy_transformer")
+    if isinstance(base, dict):
+        axis.axhline(base["rouge1"], color="gray", linestyle="--", label="CopyTransformer")
+    axis.set_xlabel("1D convolution window (positions)")
+    axis.set_ylabel("ROUGE-1 F1")
+    axis.legend()
+    figure.tight_layout()
+    path = output.with_name(output.stem + "_window_sweep.png")
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def main():
+    args = parse_args()
+    setup_runtime(args.threads)
+    from sumformers.text.evaluation import data_dir, read_jsonl
+    from sumformers.text.scoring import rouge_per_example
+
+    shared = data_dir()
+    data_file = Path(args.data_file) if args.data_file else shared / "cnn_dailymail" / "validation_large.jsonl.gz"
+    examples = read_jsonl(data_file)[args.start : args.start + args.limit]
+    documents = [example["document"] for example in examples]
+    references = [example["summary"] for example in examples]
+    sources = [example.get("source", "cnn") for example in examples]
+
+    results, checkpoints, example_lines = {}, {}, []
+    needed = list(dict.fromkeys(variant for table in args.tables if table in TABLES for variant in TABLES[table][1]))
+    for variant in needed:
+        checkpoint = trained_variant(variant, args, shared)
+        if checkpoint is None:
+            results[variant] = f"not trained (`{display_path(Path(args.runs_dir) / variant)}/final` missing)"
+            continue
+        checkpoints[variant] = display_path(checkpoint)
+        print(f"decoding {variant}", file=sys.stderr, flush=True)
+        summaries, seconds = abstractive_summaries(variant, checkpoint, documents, args)
+        result = abstractive_metrics(summaries, documents, references, sources)
+        result["rouge1_per_document"] = [scores["rouge1"] for scores in rouge_per_example(summaries, references)]
+        result["training"] = training_summary(checkpoint)
+        result["seconds"] = seconds
+        results[variant] = result
+        example_lines += format_examples(VARIANTS[variant][0], examples, summaries)
+
+    output = Path(args.output)
+    title = f"{data_file.name}[{args.start}:{args.start + len(examples)}]"
+    counts = ", ".join(f"{sources.count(source)} {label}" for source, label in SOURCES.items())
+    body = [
+        f"{title}: {len(examples)} CNN/DM documents held out from training and tuning ({counts}; lowercased text). "
+        "ROUGE F1 x 100 (rouge-score, stemming, rougeLsum over the summary's sentences) with 95% bootstrap intervals "
+        "(1,000 resamples of the documents); ROUGE-1 - first row: the mean per-document difference to the table's "
+        "first row with its paired bootstrap interval; repeated trigrams = % of summaries with a word trigram twice; "
+        "words = mean summary length. Small models (hidden 256, 4 heads, 3 + 3 layers) trained from scratch on CPU "
+        "with one recipe (see the script); the BERT rows read the frozen bundled all-MiniLM-L6-v2.",
+        "",
+    ]
+    for table in args.tables:
+        if table in TABLES:
+            body += format_table(*TABLES[table], results)
+    if "sweep" in args.tables:
+        plot = sweep_plot(results, output)
+        body += [f"Window sweep plot: `{display_path(plot)}`" if plot else "Window sweep plot: fewer than two points.",
+                 ""]
+    if "memory" in args.tables:
+        subprocess.run([sys.executable, str(REPO / "benchmarks" / "windowed_memory.py"), "--threads",
+                        str(args.threads)], check=True)
+    memory = REPO / "benchmarks" / "results" / "windowed_memory.md"
+    if memory.is_file():
+        body += ["### Windowed encoding against truncation: time and peak memory (windowed_memory.py)", "",
+                 memory.read_text().strip(), ""]
+    body += ["Checkpoints: " + ("; ".join(f"{name}: `{path}`" for name, path in checkpoints.items()) or "none"), ""]
+    if example_lines:
+        body += ["## Example summaries (the first documents)", "", *example_lines]
+    write_report("quality_windowed.py", body, args.output)
+    (output.with_suffix(".json")).write_text(json.dumps(
+        {variant: result for variant, result in results.items()}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""benchmarks/quality_windowed.py: its variants are valid CopyTransformer configs that differ from the table's first
+row only in what the row names, the paired difference against hand-computed numbers, and the training recipe."""
+
+import importlib
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import REPO_ROOT
+from sumformers import CopyTransformerConfig
+
+
+@pytest.fixture(scope="module")
+def script():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
+        yield importlib.import_module("quality_windowed")
+
+
+def test_every_variant_is_a_valid_config_and_every_table_names_known_variants(script):
+    for variant, (_, overrides, max_length) in script.VARIANTS.items():
+        config = CopyTransformerConfig(**overrides)
+        assert max_length <= config.max_source_positions, variant
+    for _, variants in script.TABLES.values():
+        assert all(variant in script.VARIANTS for variant in variants)
+
+
+@pytest.mark.parametrize(
+    "variant, differs_in",
+    [
+        ("conv_1d", {"convolution": "1d"}),
+        ("conv_circular_2d", {"convolution": "circular_2d"}),
+        ("conv_1d_window5", {"convolution": "1d", "convolution_window": 5}),
+        ("transformer", {"copy_mechanism": False}),
+        ("bert_decoder", {"encoder_input": "bert_windowed", "encoder_layers": 0}),
+        ("bert_stacked_full", {"encoder_input": "bert_windowed", "max_source_positions": 2048}),
+    ],
+)
+def test_a_variant_changes_only_its_component(script, variant, differs_in):
+    base = CopyTransformerConfig().to_dict()
+    changed = CopyTransformerConfig(**script.VARIANTS[variant][1]).to_dict()
+    assert {key: value for key, value in changed.items() if base.get(key) != value} == differs_in
+
+
+def test_paired_difference_by_hand(script):
+    result = {"rouge1_per_document": [40.0, 30.0, 50.0, 20.0]}
+    base = {"rouge1_per_document": [38.0, 31.0, 44.0, 20.0]}
+    # differences 2, -1, 6, 0: mean 1.75; every bootstrap mean lies between the smallest and largest difference
+    text = script.paired_difference(result, base)
+    mean, interval = text.split(" ", 1)
+    assert mean == "+1.75"
+    low, high = (float(value) for value in interval.strip("[]").split(", "))
+    assert -1.0 <= low <= 1.75 <= high <= 6.0
+
+
+def test_missing_variants_are_marked_and_the_first_row_has_no_difference(script):
+    first = {"rouge1": 30.0, "rouge2": 10.0, "rougeLsum": 27.0, "repeated_trigrams": 5.0, "mean_words": 50.0,
+             "rouge1_per_document": [30.0, 30.0], "training": "600 steps"}
+    lines = script.format_table("T", ["copy_transformer", "conv_1d"], {"copy_transformer": first})
+    assert lines[4] == "| CopyTransformer | 30.00 | 10.00 | 27.00 | - | 5.00 | 50.0 | 600 steps |"
+    assert lines[5].startswith("| + 1D convolution | not evaluated |")
+
+
+def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
+    args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path))
+    command = script.training_arguments("bert_concat_full", args, Path("/data"))
+    arguments = command[2:]
+    # each flag with the value after it (None for a switch such as --do_train)
+    options = {flag: (value if not value.startswith("--") else None)
+               for flag, value in zip(arguments, [*arguments[1:], "--"]) if flag.startswith("--")}
+    assert options["--do_train"] is None and options["--bf16"] is None
+    assert command[1].endswith("training_scripts/train_abstractive.py")
+    assert json.loads(options["--config_overrides"]) == {"encoder_input": "bert_concat", "max_source_positions": 2048}
+    assert options["--max_length"] == "2048" and options["--max_steps"] == "600"
+    assert options["--train_file"] == "/data/cnn_dailymail/train_large.jsonl.gz"
+    assert options["--eval_split"] == "validation[1000:1100]"  # the dev documents, never the reported ones
+    assert options["--output_dir"] == str(tmp_path / "bert_concat_full")

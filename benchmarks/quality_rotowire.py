@@ -1,33 +1,44 @@
-"""Rotowire content planning on the held-back games: content selection (precision, recall, F1 of distinct records)
-and content ordering (normalized Damerau-Levenshtein similarity) x 100 of plans against the oracle plans induced
-from the human summaries, per-game means with 95% bootstrap intervals over the test games.
+"""Rotowire table-to-text on the held-back games of the shared split (`rotowire_records.ROTOWIRE_SPLITS` over the games
+sorted by id: 60 train, 5 dev, 15 test; `--split test`, or `dev`). Small samples: the figures compare systems with
+each other and are not comparable to published Rotowire results.
+
+Planning-only rows: content selection (precision, recall, F1 of distinct records) and content ordering (normalized
+Damerau-Levenshtein similarity) x 100 of each plan against the oracle plan induced from the game's human summary,
+per-game means with 95% bootstrap intervals over the games.
+- Template: the records most often mentioned in the training plans. A record is generalized to its role and key
+  ("home team | TEAM-PTS", "scorer 2 | REB", "game | DAY"); the template is the roles and keys of the median number of
+  distinct records per training plan, most frequent first, put in the order of their mean relative position in the
+  training plans, then grouped into one plan sentence per entity (in the order the entities first appear); a role
+  or key a test game lacks is skipped.
+- Stepwise HiBERT and Stepwise ETCSum planners (`--hibert`, `--etcsum`): greedy plans of the `content-planning`
+  pipeline.
+
+Realized-text rows: BLEU (sacrebleu corpus BLEU against the human summary; the interval bootstraps games, corpus BLEU
+of each resample), RG precision and count (relations the package's rule-based extractor finds in the text that the
+box score supports), CS precision/recall/F1 and CO of the text's relations against the human summary's (per-game
+means, 95% bootstrap intervals). The extractor (`text.table_to_text_metrics`) ties each number to the nearest named
+entity instead of the published neural IE system.
+- Templates of the oracle plan: each plan sentence's record templates (`plan_to_text`) as the text, a realizer-free
+  floor.
+- The realizer (`--realizer`, the `table-to-text` pipeline) on the oracle plans (the realizer alone), on the template
+  plans and on each planner's plans (the whole system).
 
     OMP_NUM_THREADS=2 python benchmarks/quality_rotowire.py --hibert runs/planner-hibert/final \
-        --etcsum runs/planner-etcsum/final
-
-Split: `rotowire_records.ROTOWIRE_SPLITS` over the games sorted by id (60 train, 5 dev, 15 test); rows read the 15 test
-games. Planning-only rows:
-- Template: the records most often mentioned in the training plans, in a fixed order. A record is generalized to its
-  role and key ("home team | TEAM-PTS", "2nd highest scorer | REB", "game | DAY"); the template is the roles and keys
-  of the median number of distinct records per training plan, most frequent first, put in the order of their mean
-  relative position in the training plans; a role or key a test game lacks is skipped.
-- Stepwise HiBERT and Stepwise ETCSum planners: greedy plans of the `content-planning` pipeline.
-Small samples: the figures compare systems with each other and are not comparable to published Rotowire results.
-The realizer's rows (BLEU, RG, CS and CO of text) come with the realizer.
+        --etcsum runs/planner-etcsum/final --realizer runs/realizer/final --threads 2
 """
 
 import argparse
-import os
 import statistics
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import numpy as np
+from _common import display_path, setup_runtime, write_report
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "rotowire" / "games.jsonl"
-METRICS = ("cs_precision", "cs_recall", "cs_f1", "co")
+PLAN_METRICS = ("cs_precision", "cs_recall", "cs_f1", "co")
+TEXT_COLUMNS = ("RG P%", "RG #", "CS P%", "CS R%", "CS F1%", "CO%")
 
 
 def record_roles(game) -> dict[str, str]:
@@ -68,60 +79,144 @@ def template_baseline(train_games, train_plans) -> list[str]:
 
 
 def template_plan(game, template: list[str]) -> list[str]:
-    from sumformers.text.rotowire_records import EOT
+    """The game's records for the template's roles, one plan sentence per entity (entities in the order they first
+    appear in the template), then the end of the plan."""
+    from sumformers.text.rotowire_records import EOS, EOT
 
     by_role = {role: record_id for record_id, role in record_roles(game).items()}
-    return [by_role[role] for role in template if role in by_role] + [EOT]
+    by_entity = {}
+    for role in template:
+        if role in by_role:
+            by_entity.setdefault(role.split(" | ")[0], []).append(by_role[role])
+    plan = []
+    for records in by_entity.values():
+        plan += [*records, EOS]
+    return plan[:-1] + [EOT] if plan else [EOT]
 
 
-def row(name: str, plans, references, seconds: float) -> dict:
-    from sumformers.text.table_to_text_metrics import bootstrap_interval, plan_scores
+def interval_cell(values, digits: int = 1) -> str:
+    from sumformers.text.scoring import bootstrap_interval
 
-    scores = plan_scores(plans, references)
-    cells = {}
-    for metric in METRICS:
-        values = [game[metric] for game in scores["per_game"]]
-        low, high = bootstrap_interval(values)
-        cells[metric] = f"{statistics.mean(values):.1f} [{low:.1f}, {high:.1f}]"
-    return {"system": name, **cells, "seconds": f"{seconds:.0f}"}
+    low, high = bootstrap_interval(values)
+    return f"{statistics.mean(values):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def plan_row(name: str, plans, references, seconds: float) -> str:
+    from sumformers.text.table_to_text_metrics import plan_scores
+
+    per_game = plan_scores(plans, references)["per_game"]
+    cells = [interval_cell([game[metric] for game in per_game]) for metric in PLAN_METRICS]  # already x 100
+    return f"| {name} | " + " | ".join(cells) + f" | {seconds:.0f} |"
+
+
+def bleu_interval(predictions, references, resamples=1000, seed=0):
+    from sumformers.text.table_to_text_metrics import bleu
+
+    rows = np.random.default_rng(seed).integers(0, len(predictions), size=(resamples, len(predictions)))
+    scores = [bleu([predictions[i] for i in row], [references[i] for i in row]) for row in rows]
+    return float(np.percentile(scores, 2.5)), float(np.percentile(scores, 97.5))
+
+
+def text_row(name: str, games, texts) -> str:
+    from sumformers.text.table_to_text_metrics import (
+        bleu,
+        relation_generation,
+        text_content_ordering,
+        text_content_selection,
+    )
+
+    references = [" ".join(game.summary) for game in games]
+    per_game = {column: [] for column in TEXT_COLUMNS}
+    for game, text, reference in zip(games, texts, references):
+        rg = relation_generation(game, text)
+        cs = text_content_selection(game, text, reference)
+        per_game["RG P%"].append(100 * rg["precision"])
+        per_game["RG #"].append(rg["supported"])
+        per_game["CS P%"].append(100 * cs["precision"])
+        per_game["CS R%"].append(100 * cs["recall"])
+        per_game["CS F1%"].append(100 * cs["f1"])
+        per_game["CO%"].append(100 * text_content_ordering(game, text, reference))
+    low, high = bleu_interval(texts, references)
+    cells = [f"{bleu(texts, references):.2f} [{low:.2f}, {high:.2f}]"]
+    cells += [interval_cell(values, 2) for values in per_game.values()]
+    return f"| {name} | " + " | ".join(cells) + " |"
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DATA), help="rotowire/games.jsonl")
+    parser.add_argument("--split", default="test", choices=("dev", "test"))
     parser.add_argument("--hibert", help="a trained Stepwise HiBERT planner (folder)")
     parser.add_argument("--etcsum", help="a trained Stepwise ETCSum planner (folder)")
+    parser.add_argument("--realizer", help="a trained realizer (folder)")
     parser.add_argument("--max_plan_length", type=int, default=120)
+    parser.add_argument("--num_beams", type=int, default=None, help="realizer beam size (default: the model's)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--output", default=None, help="also write the report here (Markdown)")
     args = parser.parse_args()
+    setup_runtime(args.threads)
 
-    import torch
+    from transformers import pipeline
 
     from sumformers.hub import load_pipeline
     from sumformers.text.evaluation import read_jsonl
-    from sumformers.text.rotowire_plans import oracle_plan
+    from sumformers.text.rotowire_plans import oracle_plan, plan_to_text
     from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, parse_game, split_games
 
-    torch.set_num_threads(args.threads)
     rows = read_jsonl(args.data)
-    split = {name: split_games(rows, name) for name in ROTOWIRE_SPLITS}
-    train = [parse_game(game) for game in split["train"]]
-    test = [parse_game(game) for game in split["test"]]
-    references = [oracle_plan(game) for game in test]
+    train = [parse_game(game) for game in split_games(rows, "train")]
+    raw_games = split_games(rows, args.split)
+    games = [parse_game(game) for game in raw_games]
+    references = [oracle_plan(game) for game in games]
+
     start = time.perf_counter()
     template = template_baseline(train, [oracle_plan(game) for game in train])
-    rows = [row("Template (most mentioned records)", [template_plan(game, template) for game in test], references,
-                time.perf_counter() - start)]
+    plans = {"Template (most mentioned records)": [template_plan(game, template) for game in games]}
+    planning = [plan_row("Template (most mentioned records)", plans["Template (most mentioned records)"], references,
+                         time.perf_counter() - start)]
     for name, folder in (("Stepwise HiBERT planner", args.hibert), ("Stepwise ETCSum planner", args.etcsum)):
-        if folder:
-            planner = load_pipeline(folder)
-            start = time.perf_counter()
-            plans = [output["plan"] for output in planner(split["test"], max_plan_length=args.max_plan_length)]
-            rows.append(row(name, plans, references, time.perf_counter() - start))
-    print(f"Rotowire content planning, {len(test)} test games (per-game means x 100, 95% bootstrap intervals)\n")
-    print("| System | CS P | CS R | CS F1 | CO | seconds |\n|---|---|---|---|---|---|")
-    for cells in rows:
-        print("| " + " | ".join(cells[key] for key in ("system", *METRICS, "seconds")) + " |")
+        if not folder:
+            continue
+        if not Path(folder).is_dir():
+            planning.append(f"| {name} | checkpoint not found: {folder} | | | | |")
+            continue
+        planner = load_pipeline(folder)
+        start = time.perf_counter()
+        plans[name] = [output["plan"] for output in planner(raw_games, max_plan_length=args.max_plan_length)]
+        planning.append(plan_row(name, plans[name], references, time.perf_counter() - start))
+
+    realized = [text_row("Templates of the oracle plan", games,
+                         [" ".join(plan_to_text(game, plan)) for game, plan in zip(games, references)])]
+    if args.realizer and not Path(args.realizer).is_dir():
+        realized.append(f"| Realizer | checkpoint not found: {args.realizer} | | | | | | |")
+    elif args.realizer:
+        realizer = pipeline("table-to-text", model=args.realizer)
+        options = {"num_beams": args.num_beams} if args.num_beams else {}
+        for name, game_plans in {"Oracle plan": references, **plans}.items():
+            outputs = realizer([{"game": raw, "plan": plan} for raw, plan in zip(raw_games, game_plans)], **options)
+            realized.append(text_row(f"{name} + realizer", games, [" ".join(o["sentences"]) for o in outputs]))
+
+    checkpoints = {"HiBERT planner": args.hibert, "ETCSum planner": args.etcsum, "realizer": args.realizer}
+    body = [
+        f"{len(games)} `{args.split}` games of the shared Rotowire sample ({', '.join(ROTOWIRE_SPLITS)} split by "
+        "sorted id); small samples, not comparable to published Rotowire results.",
+        "",
+        "### Content plans against the oracle plans (x 100, per-game means, 95% bootstrap intervals)",
+        "",
+        "| system | CS P | CS R | CS F1 | CO | seconds |",
+        "|---|---|---|---|---|---|",
+        *planning,
+        "",
+        "### Realized text against the human summaries",
+        "",
+        "| system | BLEU | " + " | ".join(TEXT_COLUMNS) + " |",
+        "|---|---|" + "---|" * len(TEXT_COLUMNS),
+        *realized,
+        "",
+        "Checkpoints: " + ("; ".join(f"{name}: `{display_path(Path(folder).resolve())}`"
+                                      for name, folder in checkpoints.items() if folder) or "none"),
+    ]
+    write_report("quality_rotowire.py", body, args.output)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ run resumes from its newest checkpoint. Without `--train`, a missing variant's r
 variant's steps and training time (from its card) and where it ran.
 
     python benchmarks/quality_windowed.py --tables 1 --train --steps 600 --threads 2
+    python benchmarks/quality_windowed.py --tables 1,sweep --train --train_only      # training queue, no report
     python benchmarks/quality_windowed.py --tables 1,2,4,sweep --limit 20 --output /tmp/qw.md   # a quick look
 
 Speed and peak memory of windowed encoding against truncation (512 to 100,000 tokens) are `windowed_memory.py`'s
@@ -92,6 +93,7 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", default="1,2,4,sweep", help="comma-separated: 1, 2, 4, sweep, memory")
     parser.add_argument("--train", action="store_true", help="train the variants whose final folder is missing")
+    parser.add_argument("--train_only", action="store_true", help="with --train: train, then stop before decoding")
     parser.add_argument("--steps", type=int, default=600, help="training updates per variant (default 600)")
     parser.add_argument("--runs_dir", default=str(REPO / "runs" / "copy-ablation"))
     parser.add_argument("--train_file", default=None, help="default: the shared cnn_dailymail/train_large.jsonl.gz")
@@ -220,6 +222,10 @@ def main():
 
     results, checkpoints, example_lines = {}, {}, []
     needed = list(dict.fromkeys(variant for table in args.tables if table in TABLES for variant in TABLES[table][1]))
+    if args.train_only:  # e.g. a background queue: every variant trained before any is decoded
+        for variant in needed:
+            trained_variant(variant, args, shared)
+        return
     for variant in needed:
         checkpoint = trained_variant(variant, args, shared)
         if checkpoint is None:

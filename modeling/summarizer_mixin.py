@@ -29,7 +29,8 @@ class SummarizerMixin:
     - `lora_layers`: the module list of pretrained layers LoRA may adapt (a dotted path), None where LoRA does not
       apply;
     - `processor_class`: the processor that turns text into this model's inputs and its choices back into text;
-    - `is_stepwise`: the model scores the next choice given a partial summary (`stepwise-summarization`);
+    - `is_stepwise`: the model scores the next choice given a partial summary (`stepwise-summarization`, and the
+      `content-planning` planners, whose summary is a plan);
     - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`).
     """
 

@@ -6,11 +6,12 @@ hand-made game, training steps and a save/load round trip."""
 import dataclasses
 import json
 import math
+import warnings
 
 import pytest
 import torch
 from test_rotowire import EXPECTED_PLAN, SUMMARY, tiny_game
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel, AutoTokenizer, pipeline
 
 from conftest import tiny_bert_config, training_script
 from sumformers import (
@@ -22,12 +23,14 @@ from sumformers import (
     StepwiseHiBertForExtractiveSummarization,
     StepwiseHiBertPlannerConfig,
 )
+from sumformers.hub import export_model
 from sumformers.modeling.pretrained_encoder import bundled_encoder_path
 from sumformers.modeling.sentence_scoring import next_choice_logits_and_loss
 from sumformers.pipelines.stepwise_decoding import stepwise_beam_search
 from sumformers.processing.planner_inputs import SENTENCE_BREAK_TEXT
 from sumformers.text.rotowire_plans import decodable_plan, plan_to_text
 from sumformers.text.rotowire_records import EOS, EOT, parse_game, split_games
+from test_modeling_common import ModelTesterMixin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -45,6 +48,102 @@ def planner(kind="hibert", **overrides):
         return StepwiseHiBertForContentPlanning(config).eval()
     config = StepwiseETCSumPlannerConfig(**ENCODER, **{**ETCSUM, **overrides})
     return StepwiseETCSumForContentPlanning(config).eval()
+
+
+def with_players(game: dict, players) -> dict:
+    """`game` with only the box-score rows `players` (indices into its players), renumbered from 0."""
+    box = {column: {str(row): cells[str(player)] for row, player in enumerate(players)}
+           for column, cells in game["box_score"].items()}
+    return dict(game, box_score=box)
+
+
+# Three games of 88, 69 and 51 records (all four players, then Kevin Love and both Bucks, then Kevin Love alone), so
+# that a batch of them is padded.
+GAMES = (tiny_game(), with_players(tiny_game(), [0, 2, 3]), with_players(tiny_game(), [0]))
+
+
+class PlannerTester(ModelTesterMixin):
+    """The model tester on the planners' real inputs: games in, one document of planning units each (`<EOS>` and the
+    records' template sentences, with the repeatable units' mask); the stepwise rows and the `content-planning`
+    pipeline's greedy plan."""
+
+    examples = GAMES
+    pipeline_input = with_players(tiny_game(), [0, 2])
+
+    def encode(self, processor, game):
+        encoded, _, _ = processor.encode_units(processor.game(game))
+        return encoded
+
+    def row_outputs(self, output, batch, rows):
+        """The open units' scores and the end's: a repeatable unit in the plan (`<EOS>`, the rows' second unit)
+        stays open, so its score is compared too."""
+        values = []
+        for row, (document, prefix) in enumerate(rows):
+            units = batch["sentence_mask"][document].clone()
+            units[[unit for unit in prefix if not batch["repeatable_mask"][document, unit]]] = False
+            values.append(output.logits[row][torch.cat([units, torch.tensor([True])])])
+        return values
+
+    def check_content_planning_pipeline(self, planning, model, inputs):
+        """Greedy (the planner's default beam of 1): each step takes the most probable allowed unit of the model's
+        step logits (no unit twice but the repeatable ones, no end as the first step, only the end after
+        `max_plan_length` units) and reports its whole distribution; the plan names the units by id."""
+        units, game = inputs.pop("units"), inputs.pop("game")
+        inputs.pop("sentences")
+        repeatable = set(inputs["repeatable_mask"][0].nonzero().flatten().tolist())
+        assert repeatable and 0 in repeatable  # <EOS>, the team names and cities
+        length = 6
+        result = planning(self.pipeline_input, max_plan_length=length, return_steps=True)
+        chosen = []
+        for step in result["steps"]:
+            with torch.no_grad():
+                logits = model(**inputs, summary_indices=torch.tensor([chosen], dtype=torch.long).view(1, -1)).logits[0]
+            distribution = torch.softmax(logits, -1)
+            allowed = logits.clone()
+            allowed[[unit for unit in chosen if unit not in repeatable]] = -torch.inf
+            if not chosen:
+                allowed[-1] = -torch.inf
+            if len(chosen) == length:
+                allowed[:-1] = -torch.inf
+            choice = int(allowed.argmax())
+            assert step["unit"] == (EOT if choice == len(units) else units[choice])
+            assert step["distribution"] == pytest.approx(distribution.tolist(), abs=1e-6)
+            assert step["probability"] == pytest.approx(float(distribution[choice]), abs=1e-6)
+            if step["unit"] == EOT:
+                break
+            chosen.append(choice)
+        assert chosen and result["plan"][: len(chosen)] == [units[index] for index in chosen]
+        assert result["plan_text"] == plan_to_text(game, result["plan"])
+
+    def test_exported_pipeline_plans_as_the_package_pipeline(self, context, tmp_path):
+        """The exported repo's own `content-planning` pipeline (remote code, over the package's processor here) gives
+        the package pipeline's plan, a JSON line and a batch of games alike."""
+        model_type = self.model_class.config_class.model_type
+        repo = export_model(str(context.folder), str(tmp_path / f"sumformers_{model_type}_pipeline_export"))
+        games = [self.pipeline_input, json.dumps(GAMES[2])]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exported = pipeline(model=str(repo), trust_remote_code=True)
+            package = pipeline("content-planning", model=str(context.folder))
+            assert exported.task == "content-planning" and type(exported).__module__.startswith("transformers_modules.")
+            expected = [package(game, max_plan_length=5) for game in games]
+            for got, wanted in zip(exported(games, max_plan_length=5, batch_size=2), expected):
+                assert got["plan"] == wanted["plan"] and got["plan_text"] == wanted["plan_text"]
+                assert got["score"] == pytest.approx(wanted["score"], abs=1e-5)
+
+
+class TestStepwiseHiBertPlanner(PlannerTester):
+    model_class = StepwiseHiBertForContentPlanning
+
+    def get_config(self):
+        return StepwiseHiBertPlannerConfig(**ENCODER, **HIBERT)
+
+
+class TestStepwiseETCSumPlanner(PlannerTester):
+    model_class = StepwiseETCSumForContentPlanning
+
+    def get_config(self):
+        return StepwiseETCSumPlannerConfig(**ENCODER, **ETCSUM)
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,9 @@ A test class per architecture (in `test_<arch>.py`) mixes in `ModelTesterMixin` 
 (`get_config`) and, where the input is not a list of sentences in the BERTSum layout, an input factory (`examples`,
 `encode`, `collate`). What differs between the kinds of model is read from the model contract and the registry:
 extractive models score the real sentences of each document, stepwise models (`is_stepwise`) score the open
-sentences and the end unit of each (document, partial summary) row, and the WikiSum decoder gives next-token logits
-at the real positions.
+sentences and the end unit of each (document, partial summary) row (a content planner likewise, over a game's
+units), the encoder-decoders (the table-to-text realizer too) give word logits at the labelled positions, and the
+WikiSum decoder gives next-token logits at the real positions.
 
 Run them for every architecture: `pytest tests/models -m "model_tester and not slow"` (`-m model_tester` adds the
 flex_attention cases, which compile for half a minute or more each).
@@ -43,6 +44,9 @@ DOCUMENTS = (SENTENCES, SENTENCES[1:3], SENTENCES[:4])
 
 EXTRACTIVE, STEPWISE, WIKISUM = "extractive-summarization", "stepwise-summarization", "wikisum"
 ABSTRACTIVE = "abstractive-summarization"
+# Tasks whose models give the outputs of another task's: a content planner scores the next unit as a stepwise
+# summarizer scores the next sentence; the table-to-text realizer is an encoder-decoder with teacher forcing.
+KIND_OF_TASK = {"content-planning": STEPWISE, "table-to-text": ABSTRACTIVE}
 
 
 def document_batch(tokenizer, documents, max_tokens=10):
@@ -90,7 +94,8 @@ SAME = dict(atol=1e-6, rtol=1e-6)
 
 class ModelTesterMixin:
     """Checks for `model_class`; a subclass sets `model_class` and `get_config`, and may override the input factory
-    (`examples`, `encode`, `collate`, `pipeline_input`), `lora_target_modules` and `bf16_atol`."""
+    (`examples`, `encode`, `collate`, `pipeline_input`, `pipeline_model_inputs`), `lora_target_modules` and
+    `bf16_atol`; a task the mixin has no pipeline check for gets one as `check_<task>_pipeline` in the subclass."""
 
     pytestmark = [pytest.mark.model_tester]
 
@@ -117,11 +122,22 @@ class ModelTesterMixin:
     def collate(self, processor, features):
         return processor.collate(features)
 
+    def pipeline_model_inputs(self, processor):
+        """The model inputs of `pipeline_input` (tensors, a batch of one) that the pipeline check reproduces the
+        pipeline's result from; the processor's own where one call of it gives them."""
+        return processor(self.pipeline_input)
+
     # -- what the contract and registry say ------------------------------------------------------------------
 
     @property
     def task(self):
         return ARCHITECTURES[self.model_class.config_class.model_type].task
+
+    @property
+    def kind(self):
+        """What the outputs are (`EXTRACTIVE`, `STEPWISE`, `ABSTRACTIVE` or `WIKISUM`): the task's, or for a task
+        of `KIND_OF_TASK` the kind its models share."""
+        return KIND_OF_TASK.get(self.task, self.task)
 
     @property
     def auto_class(self):
@@ -141,7 +157,7 @@ class ModelTesterMixin:
 
     def rows(self, batch):
         """One row per document; stepwise two: an empty summary and (two sentences or more) the summary last, first."""
-        if self.task != STEPWISE:
+        if self.kind != STEPWISE:
             return [(document, ()) for document in range(batch["input_ids"].shape[0])]
         rows = []
         for document, count in enumerate(batch["sentence_mask"].sum(-1).tolist()):
@@ -151,10 +167,10 @@ class ModelTesterMixin:
         return rows
 
     def inputs(self, batch, rows, extra_summary_padding=0):
-        if self.task == ABSTRACTIVE:  # teacher forcing on the labels (passed apart, as `labels` below)
+        if self.kind == ABSTRACTIVE:  # teacher forcing on the labels (passed apart, as `labels` below)
             inputs = {key: value for key, value in batch.items() if key != "labels"}
             return dict(inputs, decoder_input_ids=decoder_inputs_from_labels(batch["labels"], self.get_config()))
-        if self.task != STEPWISE:
+        if self.kind != STEPWISE:
             return dict(batch)
         inputs = dict(batch, **step_inputs(rows))
         padding = torch.full((len(rows), extra_summary_padding), -1, dtype=torch.long)
@@ -162,11 +178,11 @@ class ModelTesterMixin:
         return inputs
 
     def labels(self, batch, rows):
-        if self.task == WIKISUM:
+        if self.kind == WIKISUM:
             return batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
-        if self.task == ABSTRACTIVE:
+        if self.kind == ABSTRACTIVE:
             return batch["labels"]
-        if self.task == STEPWISE:
+        if self.kind == STEPWISE:
             end = batch["sentence_mask"].shape[1]
             return torch.tensor([end if prefix else 0 for _, prefix in rows])
         mask = batch["sentence_mask"]
@@ -178,14 +194,14 @@ class ModelTesterMixin:
         sentences' and the end unit's; WikiSum the logits at the real positions."""
         values = []
         for row, (document, prefix) in enumerate(rows):
-            if self.task == WIKISUM:
+            if self.kind == WIKISUM:
                 values.append(output.logits[row][batch["attention_mask"][row].bool()])
                 continue
-            if self.task == ABSTRACTIVE:
+            if self.kind == ABSTRACTIVE:
                 values.append(output.logits[row][batch["labels"][row] != -100])
                 continue
             sentences = batch["sentence_mask"][document].clone()
-            if self.task == EXTRACTIVE:
+            if self.kind == EXTRACTIVE:
                 values.append(output.logits[row][sentences])
                 continue
             sentences[list(prefix)] = False
@@ -417,7 +433,7 @@ class ModelTesterMixin:
             summarizer = pipeline(self.task, model=str(folder))
         assert type(summarizer) is ARCHITECTURES[self.model_class.config_class.model_type].pipeline_class
         assert type(summarizer.model) is self.model_class
-        inputs = context.processor(self.pipeline_input)
+        inputs = self.pipeline_model_inputs(context.processor)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             getattr(self, f"check_{self.task.replace('-', '_')}_pipeline")(summarizer, context.model, inputs)
@@ -489,7 +505,7 @@ class ModelTesterMixin:
         model, cls = context.model, self.model_class
         architecture = ARCHITECTURES[cls.config_class.model_type]
         assert architecture.model_class is cls and architecture.config_class is cls.config_class
-        assert cls.is_stepwise == (architecture.task == STEPWISE)
+        assert cls.is_stepwise == (KIND_OF_TASK.get(architecture.task, architecture.task) == STEPWISE)
         module_names = {part for name, _ in model.named_modules() for part in name.split(".")}
         assert set(cls.new_modules) <= module_names
         children = dict(model.named_children())

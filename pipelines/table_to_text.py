@@ -4,8 +4,7 @@ the realizer writes one summary sentence per plan sentence, each conditioned on 
 
 from collections.abc import Mapping
 
-from ..processing.processing_realizer import as_game
-from ..text.rotowire_plans import oracle_plan, plan_sentences
+from ..text.rotowire_plans import plan_sentences
 from .abstractive_summarization import GENERATION_OPTIONS
 from .base import SummarizationPipeline, reject_unknown_options
 
@@ -58,18 +57,21 @@ class TableToTextPipeline(SummarizationPipeline):
         return preprocess, forward, {}
 
     def preprocess(self, inputs, planner=None, plan=None):
-        self.model_processor.check_input(inputs)
+        # The game is parsed, and its oracle plan taken, by the model's processor, which reads it in every step: in
+        # an exported repo this module and the processor's are separate copies, and so are their `Game` classes.
+        processor = self.model_processor
+        processor.check_input(inputs)
         if isinstance(inputs, Mapping) and "game" in inputs:
-            game, units = as_game(inputs["game"]), list(inputs["plan"])
+            game, units = processor.game(inputs["game"]), list(inputs["plan"])
         else:
-            game = as_game(inputs)
+            game = processor.game(inputs)
             if planner is not None:
                 output = planner(inputs)
                 units = list(output["plan"] if isinstance(output, Mapping) else output)
             elif plan == ORACLE:
                 if not game.summary:
                     raise ValueError(f"game {game.id!r} has no summary to take an oracle plan from")
-                units = oracle_plan(game)
+                units = processor.oracle_plan(game)
             else:
                 raise ValueError("table-to-text needs a content plan: give planner=... or plan='oracle'")
         sentences = plan_sentences(units)

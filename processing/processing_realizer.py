@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from ..text.rotowire_plans import oracle_sentence_plans, plan_to_text
+from ..text.rotowire_plans import oracle_plan, oracle_sentence_plans, plan_to_text
 from ..text.rotowire_records import DATE_KEY, GAME_ENTITY, Game, parse_game
 from .processing_utils import SummarizationProcessor
 
@@ -53,6 +53,19 @@ class RealizerProcessor(SummarizationProcessor):
         if not isinstance(game, (Game, Mapping, str)):
             raise TypeError(f"a Rotowire game is a dict, a JSON string or a parsed Game, got {type(game).__name__}")
         as_game(game)
+
+    @staticmethod
+    def game(game) -> Game:
+        """The parsed game (`as_game`). The `table-to-text` pipeline parses through the model's processor: in an
+        exported repo the pipeline's code and the model's are separate copies of the modules, and a `Game` of the
+        pipeline's copy is no `Game` to the processor's."""
+        return as_game(game)
+
+    @staticmethod
+    def oracle_plan(game: Game) -> list[str]:
+        """The oracle plan of the game's human summary (`rotowire_plans.oracle_plan`), for a `game` this processor
+        parsed."""
+        return oracle_plan(game)
 
     def context_text(self, game: Game, record_ids: Sequence[str]) -> str:
         """The date, the teams and their cities, and the players the records name, as template sentences."""

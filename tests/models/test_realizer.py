@@ -3,7 +3,9 @@ the decoder's self-attention and feed-forward, kept through gradient steps, savi
 processor's input layout and training pairs written out by hand on a tiny game, the sentence-by-sentence loop of the
 `table-to-text` pipeline, and a few training steps."""
 
+import functools
 import json
+import warnings
 
 import pytest
 import torch
@@ -12,9 +14,13 @@ from transformers import AutoTokenizer, pipeline
 
 from conftest import tiny_bert_config
 from sumformers import RealizerConfig, RealizerForConditionalGeneration, TableToTextPipeline
+from sumformers.hub import export_model
 from sumformers.modeling.pretrained_encoder import bundled_encoder_path
+from sumformers.processing.processing_realizer import as_game
+from sumformers.text.rotowire_plans import plan_sentences
 from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, parse_game, read_games, split_games
 from sumformers.training import ModelArguments, apply_lora
+from test_modeling_common import ModelTesterMixin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -56,6 +62,84 @@ def ids(tokenizer, text):
 @pytest.fixture(scope="module")
 def game():
     return parse_game(tiny_game(summary=SUMMARY))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The model tester
+# ----------------------------------------------------------------------------------------------------------------
+
+# Realization steps of three lengths (records, previous sentence, target sentence) of the tiny game.
+STEPS = (
+    (PLAN[:5], "", "The Bucks defeated the Cavaliers 118 - 101 on Tuesday ."),
+    (PLAN[6:8], "The Bucks defeated the Cavaliers 118 - 101 on Tuesday .", "Kevin Love scored 20 points ."),
+    (["LeBron James|PLAYER_NAME", "LeBron James|PTS", "LeBron James|AST", "Jabari Parker|PLAYER_NAME",
+      "Jabari Parker|FGM", "Jabari Parker|FGA"], "Kevin Love scored 20 points .",
+     "James added 22 points and four assists , while Parker went 9 - of - 17 ."),
+)
+
+
+@functools.cache
+def minilm():
+    return AutoTokenizer.from_pretrained(str(bundled_encoder_path()))
+
+
+class TestRealizer(ModelTesterMixin):
+    """The model tester on the realizer's real inputs: one realization step each (previous sentence, `<BEG>`, a plan
+    sentence's records, the game's context), its summary sentence as labels; the `table-to-text` pipeline's sentence
+    by sentence loop over a plan of the model tester's own."""
+
+    model_class = RealizerForConditionalGeneration
+    examples = STEPS
+    pipeline_input = {"game": tiny_game(), "plan": [*PLAN[:5], "<EOS>", "LeBron James|PLAYER_NAME",
+                                                    "LeBron James|PTS", "<EOS>", *PLAN[6:]]}
+    # word logits over a 30,522-token vocabulary, as BertSumAbs's
+    bf16_atol = 0.05
+
+    def get_config(self):
+        return tiny_config(minilm())
+
+    def encode(self, processor, example):
+        records, previous, sentence = example
+        return dict(processor.encode_step(as_game(tiny_game()), records, previous),
+                    labels=processor.target_ids(sentence))
+
+    def pipeline_model_inputs(self, processor):
+        """The first step of the pipeline's loop: the plan's first sentence, no previous sentence."""
+        game, plan = self.pipeline_input["game"], self.pipeline_input["plan"]
+        return processor({"game": game, "records": plan_sentences(plan)[0]})
+
+    def check_table_to_text_pipeline(self, realizer, model, inputs):
+        """Each sentence is `generate()` with the pipeline's settings on the step of its plan sentence, whose
+        previous sentence is the one realized before it, decoded by the processor with the game's names recased."""
+        processor, game = realizer.model_processor, as_game(self.pipeline_input["game"])
+        settings = dict(num_beams=2, min_length=3, max_new_tokens=8)
+        result = realizer(self.pipeline_input, **settings)
+        expected, previous = [], ""
+        for number, records in enumerate(plan_sentences(self.pipeline_input["plan"])):
+            step = processor({"game": game, "records": records, "previous": previous})
+            if number == 0:
+                assert all(torch.equal(step[key], inputs[key]) for key in inputs)
+            generated = model.generate(**step, **settings)[0]
+            assert 3 <= len(generated) <= 9
+            previous = processor.decode(generated.tolist(), game)
+            expected.append(previous)
+        assert len(expected) == 3 and result["sentences"] == expected
+        assert result["summary"] == "\n".join(expected) and result["plan"] == self.pipeline_input["plan"]
+
+    def test_exported_pipeline_realizes_as_the_package_pipeline(self, context, tmp_path):
+        """The exported repo's own `table-to-text` pipeline (remote code) on a plan of its own and on the oracle plan.
+        Its module and the model processor's are separate copies (here the package's processor, registered in
+        process), so the game must be parsed, and its oracle plan taken, by the processor that reads it."""
+        repo = export_model(str(context.folder), str(tmp_path / "sumformers_realizer_pipeline_export"))
+        settings = dict(num_beams=1, min_length=2, max_new_tokens=4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exported = pipeline(model=str(repo), trust_remote_code=True)
+            package = pipeline("table-to-text", model=str(context.folder))
+            assert exported.task == "table-to-text" and type(exported).__module__.startswith("transformers_modules.")
+            for inputs, options in ((self.pipeline_input, {}), (tiny_game(summary=SUMMARY), {"plan": "oracle"})):
+                result = exported(inputs, **settings, **options)
+                assert result == package(inputs, **settings, **options) and len(result["sentences"]) >= 2
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -27,6 +27,8 @@ from torch import nn
 from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
 from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicLayer
+from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_outputs import BaseModelOutputWithPast, MoeCausalLMOutputWithPast
 
 from ..configuration.configuration_wikisum import DEFAULT_ATTENTION_LAYERS, WikiSumConfig
@@ -37,6 +39,19 @@ from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, g
 from .bert_blocks import init_bert_style_weights
 from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name
 from .summarizer_mixin import SummarizerMixin
+
+# Checkpoints name the null slot's parameters as they were named before the slot became a module
+# (`WikiSumNullSlot`): transformers renames them when loading and back when saving, so every checkpoint, older or
+# newer, holds `attention.null_key` and `attention.null_value`.
+NULL_SLOT_RENAMING = (
+    ("attention.null_key", "attention.null_slot.key"),
+    ("attention.null_value", "attention.null_slot.value"),
+)
+register_checkpoint_conversion_mapping(
+    WikiSumConfig.model_type,
+    [WeightRenaming(saved, held) for saved, held in NULL_SLOT_RENAMING],
+    overwrite=True,  # an exported repo's copy of this module registers it again
+)
 
 
 def timing_signal(positions: torch.Tensor, channels: int, max_timescale: float = 1.0e4) -> torch.Tensor:
@@ -234,6 +249,29 @@ def masked_attention(query, key, value, mask, scaling, dropout_p=0.0, materializ
     return output.masked_fill(~has_key, 0.0)
 
 
+class WikiSumNullSlot(nn.Module):
+    """The learned key/value slot in front of a memory-compressed layer's slots, visible to every query (a query
+    whose group is not yet complete sees nothing else).
+
+    A module of its own, rather than two parameters of the attention, so that an adapter checkpoint can train and
+    save it in full (PEFT's `modules_to_save` takes modules); it is applied by calling it, which a PEFT wrapper
+    redirects to its trained copy. Checkpoints keep the parameters' earlier names `attention.null_key` and
+    `attention.null_value` (`NULL_SLOT_RENAMING`)."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.key = nn.Parameter(torch.zeros(hidden_size))
+        self.value = nn.Parameter(torch.zeros(hidden_size))
+
+    def forward(self, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[B, m, hidden] slot keys/values -> [B, 1 + m, hidden], the null slot first."""
+        batch = keys.shape[0]
+        return (
+            torch.cat([self.key.expand(batch, 1, -1), keys], dim=1),
+            torch.cat([self.value.expand(batch, 1, -1), values], dim=1),
+        )
+
+
 class WikiSumAttention(nn.Module):
     """Multi-head causal self-attention of one of the three types (see the module docstring)."""
 
@@ -253,9 +291,7 @@ class WikiSumAttention(nn.Module):
             stride = config.compression_stride
             self.key_compression = nn.Conv1d(hidden, hidden, kernel_size=stride, stride=stride)
             self.value_compression = nn.Conv1d(hidden, hidden, kernel_size=stride, stride=stride)
-            # the always-visible slot in front of the compressed ones
-            self.null_key = nn.Parameter(torch.zeros(hidden))
-            self.null_value = nn.Parameter(torch.zeros(hidden))
+            self.null_slot = WikiSumNullSlot(hidden)
 
     def _heads(self, states: torch.Tensor) -> torch.Tensor:  # [B, n, hidden] -> [B, heads, n, head_dim]
         return states.view(states.shape[0], states.shape[1], self.num_heads, self.head_dim).transpose(1, 2)
@@ -284,8 +320,7 @@ class WikiSumAttention(nn.Module):
                 keys, values = self.compress(keys[:, :usable], values[:, :usable])
             else:
                 keys, values = cache_layer.update(keys, values, compress=self.compress)
-            keys = torch.cat([self.null_key.expand(batch, 1, -1), keys], dim=1)
-            values = torch.cat([self.null_value.expand(batch, 1, -1), values], dim=1)
+            keys, values = self.null_slot(keys, values)
             keys, values = self._heads(keys), self._heads(values)
             pattern = context.compressed_pattern
             key_indices = torch.arange(keys.shape[2], device=keys.device)
@@ -451,9 +486,9 @@ class WikiSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     def _init_weights(self, module):
         std = self.config.initializer_range
         init_bert_style_weights(module, std, projections=(nn.Linear, nn.Conv1d))
-        if isinstance(module, WikiSumAttention) and module.layer_type == "compressed":
-            module.null_key.normal_(mean=0.0, std=std)
-            module.null_value.normal_(mean=0.0, std=std)
+        if isinstance(module, WikiSumNullSlot):
+            module.key.normal_(mean=0.0, std=std)
+            module.value.normal_(mean=0.0, std=std)
 
 
 class WikiSumModel(WikiSumPreTrainedModel):
@@ -641,8 +676,6 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
     against the (tied) embedding table."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
-    # Trained in full (no adapter): `from_encoder` takes the token embeddings, or the whole decoder, from a
-    # pretrained encoder.
     processor_class = WikiSumProcessor
     reads_multiple_documents = True
 
@@ -652,6 +685,34 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         self.output_projection = nn.Linear(config.hidden_size, config.embedding_size, bias=False)
         self.lm_head = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
         self.post_init()
+
+    # The model contract (`SummarizerMixin`) depends on how the decoder started, so it is read from the config.
+    # From scratch (`decoder_init="random"`) nothing is pretrained and the decoder trains in full. Started from the
+    # encoder (`"encoder"`), `from_encoder` rebuilds the whole decoder from it: the parts with a counterpart in the
+    # encoder (word embeddings tied with the output, the embedding LayerNorm, every layer's attention and feed-forward
+    # projections and LayerNorms) are pretrained and LoRA adapts the layers' projections; the parts without one are
+    # new, trained in full and saved with an adapter: the projections to and from `embedding_size` (identity at the
+    # start), the compressed layers' convolutions (stride averages) and null slots (zero) and the experts' routers
+    # (random).
+
+    @property
+    def pretrained_modules(self) -> tuple[str, ...]:
+        return ("model", "lm_head") if self.config.decoder_init == "encoder" else ()
+
+    @property
+    def new_modules(self) -> tuple[str, ...]:
+        if self.config.decoder_init != "encoder":
+            return ()
+        names = ["embed_projection", "output_projection"]
+        if "compressed" in self.config.attention_layers:
+            names += ["key_compression", "value_compression", "null_slot"]
+        if self.config.moe_layers:
+            names.append("router")
+        return tuple(names)
+
+    @property
+    def lora_layers(self) -> str | None:
+        return "model.layers" if self.config.decoder_init == "encoder" else None
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
@@ -839,8 +900,8 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
                 for convolution in (attention.key_compression, attention.value_compression):
                     convolution.weight.copy_(identity[:, :, None].expand(-1, -1, stride) / stride)
                     convolution.bias.zero_()
-                attention.null_key.zero_()
-                attention.null_value.zero_()
+                attention.null_slot.key.zero_()
+                attention.null_slot.value.zero_()
 
     def forward(
         self,

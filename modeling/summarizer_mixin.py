@@ -2,20 +2,23 @@
 training scripts and the hub code (instead of probing models with `hasattr`).
 
 It also makes the small adapter checkpoints load the standard way. A shipped or trained checkpoint holds
-`config.json`, the tokenizer and a PEFT adapter (`adapter_config.json`, `adapter_model.safetensors`: LoRA plus the new
-modules) over a pretrained encoder installed separately. `from_pretrained` (and so `AutoModel.from_pretrained` and
-`pipeline(task, model=...)`) rebuilds the model over that encoder, loads the adapter and merges it; a folder or repo
-with full weights (`model.safetensors`, as `save_pretrained` and `sumformers export` write) loads as usual.
+`config.json`, the tokenizer (a generating model: `generation_config.json`) and a PEFT adapter (`adapter_config.json`,
+`adapter_model.safetensors`: LoRA plus the new modules) over a pretrained encoder installed separately.
+`from_pretrained` (and so `AutoModel.from_pretrained` and `pipeline(task, model=...)`) rebuilds the model over that
+encoder, loads the adapter and its decoding settings and merges it; a folder or repo with full weights
+(`model.safetensors`, as `save_pretrained` and `sumformers export` write) loads as usual.
 """
 
 
 import torch
+from transformers import GenerationConfig
 from transformers.utils import cached_file
 
 from .pretrained_encoder import quiet_loading
 
 ADAPTER_CONFIG = "adapter_config.json"
 FULL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
+GENERATION_CONFIG = "generation_config.json"
 # `from_pretrained` arguments that locate files (passed on to every file look-up).
 HUB_ARGUMENTS = ("cache_dir", "force_download", "proxies", "token", "revision", "local_files_only", "subfolder")
 
@@ -32,6 +35,10 @@ class SummarizerMixin:
     - `is_stepwise`: the model scores the next choice given a partial summary (`stepwise-summarization`, and the
       `content-planning` planners, whose summary is a plan);
     - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`).
+
+    Code reads the first three from a model instance (`model.new_modules`), so that a class whose contract depends on
+    its config defines them as properties instead (WikiSum: a decoder started from the encoder is pretrained and
+    adapted, one started from scratch has nothing pretrained and trains in full).
     """
 
     pretrained_modules: tuple[str, ...] = ()
@@ -66,6 +73,8 @@ class SummarizerMixin:
         dtype = kwargs.pop("dtype", None) or kwargs.pop("torch_dtype", None)
         device_map = kwargs.pop("device_map", None)
         base = cls.from_encoder(config.encoder_name_or_path, config=config)
+        if base.can_generate() and is_present(path, GENERATION_CONFIG, **hub_arguments):
+            base.generation_config = GenerationConfig.from_pretrained(path, **hub_arguments)
         with quiet_loading():
             model = PeftModel.from_pretrained(base, path, **hub_arguments).merge_and_unload()
         if isinstance(dtype, str) and dtype != "auto":
@@ -77,22 +86,25 @@ class SummarizerMixin:
         return model.eval()
 
 
+def is_present(name_or_path, file_name: str, **hub_arguments) -> bool:
+    """Whether a folder or Hub repo holds `file_name`."""
+    return (
+        cached_file(
+            str(name_or_path),
+            file_name,
+            _raise_exceptions_for_missing_entries=False,
+            _raise_exceptions_for_connection_errors=False,
+            **hub_arguments,
+        )
+        is not None
+    )
+
+
 def is_adapter_checkpoint(name_or_path, **hub_arguments) -> bool:
     """Whether a folder or Hub repo holds an adapter checkpoint (adapter files and no full weights)."""
-
-    def present(file_name):
-        return (
-            cached_file(
-                str(name_or_path),
-                file_name,
-                _raise_exceptions_for_missing_entries=False,
-                _raise_exceptions_for_connection_errors=False,
-                **hub_arguments,
-            )
-            is not None
-        )
-
-    return present(ADAPTER_CONFIG) and not any(present(name) for name in FULL_WEIGHTS)
+    return is_present(name_or_path, ADAPTER_CONFIG, **hub_arguments) and not any(
+        is_present(name_or_path, name, **hub_arguments) for name in FULL_WEIGHTS
+    )
 
 
 __all__ = ["SummarizerMixin", "is_adapter_checkpoint"]

@@ -26,7 +26,8 @@ def exported_repo_requirements(config) -> list[str]:
 
 def build_model_card(config, card_info: dict) -> ModelCard:
     """`card_info` (all optional): `model_name`, `repo_id`, `datasets` (Hub ids), `dataset_name`, `split`,
-    `results` ({metric: value x 100}), `training` (markdown), `evaluation` (markdown)."""
+    `results` ({metric: value x 100}), `training` (markdown), `decoding` (markdown: the generation config's settings
+    where a template shows them), `evaluation` (markdown)."""
     encoder = portable_encoder_name(getattr(config, "encoder_name_or_path", None))
     results = card_info.get("results", {})
     eval_results = [
@@ -72,6 +73,7 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         relative_attention=getattr(config, "relative_attention", None),
         long_position_embeddings=getattr(config, "long_position_embeddings", None),
         training=card_info.get("training"),
+        decoding=card_info.get("decoding"),
         evaluation=card_info.get("evaluation"),
         config=config,
     )

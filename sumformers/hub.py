@@ -1,10 +1,11 @@
 """Loading, saving and exporting models.
 
 Two on-disk forms:
-- a *checkpoint* (what ships in `checkpoints/` and what training writes): `config.json`, the tokenizer and a PEFT
-  adapter (`adapter_config.json`, `adapter_model.safetensors`: LoRA and the new modules, fp16) over a pretrained encoder
-  that is installed separately (default: the bundled MiniLM). Small enough to ship in the package; it loads the
-  standard way (`AutoModel.from_pretrained`, `pipeline(task, model=...)`: see `modeling.summarizer_mixin`).
+- a *checkpoint* (what ships in `checkpoints/` and what training writes): `config.json`, the tokenizer (a generating
+  model: `generation_config.json`) and a PEFT adapter (`adapter_config.json`, `adapter_model.safetensors`: LoRA and
+  the new modules, fp16) over a pretrained encoder that is installed separately (default: the bundled MiniLM). Small
+  enough to ship in the package; it loads the standard way (`AutoModel.from_pretrained`, `pipeline(task, model=...)`:
+  see `modeling.summarizer_mixin`).
 - an *exported repo* (what `sumformers export` writes and what goes to the Hub): self-contained, with the LoRA merged
   into `model.safetensors`, the tokenizer, a model card, and the remote code as flat files so that
   `AutoModel.from_pretrained(repo, trust_remote_code=True)` works with only transformers and torch installed.
@@ -95,6 +96,8 @@ def save_adapter_checkpoint(peft_model, output_dir: str, tokenizer, card_info: d
     base_config = base.config
     base_config.encoder_name_or_path = portable_encoder_name(base_config.encoder_name_or_path)
     base_config.save_pretrained(output)
+    if base.can_generate():  # the decoding settings (beam, length penalty, ...) the model was trained to ship with
+        base.generation_config.save_pretrained(output)
     tokenizer.save_pretrained(output)
     # PEFT records the absolute base-model path; a portable name keeps the checkpoint movable.
     adapter_config_path = output / "adapter_config.json"

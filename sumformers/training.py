@@ -79,9 +79,11 @@ TRAINING_DEFAULTS = {
 }
 
 
-def parse_arguments(*extra_dataclasses):
+def parse_arguments(*extra_dataclasses, **defaults):
+    """The shared arguments and `extra_dataclasses`, parsed from the command line; `defaults` are the script's own
+    defaults of any of them (on top of `TRAINING_DEFAULTS`)."""
     parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments, *extra_dataclasses))
-    parser.set_defaults(**TRAINING_DEFAULTS)
+    parser.set_defaults(**{**TRAINING_DEFAULTS, **defaults})
     return parser.parse_args_into_dataclasses()
 
 
@@ -222,9 +224,12 @@ def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] 
 
     from .modeling.pretrained_encoder import quiet_loading
 
+    if model.lora_layers is None:
+        raise ValueError(f"{type(model).__name__} has no pretrained layers for LoRA to adapt: train it in full")
     names = {name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()}
     layers = {int(index) for index in model_args.lora_layers.split(",")} if model_args.lora_layers else None
     paths = (model.lora_layers,) if isinstance(model.lora_layers, str) else tuple(model.lora_layers)
+    new_modules = model.new_modules
     targets = []
     for name, module in model.named_modules():
         path = next((path for path in paths if name.startswith(path + ".")), None)
@@ -233,16 +238,16 @@ def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] 
         if any(name == full or name.startswith(full + ".") for full in full_modules):
             continue
         parts = name[len(path) + 1 :].split(".")
-        new = any(part in model.new_modules for part in parts)  # trained in full, not adapted
+        new = any(part in new_modules for part in parts)  # trained in full, not adapted
         chosen = layers is None or path != paths[0] or int(parts[0]) in layers
         if parts[-1] in names and not new and chosen:
             targets.append(name)
     if not targets:
         raise ValueError(f"no linear layer of {'/'.join(paths)} matches --lora_target_modules {sorted(names)}")
     # a new module inside another one trained in full is saved with it (PEFT would wrap it twice)
-    outer = (*full_modules, *model.new_modules)
+    outer = (*full_modules, *new_modules)
     modules_to_save = [
-        *full_modules, *(m for m in model.new_modules if not _inside(model, m, tuple(o for o in outer if o != m)))
+        *full_modules, *(m for m in new_modules if not _inside(model, m, tuple(o for o in outer if o != m)))
     ]
     config = LoraConfig(
         r=model_args.lora_r,

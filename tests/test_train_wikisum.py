@@ -53,13 +53,15 @@ def test_cnndm_rows_become_ranked_sentence_inputs(tmp_path):
     )
 
 
-def test_cnndm_training_from_the_encoder_lowers_the_loss_and_loads_in_the_pipeline(tmp_path, tiny_encoder_folder):
+def run_training(tmp_path, encoder_folder, *flags: str):
+    """`train_wikisum.py` for 12 steps on eight CNN/DM-shaped rows, the decoder started from `encoder_folder`, with
+    evaluation; returns the output folder and the logged training losses."""
     data = tmp_path / "train_large.jsonl.gz"
     write_cnndm_rows(data, 8)
     output = tmp_path / "run"
     command = [
         sys.executable, str(REPO_ROOT / "training_scripts" / "train_wikisum.py"),
-        "--model_name_or_path", str(tiny_encoder_folder), "--decoder_init", "encoder",
+        "--model_name_or_path", str(encoder_folder), "--decoder_init", "encoder",
         "--train_file", str(data), "--validation_file", str(data), "--ranking_unit", "sentence",
         "--ranker", "textrank", "--max_input_tokens", "40", "--max_summary_tokens", "24",
         "--attention_layers", "local,compressed,local", "--local_block_size", "8", "--hidden_dropout", "0",
@@ -67,25 +69,33 @@ def test_cnndm_training_from_the_encoder_lowers_the_loss_and_loads_in_the_pipeli
         "--lr_scheduler_type", "constant",
         "--logging_steps", "1", "--save_steps", "12", "--num_beams", "2", "--max_new_tokens", "6",
         "--eval_generate_samples", "2", "--max_eval_samples", "4", "--do_train", "--do_eval", "--use_cpu",
-        "--report_to", "none", "--output_dir", str(output),
+        "--report_to", "none", "--output_dir", str(output), *flags,
     ]  # fmt: skip
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
     completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert completed.returncode == 0, completed.stderr[-4000:]
-    final = output / "final"
     state = json.loads((output / "checkpoint-12" / "trainer_state.json").read_text())
     losses = [entry["loss"] for entry in state["log_history"] if "loss" in entry]
     assert len(losses) == 12
-    # the first step's loss is about ln(30522) = 10.3 or more; twelve steps on eight repeated rows halve it
-    assert losses[0] > 9.0 and max(losses[-3:]) < 0.5 * losses[0]
-    card = json.loads((final / "sumformers_card.json").read_text())
-    assert "started from" in card["training"] and "ranked sentences" in card["training"]
-    assert "length penalty alpha 0.6 (((5 + |Y|) / 6) ** alpha, GNMT's), no n-gram blocking" in card["evaluation"]
-    readme = (final / "README.md").read_text()
-    assert "**Start: from `" in readme and "encoder layer\n   [0, 1, 0][i]" in readme
-    generation = json.loads((final / "generation_config.json").read_text())
-    assert generation["length_penalty_type"] == "gnmt" and generation.get("no_repeat_ngram_size", 0) == 0
+    return output, losses
 
+
+def check_saved_decoding(final):
+    """The generation config holds GNMT's length penalty (alpha 0.6, beam 2) and no n-gram blocking, and the card
+    names exactly that."""
+    generation = json.loads((final / "generation_config.json").read_text())
+    assert generation["length_penalty_type"] == "gnmt" and generation["length_penalty"] == 0.6
+    assert generation["num_beams"] == 2 and "no_repeat_ngram_size" not in generation
+    settings = "beam 2, length penalty alpha 0.6 (((5 + |Y|) / 6) ** alpha, GNMT's), no n-gram blocking"
+    card = json.loads((final / "sumformers_card.json").read_text())
+    assert card["decoding"] == settings and settings in card["evaluation"]
+    readme = (final / "README.md").read_text()
+    assert f"## Decoding\n\nThe repo's `generation_config.json` (the pipeline's defaults): {settings}." in readme
+    return card, readme
+
+
+def check_pipeline_generates_what_the_model_does(final):
+    """`pipeline("wikisum", model=<folder>)` loads the saved model and writes what its `generate()` writes."""
     from transformers import pipeline
 
     from sumformers import WikiSumForCausalLM
@@ -100,6 +110,95 @@ def test_cnndm_training_from_the_encoder_lowers_the_loss_and_loads_in_the_pipeli
     with torch.no_grad():
         generated = model.generate(inputs["input_ids"], attention_mask=inputs["attention_mask"], num_beams=2)
     assert result["summary"] == summarizer.model_processor.decode(generated[0, inputs["input_ids"].shape[1] :].tolist())
+    return model
+
+
+def test_cnndm_training_from_the_encoder_lowers_the_loss_and_loads_in_the_pipeline(tmp_path, tiny_encoder_folder):
+    output, losses = run_training(tmp_path, tiny_encoder_folder)
+    final = output / "final"
+    # the first step's loss is about ln(30522) = 10.3 or more; twelve steps on eight repeated rows halve it
+    assert losses[0] > 9.0 and max(losses[-3:]) < 0.5 * losses[0]
+    assert (final / "model.safetensors").is_file() and not (final / "adapter_config.json").exists()
+    card, readme = check_saved_decoding(final)
+    assert "started from" in card["training"] and "ranked sentences" in card["training"]
+    assert "all weights trained" in card["training"]
+    assert "**Start: from `" in readme and "encoder layer\n   [0, 1, 0][i]" in readme
+    check_pipeline_generates_what_the_model_does(final)
+
+
+def test_lora_training_saves_an_adapter_checkpoint_that_the_pipeline_loads(tmp_path, tiny_encoder_folder):
+    from safetensors import safe_open
+
+    output, losses = run_training(tmp_path, tiny_encoder_folder, "--use_lora", "--lora_r", "4", "--ship_to",
+                                  str(tmp_path / "shipped"))
+    final = output / "final"
+    assert max(losses[-3:]) < 0.8 * losses[0]
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= {path.name for path in final.iterdir()}
+    assert not (final / "model.safetensors").exists()
+    # LoRA on the six projections of the three layers, and the new modules of this layout (no experts)
+    with safe_open(str(final / "adapter_model.safetensors"), "pt") as saved:
+        names = {name.removeprefix("base_model.model.") for name in saved.keys()}
+        assert {saved.get_tensor(name).dtype for name in saved.keys()} == {torch.float16}
+    lora = {name for name in names if ".lora_" in name}
+    projections = ("q_proj", "k_proj", "v_proj", "o_proj")
+    modules = [f"attention.{name}" for name in projections] + ["feed_forward.up", "feed_forward.down"]
+    assert lora == {f"model.layers.{i}.{module}.lora_{half}.weight" for i in range(3) for module in modules
+                    for half in "AB"}
+    assert names - lora == {
+        "model.embed_projection.weight", "output_projection.weight", "model.layers.1.attention.null_slot.key",
+        "model.layers.1.attention.null_slot.value", *(f"model.layers.1.attention.{kind}_compression.{weight}"
+                                                      for kind in ("key", "value") for weight in ("weight", "bias")),
+    }
+    card, _ = check_saved_decoding(final)
+    assert "LoRA r=4 (alpha 32) on q_proj,k_proj,v_proj,o_proj,up,down of every layer" in card["training"]
+    assert "the training's checkpoint holds only these, in fp16" in card["training"]
+    model = check_pipeline_generates_what_the_model_does(final)
+    # the training moved the adapted weights off the encoder's copy
+    from sumformers import WikiSumForCausalLM
+
+    start = WikiSumForCausalLM.from_encoder(str(tiny_encoder_folder), config=model.config)
+    assert not torch.equal(model.model.layers[0].attention.q_proj.weight, start.model.layers[0].attention.q_proj.weight)
+    assert torch.equal(model.model.embed_tokens.weight, start.model.embed_tokens.weight)  # frozen
+    # --ship_to copies the adapter checkpoint as it is (already fp16)
+    shipped = tmp_path / "shipped"
+    assert {path.name: path.read_bytes() for path in shipped.iterdir()} == {
+        path.name: path.read_bytes() for path in final.iterdir()
+    }
+
+
+def test_no_repeat_ngram_size_is_saved_only_when_given_and_named_on_the_card_with_its_reason():
+    from sumformers import WikiSumConfig
+    from sumformers.cards import build_model_card
+
+    script = training_script("train_wikisum")
+    config = WikiSumConfig()
+    default = script.generation_config(config, script.WikiSumArguments())
+    assert "no_repeat_ngram_size" not in json.loads(default.to_json_string(use_diff=True))
+    assert default.length_penalty_type == "gnmt" and default.length_penalty == 0.6 and default.num_beams == 4
+    with pytest.raises(ValueError, match="^--no_repeat_ngram_size needs --no_repeat_ngram_reason"):
+        script.generation_config(config, script.WikiSumArguments(no_repeat_ngram_size=3))
+    reason = "the from-scratch decoder repeats whole phrases at beam 4"
+    arguments = script.WikiSumArguments(no_repeat_ngram_size=3, no_repeat_ngram_reason=reason)
+    blocking = script.generation_config(config, arguments)
+    assert json.loads(blocking.to_json_string(use_diff=True))["no_repeat_ngram_size"] == 3
+    decoding = script.decoding_settings(blocking, arguments.no_repeat_ngram_reason)
+    assert decoding.endswith(f"repeated 3-grams of WordPieces blocked ({reason})")
+    assert f"{decoding}." in str(build_model_card(config, {"decoding": decoding}))
+
+
+def test_lora_is_refused_where_it_cannot_give_a_loadable_adapter(tiny_encoder_folder, minilm_tokenizer):
+    from sumformers.training import ModelArguments
+
+    script = training_script("train_wikisum")
+    scratch = script.new_model(str(tiny_encoder_folder), minilm_tokenizer, "tiny", script.WikiSumArguments())
+    with pytest.raises(ValueError, match="^--use_lora needs --decoder_init encoder"):
+        script.adapt_with_lora(scratch, ModelArguments(use_lora=True), continued=False)
+    started = script.new_model(
+        str(tiny_encoder_folder), minilm_tokenizer, "tiny", script.WikiSumArguments(decoder_init="encoder")
+    )
+    with pytest.raises(ValueError, match="^--use_lora starts from the encoder"):
+        script.adapt_with_lora(started, ModelArguments(use_lora=True), continued=True)
+    assert script.adapt_with_lora(started, ModelArguments(use_lora=False), continued=True) is started
 
 
 def test_an_unknown_decoder_start_is_refused(tiny_encoder_folder, minilm_tokenizer):

@@ -20,14 +20,24 @@ no title). With `--ranking_unit sentence` the rankers rank sentences instead of 
 paragraph breaks). With `--qmsum_specific_queries`, every QMSum query/answer pair is one more example with the query
 as its title.
 
-The decoder trains in full (the LoRA options of the shared arguments do not apply). `--decoder_init random` (the
-paper's): from scratch, its word embeddings from a PCA of the encoder's given by --model_name_or_path (MiniLM by
-default); `--decoder_init encoder`: the whole decoder starts from that encoder (`WikiSumForCausalLM.from_encoder`:
-its vocabulary, embeddings and layers, so --hidden_size, --embedding_size, --intermediate_size and
---num_attention_heads are the encoder's). Or training continues from a saved WikiSum model. Evaluation:
-log-perplexity of the summary tokens and ROUGE of the `wikisum` pipeline's summaries on the validation files.
-`--ship_to DIR` also writes the final model with fp16 weights (a small shippable checkpoint). Resumes from the newest
-checkpoint in --output_dir.
+`--decoder_init random` (the paper's): from scratch, its word embeddings from a PCA of the encoder's given by
+--model_name_or_path (MiniLM by default), trained in full. `--decoder_init encoder`: the whole decoder starts from that
+encoder (`WikiSumForCausalLM.from_encoder`: its vocabulary, embeddings and layers, so --hidden_size,
+--embedding_size, --intermediate_size and --num_attention_heads are the encoder's); trained in full by default, or with
+`--use_lora` as a small adapter checkpoint: LoRA (--lora_r 16, --lora_alpha 32 on
+--lora_target_modules q_proj,k_proj,v_proj,o_proj,up,down by default, --lora_layers to restrict the layers) on the
+copied layers, the parts without a counterpart in the encoder (`WikiSumForCausalLM.new_modules`: the projections to
+and from the embedding width, the compressed layers' convolutions and null slots, the experts' routers) trained in
+full; `<output_dir>/final` then holds only those in fp16, and loading rebuilds the decoder from the encoder. Or
+training continues (in full) from a saved WikiSum model.
+
+Decoding settings are saved in the generation config and named on the model card: --num_beams and --length_penalty
+under --length_penalty_type (gnmt, the paper's: ((5 + |Y|) / 6) ** alpha), and n-gram blocking only when
+--no_repeat_ngram_size is given, with --no_repeat_ngram_reason (the card says why the model needs it).
+
+Evaluation: log-perplexity of the summary tokens and ROUGE of the `wikisum` pipeline's summaries on the validation
+files. `--ship_to DIR` also writes the final model with fp16 weights (a small shippable checkpoint). Resumes from the
+newest checkpoint in --output_dir.
 """
 
 import logging
@@ -43,9 +53,12 @@ from transformers import GenerationConfig
 
 from sumformers import WikiSumConfig, WikiSumForCausalLM
 from sumformers.generation.length_penalty import resolve_length_penalty_type
+from sumformers.hub import is_sumformers_model
 from sumformers.modeling.pretrained_encoder import portable_encoder_name
 from sumformers.processing.processing_wikisum import read_wikisum_examples
 from sumformers.training import (
+    ModelArguments,
+    apply_lora,
     finish_training,
     model_and_tokenizer,
     parse_arguments,
@@ -92,8 +105,15 @@ class WikiSumArguments:
         metadata={"help": "gnmt: ((5 + |Y|) / 6) ** alpha (the paper's); transformers: |Y| ** length_penalty."},
     )
     max_new_tokens: int = field(default=160)
-    no_repeat_ngram_size: int = field(
-        default=0, metadata={"help": "Saved in the generation config and named on the card; 0 = off (the paper's)."}
+    no_repeat_ngram_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Block repeated n-grams of WordPieces: saved in the generation config only when given (not the "
+            "paper's), and named on the card with --no_repeat_ngram_reason."
+        },
+    )
+    no_repeat_ngram_reason: str | None = field(
+        default=None, metadata={"help": "Why the model needs --no_repeat_ngram_size (required with it; on the card)."}
     )
     eval_generate_samples: int = field(default=20, metadata={"help": "Validation examples summarized for ROUGE."})
     ship_to: str | None = field(default=None, metadata={"help": "Also write the final model with fp16 weights here."})
@@ -134,11 +154,14 @@ def summary_log_perplexity(model, encoded: list[dict]) -> float:
 
 
 def write_fp16_copy(source: Path, target: Path) -> Path:
-    """The saved model with its weights stored in fp16 (loaded back as fp32: the config keeps dtype float32)."""
+    """The saved model with its weights stored in fp16 (loaded back as fp32: the config keeps dtype float32); an
+    adapter checkpoint is copied as it is (its adapter is fp16 already)."""
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("training_args.bin"))
     weights = target / "model.safetensors"
+    if not weights.is_file():
+        return target
     tensors = load_file(weights)
     save_file(
         {k: v.half() if v.is_floating_point() else v for k, v in tensors.items()}, weights, metadata={"format": "pt"}
@@ -184,14 +207,68 @@ def new_model(encoder: str, tokenizer, source: str, args: WikiSumArguments) -> W
     return WikiSumForCausalLM.from_encoder(encoder, config=config)
 
 
-def decoding_settings(generation_config: GenerationConfig) -> str:
-    """The beam search the generation config holds, as the card names it."""
+def generation_config(model_config: WikiSumConfig, args: WikiSumArguments) -> GenerationConfig:
+    """The decoding settings saved with the model: beam, length penalty and its formula, summary length, and
+    n-gram blocking only when --no_repeat_ngram_size is given (with its --no_repeat_ngram_reason)."""
+    resolve_length_penalty_type(args.length_penalty_type)  # a wrong name fails now, not at evaluation
+    blocking = {}
+    if args.no_repeat_ngram_size:
+        if not (args.no_repeat_ngram_reason or "").strip():
+            raise ValueError(
+                "--no_repeat_ngram_size needs --no_repeat_ngram_reason: the model card says why the model blocks "
+                "repeated n-grams (the paper does not)"
+            )
+        blocking["no_repeat_ngram_size"] = args.no_repeat_ngram_size
+    return GenerationConfig(
+        num_beams=args.num_beams,
+        length_penalty=args.length_penalty,
+        length_penalty_type=args.length_penalty_type,
+        max_new_tokens=args.max_new_tokens,
+        bos_token_id=model_config.bos_token_id,
+        eos_token_id=model_config.eos_token_id,
+        pad_token_id=model_config.pad_token_id,
+        **blocking,
+    )
+
+
+def decoding_settings(generation_config: GenerationConfig, blocking_reason: str | None = None) -> str:
+    """The beam search the generation config holds, as the card names it (with why n-grams are blocked, if they
+    are)."""
     penalty = getattr(generation_config, "length_penalty_type", None) or "transformers"
     formula = "((5 + |Y|) / 6) ** alpha, GNMT's" if penalty == "gnmt" else "|Y| ** alpha, transformers'"
     blocking = generation_config.no_repeat_ngram_size
+    because = f" ({blocking_reason.strip()})" if blocking and blocking_reason else ""
     return (
         f"beam {generation_config.num_beams}, length penalty alpha {generation_config.length_penalty} ({formula}), "
-        + (f"repeated {blocking}-grams of WordPieces blocked" if blocking else "no n-gram blocking")
+        + (f"repeated {blocking}-grams of WordPieces blocked{because}" if blocking else "no n-gram blocking")
+    )
+
+
+def adapt_with_lora(model: WikiSumForCausalLM, model_args: ModelArguments, continued: bool):
+    """With --use_lora, `model` wrapped with LoRA on its copied layers and its new modules trained in full
+    (`apply_lora`), else `model` itself (trained in full)."""
+    if not model_args.use_lora:
+        return model
+    if model.config.decoder_init != "encoder":
+        raise ValueError("--use_lora needs --decoder_init encoder: a decoder started from scratch trains in full")
+    if continued:
+        # an adapter over a trained decoder would be loaded over the encoder's copy, not over that decoder
+        raise ValueError("--use_lora starts from the encoder (--model_name_or_path): continue a saved model in full")
+    return apply_lora(model, model_args)
+
+
+def describe_training_scope(model, model_args: ModelArguments) -> str:
+    """What trained, for the card: everything, or LoRA and the new modules (an adapter checkpoint)."""
+    if not model_args.use_lora:
+        return "all weights trained"
+    new = ", ".join(model.peft_config["default"].modules_to_save)
+    trainable, _ = model.get_nb_trainable_parameters()
+    layers = f"layers {model_args.lora_layers}" if model_args.lora_layers else "every layer"
+    return (
+        f"LoRA r={model_args.lora_r} (alpha {model_args.lora_alpha}) on {model_args.lora_target_modules} of "
+        f"{layers} and the parts without a counterpart in the encoder trained in full ({new}): "
+        f"{trainable / 1e6:.2f}M trainable parameters (the training's checkpoint holds only these, in fp16, and "
+        "loading rebuilds the rest from the encoder; `sumformers export` merges them)"
     )
 
 
@@ -207,26 +284,25 @@ def describe_start(config: WikiSumConfig) -> str:
 
 
 def main():
-    model_args, data_args, training_args, args = parse_arguments(WikiSumArguments)
+    # LoRA only on request here (--use_lora, with --decoder_init encoder), over all six projections of every layer
+    model_args, data_args, training_args, args = parse_arguments(
+        WikiSumArguments,
+        use_lora=False,
+        lora_r=16,
+        lora_alpha=32,
+        lora_target_modules="q_proj,k_proj,v_proj,o_proj,up,down",
+    )
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
     push = take_push_to_hub(training_args)
-    resolve_length_penalty_type(args.length_penalty_type)  # a wrong name fails now, not at evaluation
     source = model_args.model_name_or_path
     model, tokenizer = model_and_tokenizer(
         source, lambda encoder, tokenizer: new_model(encoder, tokenizer, source, args)
     )
-    model.generation_config = GenerationConfig(
-        num_beams=args.num_beams,
-        length_penalty=args.length_penalty,
-        length_penalty_type=args.length_penalty_type,
-        max_new_tokens=args.max_new_tokens,
-        no_repeat_ngram_size=args.no_repeat_ngram_size,
-        bos_token_id=model.config.bos_token_id,
-        eos_token_id=model.config.eos_token_id,
-        pad_token_id=model.config.pad_token_id,
-    )
-    logger.info("%s: %.2fM parameters", model.config.variant, sum(p.numel() for p in model.parameters()) / 1e6)
-    processor = model.processor_class(tokenizer, model.config)
+    model.generation_config = generation_config(model.config, args)
+    config, parameters = model.config, sum(p.numel() for p in model.parameters())
+    logger.info("%s: %.2fM parameters", config.variant, parameters / 1e6)
+    processor = model.processor_class(tokenizer, config)
+    model = adapt_with_lora(model, model_args, continued=is_sumformers_model(source))
 
     def features(example: dict) -> dict:
         return processor.training_features(example, args.max_summary_tokens, args.ranker, args.max_input_tokens)
@@ -247,6 +323,7 @@ def main():
         "datasets": dataset_names(data_args.train_file) or ["qmsum", "fewsum"],
         "dataset_name": " + ".join(dataset_names(data_args.validation_file or data_args.train_file)) + " (validation)",
         "split": "validation",
+        "decoding": decoding_settings(model.generation_config, args.no_repeat_ngram_reason),
     }
 
     encoded = None
@@ -259,9 +336,9 @@ def main():
     if result is not None:
         tokens = sum(len(item["input_ids"]) + len(item["summary_ids"]) for item in encoded)
         card_info["training"] = (
-            f"{model.config.variant} ({', '.join(model.config.attention_layers)}; hidden {model.config.hidden_size}, "
-            f"embeddings {model.config.embedding_size} tied, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M "
-            f"parameters) {describe_start(model.config)} on {len(encoded)} examples ({tokens} tokens) of "
+            f"{config.variant} ({', '.join(config.attention_layers)}; hidden {config.hidden_size}, "
+            f"embeddings {config.embedding_size} tied, {parameters / 1e6:.1f}M parameters) {describe_start(config)}; "
+            f"{describe_training_scope(model, model_args)}; trained on {len(encoded)} examples ({tokens} tokens) of "
             f"{data_args.train_file}; input = title + {args.ranker}-ranked {args.ranking_unit}s cut at "
             f"L={args.max_input_tokens} tokens; loss on every token; {trainer.state.global_step} steps of batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
@@ -292,8 +369,7 @@ def main():
             f"Log-perplexity of the reference summary tokens (nats per WordPiece) on {len(eval_examples)} untouched "
             f"validation examples: {log_perplexity:.3f} (perplexity {math.exp(log_perplexity):.1f}). ROUGE of the "
             f"`wikisum` pipeline's summaries ({args.ranker} ranking of {args.ranking_unit}s, "
-            f"L={args.max_input_tokens}, the shipped generation config: "
-            f"{decoding_settings(trained.generation_config)}) on {len(sample)} "
+            f"L={args.max_input_tokens}, the shipped generation config: {card_info['decoding']}) on {len(sample)} "
             "validation examples (the first of each file in turn)"
         )
         return scores, setting, results

@@ -369,13 +369,13 @@ class ModelTesterMixin:
             torch.testing.assert_close(checkpointed[name], gradient, atol=1e-6, rtol=1e-5, msg=name)
 
     def lora_model(self, context):
-        if self.model_class.lora_layers is None:
-            pytest.skip(f"{self.model_class.__name__} is trained in full (lora_layers is None)")
+        if context.model.lora_layers is None:
+            pytest.skip(f"{self.model_class.__name__} is trained in full here (lora_layers is None)")
         peft_model = random_lora(copy.deepcopy(context.model), self.lora_target_modules)
         trainable = [name for name, parameter in peft_model.named_parameters() if parameter.requires_grad]
         assert any("lora_A" in name for name in trainable) and any("lora_B" in name for name in trainable)
         # LoRA and the new modules train, nothing else
-        new = [f".{module}." for module in self.model_class.new_modules]
+        new = [f".{module}." for module in context.model.new_modules]
         assert all(any(module in f".{name}" for name in trainable) for module in new)
         assert all("lora_" in name or ("modules_to_save" in name and any(m in f".{name}" for m in new))
                    for name in trainable), trainable
@@ -506,19 +506,22 @@ class ModelTesterMixin:
         architecture = ARCHITECTURES[cls.config_class.model_type]
         assert architecture.model_class is cls and architecture.config_class is cls.config_class
         assert cls.is_stepwise == (KIND_OF_TASK.get(architecture.task, architecture.task) == STEPWISE)
+        # The adapter contract as the training scripts and the hub code read it: from the model, where a class whose
+        # contract depends on its config (WikiSum's `decoder_init`) computes it.
+        pretrained, new, lora_layers = model.pretrained_modules, model.new_modules, model.lora_layers
         module_names = {part for name, _ in model.named_modules() for part in name.split(".")}
-        assert set(cls.new_modules) <= module_names
+        assert set(new) <= module_names
         children = dict(model.named_children())
-        assert set(cls.pretrained_modules) <= set(children)
+        assert set(pretrained) <= set(children)
         # An adapter checkpoint rebuilds the pretrained modules and saves the new ones: every top-level module with
-        # weights must be one or the other, unless the model is trained in full (WikiSum: no LoRA layers).
+        # weights must be one or the other, unless the model is trained in full (no LoRA layers: WikiSum from scratch).
         with_weights = {name for name, child in children.items() if any(True for _ in child.parameters())}
-        if cls.lora_layers is not None:
-            assert with_weights <= set(cls.pretrained_modules) | set(cls.new_modules)
-            paths = (cls.lora_layers,) if isinstance(cls.lora_layers, str) else cls.lora_layers
+        if lora_layers is not None:
+            assert with_weights <= set(pretrained) | set(new)
+            paths = (lora_layers,) if isinstance(lora_layers, str) else lora_layers
             assert all(isinstance(model.get_submodule(path), nn.ModuleList) for path in paths)
         else:
-            assert not cls.pretrained_modules and not cls.new_modules
+            assert not pretrained and not new
         processor = cls.processor_class(minilm_tokenizer, model.config)
         assert processor.config is model.config and processor.tokenizer is minilm_tokenizer
         several = {"documents": ["One sentence here. And another one.", "A second document."]}

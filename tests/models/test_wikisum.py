@@ -409,6 +409,27 @@ class TestWikiSumModel(ModelTesterMixin):
         torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5)
 
 
+class TestEncoderStartedWikiSumModel(TestWikiSumModel):
+    """The same checks for a decoder in the layout `decoder_init="encoder"` gives it (post-norm, biases, GELU,
+    unscaled embeddings as wide as the layers): its contract names pretrained layers, so the LoRA checks run too."""
+
+    lora_target_modules = "q_proj,k_proj,v_proj,o_proj,up,down"
+
+    def get_config(self):
+        return minilm_config(
+            decoder_init="encoder",
+            encoder_layer_map=[0, 1, 0],
+            embedding_size=32,
+            layer_norm_position="post",
+            attention_bias=True,
+            hidden_act="gelu",
+            scale_embedding=False,
+            local_block_size=4,
+            expert_intermediate_size=64,
+            hidden_dropout=0.0,
+        )
+
+
 @pytest.fixture
 def saved_wikisum(minilm_tokenizer, tmp_path):
     torch.manual_seed(0)
@@ -747,12 +768,8 @@ def word_ids(batch=1, length=18, seed=1):
     return torch.randint(1000, 30000, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize(
-    "implementation", ["eager", "sdpa", "blocked", pytest.param("flex_attention", marks=pytest.mark.slow)]
-)
-def test_encoder_started_decoder_never_sees_the_future(tiny_encoder_folder, implementation):
-    model = encoder_started(tiny_encoder_folder, implementation, moe_layers=[2], num_experts=2)
-    ids = word_ids()
+def assert_no_position_sees_a_later_token(model, ids) -> torch.Tensor:
+    """Changing the token at a position changes no logit before it (and its own); returns the logits of `ids`."""
     base = logits(model, ids)
     for position in (0, 4, 7, 12, 17):
         other = ids.clone()
@@ -760,6 +777,16 @@ def test_encoder_started_decoder_never_sees_the_future(tiny_encoder_folder, impl
         changed = (logits(model, other) - base).abs().amax(-1)[0] > 0
         assert not changed[:position].any(), f"a position before {position} saw it"
         assert changed[position]
+    return base
+
+
+@pytest.mark.parametrize(
+    "implementation", ["eager", "sdpa", "blocked", pytest.param("flex_attention", marks=pytest.mark.slow)]
+)
+def test_encoder_started_decoder_never_sees_the_future(tiny_encoder_folder, implementation):
+    model = encoder_started(tiny_encoder_folder, implementation, moe_layers=[2], num_experts=2)
+    ids = word_ids()
+    base = assert_no_position_sees_a_later_token(model, ids)
     reference = encoder_started(tiny_encoder_folder, "eager", moe_layers=[2], num_experts=2)
     torch.testing.assert_close(base, logits(reference, ids))
 
@@ -816,7 +843,7 @@ def test_encoder_started_decoder_holds_the_encoders_weights(tiny_encoder_folder)
         slot_keys, slot_values = attention.compress(keys, values)
     torch.testing.assert_close(slot_keys, keys.view(2, 2, 3, 32).mean(2))
     torch.testing.assert_close(slot_values, values.view(2, 2, 3, 32).mean(2))
-    assert not attention.null_key.any() and not attention.null_value.any()
+    assert not attention.null_slot.key.any() and not attention.null_slot.value.any()
 
 
 def test_encoder_started_full_layers_are_berts_layers_under_a_causal_mask(tmp_path, minilm_tokenizer):
@@ -904,6 +931,173 @@ def test_encoder_started_decoder_takes_the_encoders_vocabulary_and_special_token
     processed = WikiSumProcessor(tokenizer, config)({"title": "solar power", "documents": ["install panels on roofs."]})
     # [CLS] solar power [SEP] install panels on roofs . [SEP] [MASK]
     assert processed["input_ids"].tolist() == [[3, 7, 8, 2, 13, 10, 14, 11, 5, 2, 4]]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# An adapter checkpoint over the encoder's copy: LoRA on the copied layers, the modules without a counterpart in the
+# encoder trained in full, the rest rebuilt by `from_encoder` when loading
+# ----------------------------------------------------------------------------------------------------------------
+
+ALL_PROJECTIONS = "q_proj,k_proj,v_proj,o_proj,up,down"
+
+
+def test_contract_follows_the_decoder_start(tiny_encoder_folder):
+    from sumformers.training import ModelArguments, apply_lora
+
+    scratch = tiny_model(attention_layers=["local", "compressed"])
+    assert (scratch.pretrained_modules, scratch.new_modules, scratch.lora_layers) == ((), (), None)
+    with pytest.raises(ValueError, match="^WikiSumForCausalLM has no pretrained layers for LoRA to adapt"):
+        apply_lora(scratch, ModelArguments(lora_target_modules=ALL_PROJECTIONS))
+    started = encoder_started(tiny_encoder_folder, moe_layers=[2], num_experts=2)
+    assert started.pretrained_modules == ("model", "lm_head") and started.lora_layers == "model.layers"
+    assert started.new_modules == (
+        "embed_projection", "output_projection", "key_compression", "value_compression", "null_slot", "router"
+    )
+    # only the modules a layout has
+    full = encoder_started(tiny_encoder_folder, attention_layers=["full", "local"])
+    assert full.new_modules == ("embed_projection", "output_projection")
+
+
+def test_from_encoder_rebuilds_every_weight_outside_the_new_modules(tiny_encoder_folder):
+    """What an adapter checkpoint leaves out, loading rebuilds exactly: two starts under different random seeds agree
+    on every weight but the new modules' (the routers start random, so they must be saved)."""
+    torch.manual_seed(1)
+    first = encoder_started(tiny_encoder_folder, moe_layers=[2], num_experts=2)
+    torch.manual_seed(2)
+    second = encoder_started(tiny_encoder_folder, moe_layers=[2], num_experts=2)
+    new = set(first.new_modules)
+    other = second.state_dict()
+    rebuilt = [name for name in first.state_dict() if not new & set(name.split("."))]
+    assert len(rebuilt) > 50
+    for name in rebuilt:
+        torch.testing.assert_close(first.state_dict()[name], other[name], atol=0, rtol=0, msg=name)
+    routers = [model.model.layers[2].feed_forward.router.weight for model in (first, second)]
+    assert not torch.equal(*routers)
+
+
+@pytest.fixture(scope="module")
+def adapter_checkpoint(tiny_encoder_folder, minilm_tokenizer, tmp_path_factory):
+    """The encoder-started L-M-F-L-M decoder (experts in layer 2) with LoRA r=4 on all six projections of every layer,
+    random LoRA weights and its new modules moved off their start (so that both matter), saved as an adapter
+    checkpoint with GNMT decoding in its generation config."""
+    from transformers import GenerationConfig
+
+    from sumformers.hub import save_adapter_checkpoint
+    from test_modeling_common import random_lora
+
+    model = encoder_started(tiny_encoder_folder, moe_layers=[2], num_experts=2)
+    model.generation_config = GenerationConfig(
+        num_beams=2, length_penalty=0.6, length_penalty_type="gnmt", max_new_tokens=6, eos_token_id=102
+    )
+    peft_model = random_lora(model, ALL_PROJECTIONS, module_noise=0.05).eval()
+    folder = tmp_path_factory.mktemp("wikisum-adapter") / "checkpoint"
+    save_adapter_checkpoint(peft_model, folder, minilm_tokenizer, {"model_name": "wikisum-adapter"})
+    return peft_model, folder
+
+
+def test_adapter_checkpoint_holds_exactly_the_lora_and_new_module_tensors_in_fp16(adapter_checkpoint):
+    from safetensors import safe_open
+
+    peft_model, folder = adapter_checkpoint
+    assert not (folder / "model.safetensors").exists()
+    weights = folder / "adapter_model.safetensors"
+    with safe_open(str(weights), "pt") as saved:
+        tensors = {name: saved.get_tensor(name) for name in saved.keys()}
+    assert {tensor.dtype for tensor in tensors.values()} == {torch.float16}
+    # PEFT's names: base_model.model.<module>.lora_A.weight / .lora_B.weight for the adapted projections, and
+    # base_model.model.<parameter> for the new modules
+    model = WikiSumForCausalLM(peft_model.get_base_model().config)
+    projections = ALL_PROJECTIONS.split(",")
+    layers = [name for name, _ in model.named_modules() if name.startswith("model.layers.")]
+    adapted = [name for name in layers if name.split(".")[-1] in projections]
+    new = [name for name, _ in model.named_parameters() if set(model.new_modules) & set(name.split("."))]
+    expected = {f"base_model.model.{name}.lora_{half}.weight" for name in adapted for half in "AB"}
+    expected |= {f"base_model.model.{name}" for name in new}
+    assert set(tensors) == expected
+    # by hand (hidden 32, r 4; 5 layers, layer 2 with 2 experts, layers 1 and 4 compressed):
+    #   LoRA: q, k, v, o 4 x (4 * 32 + 32 * 4) = 1,024; up 4 * 32 + 64 * 4 = 384, down 4 * 64 + 32 * 4 = 384;
+    #         4 dense layers x 1,792 + layer 2's 1,024 + 2 x 768 = 9,728
+    #   new:  projections to and from the embeddings 2 x 32 * 32 = 2,048; per compressed layer two convolutions
+    #         2 x (32 * 32 * 3 + 32) = 6,208 and null slots 2 x 32 = 64, twice: 12,544; router 2 * 32 = 64
+    #   all:  9,728 + 2,048 + 12,544 + 64 = 24,384 values, 48,768 bytes in fp16
+    trainable = sum(parameter.numel() for parameter in peft_model.parameters() if parameter.requires_grad)
+    assert sum(tensor.numel() for tensor in tensors.values()) == trainable == 24_384
+    # the file is those bytes and safetensors' JSON header (its length in the first 8 bytes) and nothing else
+    header = int.from_bytes(weights.read_bytes()[:8], "little")
+    assert weights.stat().st_size == 8 + header + 2 * 24_384
+
+
+def test_adapter_checkpoint_loads_as_the_peft_model_that_saved_it(adapter_checkpoint):
+    import copy
+
+    from transformers import AutoModelForCausalLM
+
+    import sumformers
+
+    peft_model, folder = adapter_checkpoint
+    ids = word_ids(2, 19)
+    expected = logits(peft_model, ids)
+    # the same model with its trained tensors rounded as the checkpoint stores them
+    rounded = copy.deepcopy(peft_model)
+    with torch.no_grad():
+        for parameter in rounded.parameters():
+            if parameter.requires_grad:
+                parameter.copy_(parameter.half().float())
+    expected_rounded = logits(rounded, ids)
+    for load in (WikiSumForCausalLM.from_pretrained, AutoModelForCausalLM.from_pretrained, sumformers.load_model):
+        loaded = load(str(folder)).eval()
+        assert type(loaded) is WikiSumForCausalLM and loaded.dtype == torch.float32
+        assert loaded.lm_head.weight.data_ptr() == loaded.model.embed_tokens.weight.data_ptr()
+        settings = loaded.generation_config
+        assert (settings.num_beams, settings.length_penalty, settings.length_penalty_type) == (2, 0.6, "gnmt")
+        actual = logits(loaded, ids)
+        torch.testing.assert_close(actual, expected_rounded, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(actual, expected, atol=1e-2, rtol=1e-3)  # fp16 storage of the trained tensors
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa", "blocked"])
+def test_adapter_checkpoint_loads_as_a_causal_decoder(adapter_checkpoint, implementation):
+    loaded = WikiSumForCausalLM.from_pretrained(str(adapter_checkpoint[1]), attn_implementation=implementation)
+    assert loaded.config._attn_implementation == implementation
+    assert_no_position_sees_a_later_token(loaded.eval(), word_ids())
+
+
+def test_adapter_checkpoint_exports_merged_with_the_same_logits(adapter_checkpoint, tmp_path):
+    from transformers import AutoModelForCausalLM
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    folder = adapter_checkpoint[1]
+    repo = export_model(str(folder), str(tmp_path / "sumformers_wikisum_adapter_export"))
+    assert (repo / "model.safetensors").is_file() and not (repo / "adapter_model.safetensors").exists()
+    assert json.loads((repo / "generation_config.json").read_text())["length_penalty_type"] == "gnmt"
+    config = json.loads((repo / "config.json").read_text())
+    remote_class = get_class_from_dynamic_module(config["auto_map"]["AutoModelForCausalLM"], str(repo))
+    ids = word_ids(2, 19)
+    expected = logits(load_model(str(folder)), ids)
+    for loaded in (
+        AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True),
+        remote_class.from_pretrained(repo),
+    ):
+        torch.testing.assert_close(logits(loaded.eval(), ids), expected, atol=1e-6, rtol=1e-6)
+    assert remote_class.__module__.startswith("transformers_modules.")
+
+
+def test_default_minilm_started_adapter_checkpoint_fits_the_shipping_limit(minilm_tokenizer, tmp_path):
+    """The default T-DMCA started from the bundled MiniLM (22.7M parameters, about 45 MB in fp16) with LoRA r=16 on
+    all six projections, saved untrained: the adapter is 2,620,416 values, 5.2 MB in fp16, far under 20 MB."""
+    from sumformers.hub import save_adapter_checkpoint
+    from sumformers.training import ModelArguments, apply_lora
+
+    model = WikiSumForCausalLM.from_encoder("minilm", decoder_init="encoder")
+    assert model.config.variant == "T-DMCA" and model.config.hidden_size == 384
+    arguments = ModelArguments(lora_r=16, lora_alpha=32, lora_target_modules=ALL_PROJECTIONS)
+    folder = save_adapter_checkpoint(apply_lora(model, arguments), tmp_path / "checkpoint", minilm_tokenizer)
+    # LoRA 5 layers x (4 x 16 * (384 + 384) + 2 x 16 * (384 + 1536)) = 552,960; projections 2 x 384 * 384 = 294,912;
+    # 2 compressed layers x (2 x (384 * 384 * 3 + 384) + 2 x 384) = 1,772,544
+    weights = folder / "adapter_model.safetensors"
+    header = int.from_bytes(weights.read_bytes()[:8], "little")
+    assert weights.stat().st_size == 8 + header + 2 * (552_960 + 294_912 + 1_772_544)
+    assert sum(path.stat().st_size for path in folder.iterdir()) <= 20 * 2**20
 
 
 # ----------------------------------------------------------------------------------------------------------------

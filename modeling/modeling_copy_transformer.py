@@ -316,7 +316,10 @@ class CopyTransformerEncoder(nn.Module):
         if config.uses_bert:
             self.bert = WindowedEncoder(
                 config.d_model,
-                AutoModel.from_config(bert_config(config), add_pooling_layer=False),
+                # the model's attention choice reaches the frozen BERT too (as from_pretrained's attn_implementation)
+                AutoModel.from_config(
+                    bert_config(config), add_pooling_layer=False, attn_implementation=config._attn_implementation
+                ),
                 window=config.bert_window,
                 stride=config.bert_stride,
                 cls_token_id=config.cls_token_id,

@@ -28,9 +28,14 @@ def bundled_encoder_path() -> Path:
 
 
 def resolve_encoder(name_or_path: str | None) -> str:
-    """Map the default encoder's names to its bundled folder; leave any other path or Hub id as it is."""
+    """Map the default encoder's names to its bundled folder, or to its Hub id where the bundled copy is not installed
+    (an exported repo's remote code, with only transformers and torch: the CopyTransformer's frozen BERT, which its
+    weights leave out, then loads from the Hub); leave any other path or Hub id as it is."""
     if name_or_path in _BUNDLED_ALIASES:
-        return str(bundled_encoder_path())
+        try:
+            return str(bundled_encoder_path())
+        except ModuleNotFoundError:
+            return DEFAULT_ENCODER
     return str(name_or_path)
 
 

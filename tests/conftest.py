@@ -121,6 +121,18 @@ def tiny_encoder_folder(tmp_path_factory, minilm_tokenizer) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def tiny_bert_path(tmp_path_factory) -> str:
+    """A tiny random BERT (4 layers: the CopyTransformer's windowed features concatenate the last four) over MiniLM's
+    vocabulary, saved: the frozen BERT of the BERT-conditioned CopyTransformer tests (`bert_name_or_path`)."""
+    from transformers import BertModel
+
+    path = tmp_path_factory.mktemp("tiny_bert")
+    torch.manual_seed(0)
+    BertModel(tiny_bert_config(num_hidden_layers=4), add_pooling_layer=False).save_pretrained(path)
+    return str(path)
+
+
 def tiny_bertsum_config(encoder_layers: int = 2, **overrides):
     """A tiny BERTSum config over a tiny BERT (2 layers unless told) that shares MiniLM's vocabulary (so its
     tokenizer fits)."""

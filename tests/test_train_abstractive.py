@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from test_training import tiny_encoder, write_corpus  # noqa: F401 (a fixture)
 
@@ -98,33 +99,57 @@ def test_training_features_are_cached_across_evaluation_and_optimizer_flags(tmp_
     assert shorter != first and all(len(labels) <= 7 for labels in mapped["labels"])
 
 
-def test_copy_transformer_variants_train_in_full_and_the_loss_goes_down(tmp_path, minilm_tokenizer):
-    from transformers import AutoModelForSeq2SeqLM, BertModel
+# A tiny CopyTransformer for the script (dropout and label smoothing off, so that runs can be compared).
+TINY_COPY_TRANSFORMER = dict(d_model=32, attention_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0,
+                             attention_dropout=0.0, label_smoothing=0.0, max_target_positions=32)
+
+
+def saved_four_layer_encoder(tmp_path, tokenizer):
+    """A tiny random BERT with MiniLM's tokenizer, four layers: the windowed features concatenate the last four."""
+    from transformers import BertModel
 
     from conftest import tiny_bert_config
-    from sumformers import CopyTransformerForConditionalGeneration
 
-    encoder = tmp_path / "encoder"  # four layers: the windowed features concatenate the last four
+    encoder = tmp_path / "encoder"
+    torch.manual_seed(0)
     BertModel(tiny_bert_config(num_hidden_layers=4), add_pooling_layer=False).save_pretrained(encoder)
-    minilm_tokenizer.save_pretrained(encoder)
-    data = tmp_path / "train.jsonl"
-    write_corpus(data, 4)
-    overrides = dict(encoder_input="bert_concat", decoder_embeddings="bert", convolution="1d", d_model=32,
-                     attention_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0,
-                     attention_dropout=0.0, label_smoothing=0.0, max_target_positions=32)
-    output = tmp_path / "run"
+    tokenizer.save_pretrained(encoder)
+    return encoder
+
+
+def train_copy_transformer(encoder, data, output, overrides: dict, *flags, steps=12):
+    """train_abstractive.py on the CopyTransformer (--config_overrides `overrides`), one batch of four documents a
+    step, the loss logged every step; returns the finished process."""
     command = [
         sys.executable, str(REPO_ROOT / "training_scripts" / "train_abstractive.py"),
         "--model_type", "copy_transformer", "--model_name_or_path", str(encoder),
         "--config_overrides", json.dumps(overrides), "--train_file", str(data), "--max_target_length", "24",
-        "--per_device_train_batch_size", "4", "--max_steps", "12", "--learning_rate", "3e-3", "--warmup_steps", "0",
-        "--logging_steps", "1", "--save_steps", "100", "--do_train", "--use_cpu", "--output_dir", str(output),
+        "--per_device_train_batch_size", "4", "--max_steps", str(steps), "--learning_rate", "3e-3",
+        "--warmup_steps", "0", "--logging_steps", "1", "--save_steps", "100", "--do_train", "--use_cpu",
+        "--output_dir", str(output), *flags,
     ]
     env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
-    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=output.parent, timeout=600)
+
+
+def logged_losses(output, steps):
+    history = json.loads((output / f"checkpoint-{steps}" / "trainer_state.json").read_text())["log_history"]
+    return [entry["loss"] for entry in history if "loss" in entry]
+
+
+def test_copy_transformer_variants_train_in_full_and_the_loss_goes_down(tmp_path, minilm_tokenizer):
+    from transformers import AutoModelForSeq2SeqLM, BertModel
+
+    from sumformers import CopyTransformerForConditionalGeneration
+
+    encoder = saved_four_layer_encoder(tmp_path, minilm_tokenizer)
+    data = tmp_path / "train.jsonl"
+    write_corpus(data, 4)
+    overrides = dict(TINY_COPY_TRANSFORMER, encoder_input="bert_concat", decoder_embeddings="bert", convolution="1d")
+    output = tmp_path / "run"
+    completed = train_copy_transformer(encoder, data, output, overrides)
     assert completed.returncode == 0, completed.stderr[-4000:]
-    history = json.loads((output / "checkpoint-12" / "trainer_state.json").read_text())["log_history"]
-    losses = [entry["loss"] for entry in history if "loss" in entry]
+    losses = logged_losses(output, 12)
     # one batch of the same four documents every step: the loss falls at every step, by more than 10% in all
     assert len(losses) == 12 and all(b < a for a, b in zip(losses, losses[1:])) and losses[-1] < 0.9 * losses[0]
     card = json.loads((output / "final" / "sumformers_card.json").read_text())
@@ -138,9 +163,56 @@ def test_copy_transformer_variants_train_in_full_and_the_loss_goes_down(tmp_path
     assert all(torch.equal(value, reference[name]) for name, value in model.frozen_bert.state_dict().items())
 
 
-def test_copy_transformer_overrides_are_checked_in_one_line():
-    import pytest
+def test_copy_transformer_trains_over_cached_bert_features(tmp_path, minilm_tokenizer):
+    """--bert_feature_cache: the features of the four documents (one longer than a BERT window) are computed once
+    into one ragged file; the logged losses are those of the run that runs BERT in every step; another
+    BERT-conditioned variant over the same documents reuses the file; a variant without BERT is refused."""
+    from sumformers import CopyTransformerConfig
+    from sumformers.modeling.windowed_encoder import FEATURE_LAYERS
+    from sumformers.processing.processing_copy_transformer import CopyTransformerProcessor
 
+    encoder = saved_four_layer_encoder(tmp_path, minilm_tokenizer)
+    data = tmp_path / "train.jsonl"
+    sentence = "The council met on Monday and approved the budget for schools."  # 12 tokens
+    with data.open("w") as file:
+        for count in (1, 3, 10, 50):  # 50 sentences: 600 tokens, three windows of 510 every 256
+            file.write(json.dumps({"document": " ".join([sentence] * count), "summary": sentence}) + "\n")
+    overrides = dict(TINY_COPY_TRANSFORMER, encoder_input="bert_windowed", max_source_positions=1024)
+    cache = tmp_path / "features" / "bert.u16"
+    flags = ("--max_length", "1024", "--bert_feature_cache", str(cache))
+    cached = train_copy_transformer(encoder, data, tmp_path / "cached", overrides, *flags, steps=3)
+    assert cached.returncode == 0, cached.stderr[-4000:]
+    assert f"BERT features: computing {cache}" in cached.stderr and "BERT features: 4 / 4 documents" in cached.stderr
+    # ragged: the file holds each document's own tokens, 4 x 12 BERT features each, in bfloat16
+    processor = CopyTransformerProcessor(minilm_tokenizer, CopyTransformerConfig(**overrides))
+    tokens = sum(len(processor.source_features(json.loads(line)["document"], 1024)["input_ids"])
+                 for line in data.read_text().splitlines())
+    assert tokens == 12 * (1 + 3 + 10 + 50)
+    assert json.loads(cache.with_name("bert.u16.json").read_text())["shape"] == [tokens, FEATURE_LAYERS * 32]
+    assert cache.stat().st_size == tokens * FEATURE_LAYERS * 32 * 2
+    card = json.loads((tmp_path / "cached" / "final" / "sumformers_card.json").read_text())
+    assert "frozen BERT features cached in bfloat16" in card["training"]
+    # the same steps running BERT in each: the same losses (features within bf16 rounding)
+    plain = train_copy_transformer(encoder, data, tmp_path / "plain", overrides, "--max_length", "1024", steps=3)
+    assert plain.returncode == 0, plain.stderr[-4000:]
+    assert "BERT features" not in plain.stderr
+    assert logged_losses(tmp_path / "cached", 3) == pytest.approx(logged_losses(tmp_path / "plain", 3), abs=1e-3)
+    # BERT encoder + Transformer decoder over the same documents and BERT reads the file as it is
+    stamp = cache.stat().st_mtime_ns
+    reader = train_copy_transformer(encoder, data, tmp_path / "reader", dict(overrides, encoder_layers=0), *flags,
+                                    steps=1)
+    assert reader.returncode == 0, reader.stderr[-4000:]
+    assert f"BERT features: reusing {cache}" in reader.stderr and cache.stat().st_mtime_ns == stamp
+    # without a frozen BERT: a one-line error before any data is read
+    tokens_only = train_copy_transformer(encoder, data, tmp_path / "tokens", TINY_COPY_TRANSFORMER, *flags, steps=1)
+    assert tokens_only.returncode != 0
+    assert tokens_only.stderr.strip().splitlines()[-1] == (
+        "ValueError: --bert_feature_cache caches the frozen BERT's features of the BERT-conditioned CopyTransformer "
+        "(encoder_input 'bert_windowed' or 'bert_concat'); this model has encoder_input='tokens'"
+    )
+
+
+def test_copy_transformer_overrides_are_checked_in_one_line():
     script = training_script("train_abstractive")
     arguments = script.AbstractiveArguments(model_type="copy_transformer", config_overrides='{"convolution": "3d"}')
     with pytest.raises(ValueError, match="convolution='3d' is not supported"):

@@ -25,7 +25,11 @@ learning rate; the decoder flags above do not apply): its settings come from --c
 `--config_overrides '{"convolution": "1d", "convolution_layers": 1}'` or
 `'{"encoder_input": "bert_concat", "decoder_embeddings": "bert", "max_source_positions": 2048}'`. Its vocabulary is
 the tokenizer of --model_name_or_path, which is also the frozen BERT of the "bert_*" inputs (unless the overrides name
-`bert_name_or_path`); that BERT is not saved with the checkpoints (`from_pretrained` reloads it).
+`bert_name_or_path`); that BERT is not saved with the checkpoints (`from_pretrained` reloads it). With
+--bert_feature_cache FILE the BERT-conditioned variants do not run the frozen BERT in every step: its windowed features
+of every training document are computed once (bfloat16, one ragged memory-mapped FILE keyed on the BERT, the windows
+and the documents' tokens; see `sumformers.frozen_layers`) and reused by later runs, of any BERT-conditioned variant,
+over the same documents and BERT.
 """
 
 import json
@@ -41,7 +45,7 @@ from sumformers import (
     CopyTransformerForConditionalGeneration,
     SentencePlannerForConditionalGeneration,
 )
-from sumformers.frozen_layers import train_over_cached_states
+from sumformers.frozen_layers import check_bert_feature_cache, train_over_cached_bert_features, train_over_cached_states
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,
@@ -83,6 +87,11 @@ class AbstractiveArguments:
     max_target_length: int = field(default=140, metadata={"help": "summary tokens in training (PreSumm: 140)"})
     frozen_layers: int = field(default=0, metadata={"help": "bottom encoder layers kept frozen and cached"})
     bottom_state_cache: str | None = field(default=None, metadata={"help": "file of the cached bottom-layer states"})
+    bert_feature_cache: str | None = field(
+        default=None,
+        metadata={"help": "copy_transformer with a frozen BERT: file of its cached windowed features (reused when the "
+                          "BERT, windows and documents match)"},
+    )
     num_beams: int = field(default=5, metadata={"help": "evaluation: beam size"})
     config_overrides: str | None = field(
         default=None, metadata={"help": "copy_transformer: a JSON object of CopyTransformerConfig fields"}
@@ -140,6 +149,8 @@ def new_copy_transformer(encoder: str, tokenizer, settings: dict) -> CopyTransfo
 def main():
     model_args, data_args, training_args, abstractive_args = parse_arguments(AbstractiveArguments)
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
+    if abstractive_args.bert_feature_cache and abstractive_args.model_type != "copy_transformer":
+        raise ValueError("--bert_feature_cache caches the frozen BERT of --model_type copy_transformer")
     push = take_push_to_hub(training_args)
     train_dataset, eval_dataset = load_splits(data_args)
 
@@ -226,15 +237,24 @@ def evaluation(tokenizer, eval_dataset, data_args, abstractive_args):
 
 def train_copy_transformer(source, splits, abstractive_args, data_args, training_args, push):
     """The CopyTransformer trained in full (no LoRA, one learning rate), its settings from --config_overrides."""
+    from transformers import set_seed
+
     settings = copy_transformer_settings(abstractive_args)
     train_dataset, eval_dataset = splits
+    set_seed(training_args.seed)  # the new model's initial weights follow --seed, so that runs can be compared
     model, tokenizer = model_and_tokenizer(source, lambda encoder, tok: new_copy_transformer(encoder, tok, settings))
+    cache = abstractive_args.bert_feature_cache
+    if cache:
+        check_bert_feature_cache(model.config)
     processor = model.processor_class(tokenizer, model.config)
     max_length = min(abstractive_args.max_length, model.config.max_source_positions)
     card_info, features = card_info_and_features(
         train_dataset, processor, data_args, training_args, max_length, abstractive_args.max_target_length
     )
-    trainer, result = train(model, training_args, features, processor.collate)
+    collate = processor.collate
+    if features is not None and cache:
+        features, collate = train_over_cached_bert_features(model, features, collate, cache, training_args)
+    trainer, result = train(model, training_args, features, collate)
     if result is not None:
         config = model.config
         variant = (f"encoder_input={config.encoder_input}, decoder_embeddings={config.decoder_embeddings}, "
@@ -249,7 +269,8 @@ def train_copy_transformer(source, splits, abstractive_args, data_args, training
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}, "
             f"trained in full from scratch ({variant}; d_model {config.d_model}, {config.encoder_layers} + "
             f"{config.decoder_layers} layers), max {max_length} document / {abstractive_args.max_target_length} "
-            f"summary tokens, label smoothing {config.label_smoothing}; final training loss "
+            f"summary tokens, {'frozen BERT features cached in bfloat16, ' if cache else ''}label smoothing "
+            f"{config.label_smoothing}; final training loss "
             f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
         )
     evaluate = evaluation(tokenizer, eval_dataset, data_args, abstractive_args)

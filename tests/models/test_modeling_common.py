@@ -94,8 +94,8 @@ SAME = dict(atol=1e-6, rtol=1e-6)
 
 class ModelTesterMixin:
     """Checks for `model_class`; a subclass sets `model_class` and `get_config`, and may override the input factory
-    (`examples`, `encode`, `collate`, `pipeline_input`, `pipeline_model_inputs`), `lora_target_modules` and
-    `bf16_atol`; a task the mixin has no pipeline check for gets one as `check_<task>_pipeline` in the subclass."""
+    (`examples`, `encode`, `collate`, `pipeline_input`, `pipeline_model_inputs`), `new_model`, `lora_target_modules`
+    and `bf16_atol`; a task the mixin has no pipeline check for gets one as `check_<task>_pipeline` in the subclass."""
 
     pytestmark = [pytest.mark.model_tester]
 
@@ -114,6 +114,11 @@ class ModelTesterMixin:
 
     def get_config(self):
         raise NotImplementedError
+
+    def new_model(self, config):
+        """The tiny reference model before its weight noise: new weights from `config`. A model whose checkpoints
+        leave weights out (reloaded from elsewhere, as the CopyTransformer's frozen BERT) loads them here."""
+        return self.model_class._from_config(config)
 
     def encode(self, processor, example):
         """One example's features (lists), as `collate` takes them: a document's sentences in the BERTSum layout."""
@@ -236,10 +241,12 @@ class ModelTesterMixin:
         self = cls()
         config = self.get_config()
         torch.manual_seed(0)
-        model = self.model_class._from_config(config).eval()
+        model = self.new_model(config).eval()
+        left_out = set(model._keys_to_ignore_on_save or ())  # reloaded as their source has them: no noise
         with torch.no_grad():
-            for parameter in model.parameters():
-                parameter.add_(self.weight_noise * torch.randn_like(parameter))
+            for name, parameter in model.named_parameters():
+                if name not in left_out:
+                    parameter.add_(self.weight_noise * torch.randn_like(parameter))
         dropouts = [m.p for m in model.modules() if isinstance(m, nn.Dropout) and m.p > 0]
         assert not dropouts, "tiny configs must turn dropout off (training-mode checks compare runs)"
         folder = tmp_path_factory.mktemp(config.model_type) / "model"
@@ -334,9 +341,10 @@ class ModelTesterMixin:
             pytest.skip(f"{self.model_class.__name__} runs {self.attn_implementations()}")
         eager = self.load(context, attn_implementation="eager")
         model = self.load(context, dtype=torch.float32, attn_implementation=implementation)
-        # The choice reaches every sub-module that reads it (BERTSum's encoder has a config of its own).
-        chosen = {module.config._attn_implementation for module in model.modules() if hasattr(module, "config")}
-        assert chosen == {implementation}
+        # The choice reaches every sub-module that reads it (BERTSum's encoder has a config of its own), eager's too.
+        for loaded, wanted in ((model, implementation), (eager, "eager")):
+            chosen = {module.config._attn_implementation for module in loaded.modules() if hasattr(module, "config")}
+            assert chosen == {wanted}
         expected = self.outputs(eager, context.batch, context.rows)
         self.assert_rows_close(self.outputs(model, context.batch, context.rows), expected, **FLOAT32)
 
@@ -364,7 +372,8 @@ class ModelTesterMixin:
         plain, _ = self.gradients(copy.deepcopy(context.model), context)
         checkpointed, calls = self.gradients(copy.deepcopy(context.model), context, checkpointing=True)
         assert calls == 2  # forward, then the recomputation in the backward pass
-        assert plain.keys() == checkpointed.keys() and len(plain) == len(list(context.model.parameters()))
+        trainable = [parameter for parameter in context.model.parameters() if parameter.requires_grad]
+        assert plain.keys() == checkpointed.keys() and len(plain) == len(trainable)
         for name, gradient in plain.items():
             torch.testing.assert_close(checkpointed[name], gradient, atol=1e-6, rtol=1e-5, msg=name)
 

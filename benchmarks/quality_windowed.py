@@ -18,10 +18,11 @@ first, the paired bootstrap interval of its ROUGE-1 difference to the table's fi
 Decoding is each model's generation config (the original's: beam 4, 55 to 100 tokens, length penalty 0.9).
 
 Training: `--train` trains the variants a table needs whose `<runs_dir>/<variant>/final` is missing, one after the
-other, with `training_scripts/train_abstractive.py` and the recipe of `training_arguments` (CNN/DM `train_large`,
-batch 16, Adam 1e-3 with 200 warm-up steps then constant, label smoothing 0.1, bf16 autocast, `--steps` updates); a
-run resumes from its newest checkpoint. Without `--train`, a missing variant's row says so. The report states each
-variant's steps and training time (from its card) and where it ran.
+other, with `training_scripts/train_abstractive.py` and the recipe of `training_arguments` (one epoch over the same
+16 x `--steps` random CNN/DM `train_large` articles for every variant, batch 16, Adam 1e-3 with 200 warm-up steps
+then constant, label smoothing 0.1, bf16 autocast; the BERT variants over frozen features cached once per input
+length); a run resumes from its newest checkpoint. Without `--train`, a missing variant's row says so. The report
+states each variant's optimizer steps (from its card); all ran on CPU.
 
     python benchmarks/quality_windowed.py --tables 1 --train --steps 600 --threads 2
     python benchmarks/quality_windowed.py --tables 1,sweep --train --train_only      # training queue, no report
@@ -123,12 +124,17 @@ def training_arguments(variant: str, args, data_dir: Path) -> list[str]:
         "--model_type", "copy_transformer", "--config_overrides", json.dumps(overrides),
         "--train_file", args.train_file or str(cnndm / "train_large.jsonl.gz"),
         "--validation_file", str(cnndm / "validation_large.jsonl.gz"),
-        "--train_split", "train", "--eval_split", DEV_SPLIT, "--do_train", "--do_eval",
+        # one epoch over the same random documents for every variant (train_large is ordered CNN, then Daily Mail)
+        "--train_split", "train", "--max_train_samples", str(16 * args.steps), "--train_subset_seed", "0",
+        "--eval_split", DEV_SPLIT, "--do_train", "--do_eval",
         "--preprocessing_num_workers", "2", "--max_length", str(max_length), "--max_target_length", "100",
         "--num_beams", "4", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant_with_warmup",
         "--warmup_steps", "200", "--weight_decay", "0.0", "--max_steps", str(args.steps),
         "--per_device_train_batch_size", "16", "--bf16", "--use_cpu", "--save_steps", "100", "--save_total_limit", "2",
         "--logging_steps", "10", "--seed", "42", "--output_dir", str(Path(args.runs_dir) / variant),
+        # the BERT variants of one input length read the same frozen features: computed once, then shared
+        *(["--bert_feature_cache", str(Path(args.runs_dir) / f"bert-features-{max_length}-{16 * args.steps}.u16")]
+          if overrides.get("encoder_input", "tokens") != "tokens" else []),
     ]
 
 

@@ -56,7 +56,12 @@ class DataArguments:
             "choices": ["greedy", "full"],
         },
     )
-    max_train_samples: int | None = field(default=None)
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep this many training documents."})
+    train_subset_seed: int | None = field(
+        default=None,
+        metadata={"help": "With --max_train_samples: a random subset (the split shuffled with this seed) instead of "
+                          "its first documents, e.g. when a split is ordered by source."},
+    )
     preprocessing_num_workers: int | None = field(
         default=None, metadata={"help": "Processes for sentence splitting and oracle labels (datasets' num_proc)."}
     )
@@ -106,13 +111,17 @@ def load_splits(data_args: DataArguments):
                 raise FileNotFoundError(f"data file not found: {path}")
         source = {"path": "json", "data_files": data_files}
 
-    def split(expression, limit):
+    def split(expression, limit, subset_seed=None):
         if not expression:
             return None
         dataset = load_dataset(**source, split=expression)
+        if limit and subset_seed is not None:
+            dataset = dataset.shuffle(seed=subset_seed).flatten_indices()
         return dataset.select(range(min(limit, len(dataset)))) if limit else dataset
 
-    train = split(data_args.train_split, data_args.max_train_samples) if (
+    if data_args.train_subset_seed is not None and not data_args.max_train_samples:
+        raise ValueError("--train_subset_seed picks a random subset of --max_train_samples documents: give both")
+    train = split(data_args.train_split, data_args.max_train_samples, data_args.train_subset_seed) if (
         data_args.dataset_name or data_args.train_file
     ) else None
     evaluation = split(data_args.eval_split, data_args.max_eval_samples) if (

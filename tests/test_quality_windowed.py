@@ -77,3 +77,10 @@ def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     assert options["--train_file"] == "/data/cnn_dailymail/train_large.jsonl.gz"
     assert options["--eval_split"] == "validation[1000:1100]"  # the dev documents, never the reported ones
     assert options["--output_dir"] == str(tmp_path / "bert_concat_full")
+    # one epoch over the same random documents for every variant
+    assert (options["--max_train_samples"], options["--train_subset_seed"]) == ("9600", "0")
+    # the BERT variants of one length share one feature cache; the token variants have none
+    assert options["--bert_feature_cache"] == str(tmp_path / "bert-features-2048-9600.u16")
+    stacked = script.training_arguments("bert_stacked_full", args, Path("/data"))
+    assert stacked[stacked.index("--bert_feature_cache") + 1] == options["--bert_feature_cache"]
+    assert "--bert_feature_cache" not in script.training_arguments("conv_1d", args, Path("/data"))

@@ -83,3 +83,22 @@ def test_two_process_training_resumes_and_saves_a_loadable_checkpoint(tmp_path, 
     summarizer = sumformers.load_pipeline(str(final))
     result = summarizer(" ".join(["First sentence about a river.", "Second one about a storm.", "Third."]))
     assert len(result["sentences"]) == 3 and result["summary"].count("\n") == 2
+
+
+def test_a_random_training_subset_is_seeded_and_needs_a_size(tmp_path):
+    from sumformers.training import DataArguments, load_splits
+
+    path = tmp_path / "ordered.jsonl"
+    path.write_text("".join(json.dumps({"document": f"doc {index}.", "summary": "s."}) + "\n" for index in range(20)))
+
+    def documents(**settings):
+        train, _ = load_splits(DataArguments(train_file=str(path), **settings))
+        return train["document"]
+
+    assert documents(max_train_samples=5) == [f"doc {index}." for index in range(5)]
+    subset = documents(max_train_samples=5, train_subset_seed=0)
+    assert len(set(subset)) == 5 and subset != documents(max_train_samples=5)
+    assert subset == documents(max_train_samples=5, train_subset_seed=0)  # the same documents every run
+    assert documents(max_train_samples=5, train_subset_seed=1) != subset
+    with pytest.raises(ValueError, match="give both"):
+        documents(train_subset_seed=0)

@@ -11,6 +11,21 @@ import torch  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def imported_benchmark(name: str):
+    """A fixture (module scope) yielding the script `benchmarks/<name>.py` imported as a module, with its folder on
+    sys.path so that it imports its sibling `_common` as it does when run."""
+
+    @pytest.fixture(scope="module")
+    def script():
+        import importlib
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
+            yield importlib.import_module(name)
+
+    return script
+
+
 def training_script(name: str):
     """`training_scripts/<name>.py` imported as a module (its helpers, without running `main`)."""
     import importlib.util

@@ -1,20 +1,13 @@
 """The metric helpers of benchmarks/quality_abstractive.py against hand-computed numbers."""
 
-import importlib
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import imported_benchmark
 from sumformers.text.sentences import has_repeated_trigram, to_sentences
 
-
-@pytest.fixture(scope="module")
-def script():
-    # the script imports its sibling `_common` as it does when run from benchmarks/
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
-        yield importlib.import_module("quality_abstractive")
+script = imported_benchmark("quality_abstractive")
 
 
 def test_words_keep_inner_apostrophes_and_drop_punctuation(script):

@@ -1,22 +1,16 @@
 """benchmarks/quality_windowed.py: its variants are valid CopyTransformer configs that differ from the table's first
 row only in what the row names, the paired difference against hand-computed numbers, and the training recipe."""
 
-import importlib
 import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import imported_benchmark
 from sumformers import CopyTransformerConfig
 
-
-@pytest.fixture(scope="module")
-def script():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(REPO_ROOT / "benchmarks"))
-        yield importlib.import_module("quality_windowed")
+script = imported_benchmark("quality_windowed")
 
 
 def test_every_variant_is_a_valid_config_and_every_table_names_known_variants(script):

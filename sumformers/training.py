@@ -130,6 +130,15 @@ def load_splits(data_args: DataArguments):
     return train, evaluation
 
 
+def training_source(data_args: DataArguments) -> str:
+    """Where the training documents came from, for cards: the split of the file or dataset, and which subset."""
+    subset = ""
+    if data_args.max_train_samples:
+        seed = data_args.train_subset_seed
+        subset = f" (a random subset, seed {seed})" if seed is not None else " (its first documents)"
+    return f"`{data_args.train_split}`{subset} of {data_args.dataset_name or data_args.train_file}"
+
+
 def document_text(value) -> str:
     """A document field as text: multi-document lists are joined one document per paragraph."""
     return "\n\n".join(value) if isinstance(value, (list, tuple)) else (value or "")

@@ -86,7 +86,7 @@ def test_two_process_training_resumes_and_saves_a_loadable_checkpoint(tmp_path, 
 
 
 def test_a_random_training_subset_is_seeded_and_needs_a_size(tmp_path):
-    from sumformers.training import DataArguments, load_splits
+    from sumformers.training import DataArguments, load_splits, training_source
 
     path = tmp_path / "ordered.jsonl"
     path.write_text("".join(json.dumps({"document": f"doc {index}.", "summary": "s."}) + "\n" for index in range(20)))
@@ -102,3 +102,11 @@ def test_a_random_training_subset_is_seeded_and_needs_a_size(tmp_path):
     assert documents(max_train_samples=5, train_subset_seed=1) != subset
     with pytest.raises(ValueError, match="give both"):
         documents(train_subset_seed=0)
+    # the card says which documents
+    assert training_source(DataArguments(train_file="t.jsonl", max_train_samples=5, train_subset_seed=0)) == (
+        "`train` (a random subset, seed 0) of t.jsonl"
+    )
+    assert training_source(DataArguments(train_file="t.jsonl", max_train_samples=5)) == (
+        "`train` (its first documents) of t.jsonl"
+    )
+    assert training_source(DataArguments(train_file="t.jsonl")) == "`train` of t.jsonl"

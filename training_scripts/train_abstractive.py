@@ -59,6 +59,7 @@ from sumformers.training import (
     take_push_to_hub,
     train,
     trained_length,
+    training_source,
 )
 
 logger = logging.getLogger("train_abstractive")
@@ -193,8 +194,8 @@ def main():
     trainer, result = train(model, training_args, features, collate, optimizer=optimizer)
     if result is not None:
         card_info["training"] = (
-            f"{len(features)} documents from `{data_args.train_split}` of "
-            f"{data_args.dataset_name or data_args.train_file} (lowercased text), {trained_length(trainer)}, batch "
+            f"{len(features)} documents from {training_source(data_args)} (lowercased text), "
+            f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rates {training_args.learning_rate} "
             f"(decoder and new modules) / {encoder_rate} (encoder), LoRA r={model_args.lora_r} on "
@@ -263,8 +264,8 @@ def train_copy_transformer(source, splits, abstractive_args, data_args, training
             variant += (f" ({config.convolution_layers} layers, window {config.convolution_window}, head window "
                         f"{config.convolution_head_window})")
         card_info["training"] = (
-            f"{len(features)} documents from `{data_args.train_split}` of "
-            f"{data_args.dataset_name or data_args.train_file} (lowercased text), {trained_length(trainer)}, batch "
+            f"{len(features)} documents from {training_source(data_args)} (lowercased text), "
+            f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}, "
             f"trained in full from scratch ({variant}; d_model {config.d_model}, {config.encoder_layers} + "

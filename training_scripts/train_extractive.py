@@ -39,6 +39,7 @@ from sumformers.training import (
     take_push_to_hub,
     train,
     trained_length,
+    training_source,
 )
 
 logger = logging.getLogger("train_extractive")
@@ -120,8 +121,8 @@ def main():
     trainer, result = train(model, training_args, features, collate)
     if result is not None:
         card_info["training"] = (
-            f"{len(features)} documents from `{data_args.train_split}` of "
-            f"{data_args.dataset_name or data_args.train_file}, {trained_length(trainer)}, batch "
+            f"{len(features)} documents from {training_source(data_args)}, "
+            f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes, learning rate "
             f"{training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}), max {extractive_args.max_length} tokens, "

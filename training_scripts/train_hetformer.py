@@ -40,6 +40,7 @@ from sumformers.training import (
     take_push_to_hub,
     train,
     trained_length,
+    training_source,
 )
 
 logger = logging.getLogger("train_hetformer")
@@ -169,8 +170,8 @@ def main():
     trainer, result = train(model, training_args, features, processor.collate)
     if result is not None:
         card_info["training"] = (
-            f"{len(features)} training examples ({len(train_dataset)} inputs of `{data_args.train_split}` of "
-            f"{data_args.dataset_name or data_args.train_file}, cut into chunks of at most {max_length} tokens), "
+            f"{len(features)} training examples ({len(train_dataset)} inputs of {training_source(data_args)}, "
+            f"cut into chunks of at most {max_length} tokens), "
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}, "

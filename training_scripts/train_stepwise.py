@@ -48,6 +48,7 @@ from sumformers.training import (
     take_push_to_hub,
     train,
     trained_length,
+    training_source,
 )
 
 logger = logging.getLogger("train_stepwise")
@@ -256,8 +257,8 @@ def main():
             else "greedy-oracle (ROUGE-1 F + ROUGE-2 F)"
         )
         card_info["training"] = (
-            f"{len(features)} documents ({rows} training rows) from `{data_args.train_split}` of "
-            f"{data_args.dataset_name or data_args.train_file}, {trained_length(trainer)}, batch "
+            f"{len(features)} documents ({rows} training rows) from {training_source(data_args)}, "
+            f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} documents x {training_args.world_size} processes, learning "
             f"rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}; new layers trained in full"

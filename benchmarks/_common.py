@@ -46,12 +46,13 @@ def display_path(path: Path) -> Path:
 
 
 def rouge_metrics(summaries: list[str], references: list[str], sources: list[str | None]) -> dict:
-    """Mean ROUGE-1/2/Lsum F1 x 100 with 95% bootstrap intervals (`<key>_interval`) and ROUGE-1 by source
-    (`rouge1_<source>`, None when the set has no document from it)."""
+    """Mean ROUGE-1/2/Lsum F1 x 100 with 95% bootstrap intervals (`<key>_interval`), ROUGE-1 by source
+    (`rouge1_<source>`, None when the set has no document from it) and per document (`rouge1_per_document`, for
+    paired comparisons)."""
     from sumformers.text.scoring import ROUGE_KEYS, bootstrap_interval, rouge_per_example
 
     per_example = rouge_per_example(summaries, references)
-    scores = {}
+    scores = {"rouge1_per_document": [example["rouge1"] for example in per_example]}
     for key in ROUGE_KEYS:
         values = [example[key] for example in per_example]
         scores[key] = sum(values) / len(values)

@@ -217,7 +217,6 @@ def main():
     args = parse_args()
     setup_runtime(args.threads)
     from sumformers.text.evaluation import data_dir, read_jsonl
-    from sumformers.text.scoring import rouge_per_example
 
     shared = data_dir()
     data_file = Path(args.data_file) if args.data_file else shared / "cnn_dailymail" / "validation_large.jsonl.gz"
@@ -241,7 +240,6 @@ def main():
         print(f"decoding {variant}", file=sys.stderr, flush=True)
         summaries, seconds = abstractive_summaries(variant, checkpoint, documents, args)
         result = abstractive_metrics(summaries, documents, references, sources)
-        result["rouge1_per_document"] = [scores["rouge1"] for scores in rouge_per_example(summaries, references)]
         result["training"] = training_summary(checkpoint)
         result["seconds"] = seconds
         results[variant] = result

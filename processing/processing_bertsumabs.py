@@ -5,6 +5,7 @@ tokens), each summary sentence alone as the sentence planner's encoder reads it,
 import torch
 
 from ..text.sentences import to_sentences
+from .processing_utils import padded_rows
 from .sentence_layout import SentenceLayoutProcessor, collate_sentence_batch, valid_unicode
 
 DOCUMENT_KEYS = ("input_ids", "token_type_ids", "attention_mask")
@@ -58,10 +59,7 @@ class BertSumAbsProcessor(SentenceLayoutProcessor):
         documents = [{**{key: f[key] for key in DOCUMENT_KEYS}, "cls_positions": []} for f in features]
         batch = {key: collate_sentence_batch(documents, self.tokenizer.pad_token_id)[key] for key in DOCUMENT_KEYS}
         if "labels" in features[0]:
-            width = max(len(f["labels"]) for f in features)
-            batch["labels"] = torch.full((len(features), width), -100, dtype=torch.long)
-            for row, feature in enumerate(features):
-                batch["labels"][row, : len(feature["labels"])] = torch.tensor(feature["labels"], dtype=torch.long)
+            batch["labels"] = padded_rows([feature["labels"] for feature in features], -100)
         if "summary_sentences" in features[0]:
             count = max(1, max(len(f["summary_sentences"]) for f in features))
             width = max((len(s) for f in features for s in f["summary_sentences"]), default=2)

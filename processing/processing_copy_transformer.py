@@ -12,7 +12,7 @@ import warnings
 import torch
 
 from ..text.sentences import to_sentences
-from .processing_utils import SummarizationProcessor
+from .processing_utils import SummarizationProcessor, padded_rows
 from .sentence_layout import check_document, document_sentences, valid_unicode
 
 SOURCE_KEYS = ("input_ids", "attention_mask", "source_extended_ids")
@@ -125,18 +125,11 @@ class CopyTransformerProcessor(SummarizationProcessor):
 
     def collate(self, features: list[dict]) -> dict:
         """Pad the documents (pad id, attention mask 0) and `labels` (-100) into tensors."""
-        width = max(len(feature["input_ids"]) for feature in features)
-        batch = {key: torch.zeros((len(features), width), dtype=torch.long) for key in SOURCE_KEYS}
-        for key in ("input_ids", "source_extended_ids"):
-            batch[key].fill_(self.config.pad_token_id)
-        for row, feature in enumerate(features):
-            for key in SOURCE_KEYS:
-                batch[key][row, : len(feature[key])] = torch.tensor(feature[key], dtype=torch.long)
+        pad = self.config.pad_token_id
+        padding = {"input_ids": pad, "attention_mask": 0, "source_extended_ids": pad}
+        batch = {key: padded_rows([feature[key] for feature in features], padding[key]) for key in SOURCE_KEYS}
         if "labels" in features[0]:
-            width = max(len(feature["labels"]) for feature in features)
-            batch["labels"] = torch.full((len(features), width), -100, dtype=torch.long)
-            for row, feature in enumerate(features):
-                batch["labels"][row, : len(feature["labels"])] = torch.tensor(feature["labels"], dtype=torch.long)
+            batch["labels"] = padded_rows([feature["labels"] for feature in features], -100)
         return batch
 
     def decode(self, token_ids, source_oov_words=()) -> str:

@@ -27,7 +27,7 @@ import torch
 
 from ..text.rotowire_plans import oracle_plan, oracle_sentence_plans, plan_to_text
 from ..text.rotowire_records import DATE_KEY, GAME_ENTITY, Game, parse_game
-from .processing_utils import SummarizationProcessor
+from .processing_utils import SummarizationProcessor, padded_rows
 
 INPUT_KEYS = ("input_ids", "token_type_ids", "attention_mask")
 _WORD = re.compile(r"[A-Za-z]{2,}")  # single letters (initials) stay as written: "a" is no "A.J."
@@ -120,17 +120,10 @@ class RealizerProcessor(SummarizationProcessor):
 
     def collate(self, features: list[dict]) -> dict:
         """Inputs padded with the pad id (mask 0), `labels` with -100."""
-        width = max(len(f["input_ids"]) for f in features)
-        batch = {key: torch.zeros((len(features), width), dtype=torch.long) for key in INPUT_KEYS}
-        batch["input_ids"].fill_(self.tokenizer.pad_token_id)
-        for row, feature in enumerate(features):
-            for key in INPUT_KEYS:
-                batch[key][row, : len(feature[key])] = torch.tensor(feature[key], dtype=torch.long)
+        padding = {"input_ids": self.tokenizer.pad_token_id, "token_type_ids": 0, "attention_mask": 0}
+        batch = {key: padded_rows([feature[key] for feature in features], padding[key]) for key in INPUT_KEYS}
         if "labels" in features[0]:
-            width = max(len(f["labels"]) for f in features)
-            batch["labels"] = torch.full((len(features), width), -100, dtype=torch.long)
-            for row, feature in enumerate(features):
-                batch["labels"][row, : len(feature["labels"])] = torch.tensor(feature["labels"], dtype=torch.long)
+            batch["labels"] = padded_rows([feature["labels"] for feature in features], -100)
         return batch
 
     @staticmethod

@@ -2,7 +2,16 @@
 model's tensors (`__call__`, a batch of one, as a pipeline's `preprocess` needs), and pads several encoded inputs into
 a training batch (`collate`)."""
 
+import torch
 from transformers import AutoConfig, AutoTokenizer
+
+
+def padded_rows(rows: list[list[int]], padding: int) -> torch.Tensor:
+    """Integer rows (token ids, masks, labels) right-padded with `padding` into one [rows, longest] long tensor."""
+    batch = torch.full((len(rows), max(len(row) for row in rows)), padding, dtype=torch.long)
+    for index, row in enumerate(rows):
+        batch[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return batch
 
 
 class SummarizationProcessor:

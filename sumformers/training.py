@@ -116,7 +116,7 @@ def load_splits(data_args: DataArguments):
             return None
         dataset = load_dataset(**source, split=expression)
         if limit and subset_seed is not None:
-            dataset = dataset.shuffle(seed=subset_seed).flatten_indices()
+            dataset = dataset.shuffle(seed=subset_seed)
         return dataset.select(range(min(limit, len(dataset)))) if limit else dataset
 
     if data_args.train_subset_seed is not None and not data_args.max_train_samples:

@@ -93,6 +93,8 @@ COLUMNS = ("rouge1", "rouge2", "rougeLsum", "repeated_trigrams", "mean_words")
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", default="1,2,4,sweep", help="comma-separated: 1, 2, 4, sweep, memory")
+    parser.add_argument("--variants", default=None,
+                        help="comma-separated: train and decode only these variants of the tables (default all)")
     parser.add_argument("--train", action="store_true", help="train the variants whose final folder is missing")
     parser.add_argument("--train_only", action="store_true", help="with --train: train, then stop before decoding")
     parser.add_argument("--steps", type=int, default=600, help="training updates per variant (default 600)")
@@ -110,6 +112,11 @@ def parse_args():
     unknown = sorted(set(args.tables) - set(TABLES) - {"memory"})
     if unknown:
         parser.error(f"unknown tables {unknown}: choose among {[*TABLES, 'memory']}")
+    if args.variants is not None:
+        args.variants = [variant.strip() for variant in args.variants.split(",") if variant.strip()]
+        unknown = sorted(set(args.variants) - set(VARIANTS))
+        if unknown:
+            parser.error(f"unknown variants {unknown}: choose among {list(VARIANTS)}")
     # the decoding options quality_abstractive's decoding reads: none set, each model's generation config decides
     args.num_beams = args.max_length = args.min_length = args.length_penalty = None
     return args
@@ -227,6 +234,8 @@ def main():
 
     results, checkpoints, example_lines = {}, {}, []
     needed = list(dict.fromkeys(variant for table in args.tables if table in TABLES for variant in TABLES[table][1]))
+    if args.variants is not None:  # the other rows of the tables say "not evaluated"
+        needed = [variant for variant in needed if variant in args.variants]
     if args.train_only:  # e.g. a background queue: every variant trained before any is decoded
         for variant in needed:
             trained_variant(variant, args, shared)

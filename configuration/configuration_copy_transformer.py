@@ -79,7 +79,9 @@ class CopyTransformerConfig(PretrainedConfig):
             the model's own table (the encoder's and, tied, the output layer's). `"bert"` (the paper's
             BERT-conditioned decoder; needs a `"bert_*"` encoder input): BERT's word embeddings, frozen as the
             rest of BERT, through a trainable linear layer to `d_model` where the widths differ (as they are where
-            they agree). The output layer keeps the model's own table.
+            they agree). With `tie_word_embeddings`, the output layer is tied to these projected embeddings (the
+            decoder reads and writes one table, as OpenNMT's shared decoder embeddings; a per-word bias trains), and
+            with `"bert_windowed"` the model keeps no table of its own (the encoder reads no tokens).
         convolution (`str`, *optional*, defaults to `"none"`): convolutional self-attention
             (`modeling.convolutional_attention`) in the lowest `convolution_layers` encoder layers: `"1d"` (a window
             of positions), `"2d"` (also neighbouring heads) or `"circular_2d"` (heads wrap around); `"none"`: full
@@ -94,8 +96,9 @@ class CopyTransformerConfig(PretrainedConfig):
         decoder_start_token_id, eos_token_id, sentence_separator_token_id (`int`, *optional*, defaults to 1, 2, 3):
             the summary's begin, end and sentence separator tokens (`[unused0]`, `[unused1]`, `[unused2]` of BERT
             vocabularies, as PreSumm).
-        tie_word_embeddings (`bool`, *optional*, defaults to `True`): the output layer shares the word embeddings
-            (which the encoder and the decoder share in any case: one vocabulary).
+        tie_word_embeddings (`bool`, *optional*, defaults to `True`): the output layer shares the decoder's word
+            embeddings (the model's own table, which the encoder reads too, or with `decoder_embeddings="bert"`
+            BERT's projected ones).
     """
 
     model_type = "copy_transformer"

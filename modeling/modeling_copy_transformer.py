@@ -13,7 +13,8 @@ with a pointer-generator head (See et al. 2017).
   `config.bert_name_or_path` (as `from_encoder` loads it), and `forward(bert_features=...)` takes cached features.
 - Decoder: the same word embeddings (one vocabulary), positions, `decoder_layers` layers of causal self-attention
   (KV cache), cross-attention and feed-forward, a final LayerNorm; P_vocab = softmax(lm_head(h_t)), the output layer
-  tied to the word embeddings unless `tie_word_embeddings=False`.
+  tied to the decoder's word embeddings unless `tie_word_embeddings=False` (with `decoder_embeddings="bert"`, BERT's
+  projected ones: `ProjectedEmbeddingsOutput`).
 - Pointer: a copy attention of its own (one head, as OpenNMT's copy generator reads one, but with parameters apart
   from the decoder's cross-attention) over the encoder states gives a_t over the source positions and the context
   c_t = sum_i a_ti e_i; p_gen = sigmoid(w [h_t; c_t; x_t] + b), x_t the decoder input's embedding.
@@ -307,7 +308,9 @@ class CopyTransformerEncoder(nn.Module):
     def __init__(self, config: CopyTransformerConfig):
         super().__init__()
         self.config = config
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+        # the stacked BERT variant with BERT's embeddings in the decoder reads no tokens of its own
+        if not (config.encoder_input == "bert_windowed" and config.decoder_embeddings == "bert"):
+            self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
         self.embed_scale = math.sqrt(config.d_model)
         self.positions = PositionEmbedding(config, config.max_source_positions, "a document")
         self.dropout = nn.Dropout(config.dropout)
@@ -465,6 +468,22 @@ class PointerGenerator(nn.Module):
         return attention, self.switch(torch.cat([states, context, input_embeddings], dim=-1)).squeeze(-1)
 
 
+class ProjectedEmbeddingsOutput(nn.Module):
+    """The output layer tied to the BERT-conditioned decoder's word embeddings P e_w + c (e_w BERT's frozen
+    embedding, P and c the decoder's trainable projection, shared with its input side): logits_w = (P^T h) . e_w +
+    b_w. The term h . c is the same for every word, so softmax over the vocabulary drops it; the per-word bias b is
+    this layer's only parameter (the untied output layer's bias)."""
+
+    def __init__(self, vocab_size: int):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+    def forward(self, states, word_embeddings: torch.Tensor, projection: nn.Linear | None = None) -> torch.Tensor:
+        if projection is not None:  # P^T h: back to BERT's width, cheaper than projecting the whole table
+            states = states @ projection.weight.to(states.dtype)
+        return F.linear(states, word_embeddings.to(states.dtype), self.bias.to(states.dtype))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Models
 # ----------------------------------------------------------------------------------------------------------------
@@ -483,6 +502,8 @@ class CopyTransformerPreTrainedModel(SummarizerMixin, PreTrainedModel):
         init_bert_style_weights(module, self.config.init_std)
         if isinstance(module, nn.Embedding) and module.padding_idx is not None:
             module.weight[module.padding_idx].zero_()
+        if isinstance(module, ProjectedEmbeddingsOutput):
+            module.bias.zero_()
 
 
 class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, GenerationMixin):
@@ -502,7 +523,11 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         self.encoder = CopyTransformerEncoder(config)
         self.decoder = CopyTransformerDecoder(config)
         self.pointer = PointerGenerator(config) if config.copy_mechanism else None
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size)
+        if config.decoder_embeddings == "bert" and config.tie_word_embeddings:
+            self.lm_head = ProjectedEmbeddingsOutput(config.vocab_size)
+            self._tied_weights_keys = {}  # tied through its forward, not by sharing a parameter
+        else:
+            self.lm_head = nn.Linear(config.d_model, config.vocab_size)
         if config.uses_bert:  # exact keys (transformers matches them so); post_init collects them
             self._keys_to_ignore_on_save = {f"encoder.bert.encoder.{key}" for key in self.frozen_bert.state_dict()}
         self.post_init()
@@ -574,13 +599,16 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         return self.decoder
 
     def get_input_embeddings(self):
+        if not hasattr(self.encoder, "embed_tokens"):  # the stacked variant with the BERT-conditioned decoder
+            return self.frozen_bert.get_input_embeddings()
         return self.encoder.embed_tokens
 
     def set_input_embeddings(self, value):
         self.encoder.embed_tokens = value
 
     def get_output_embeddings(self):
-        return self.lm_head
+        # the output layer tied to BERT's projected embeddings has no table of its own to resize or tie
+        return None if isinstance(self.lm_head, ProjectedEmbeddingsOutput) else self.lm_head
 
     def set_output_embeddings(self, value):
         self.lm_head = value
@@ -593,6 +621,13 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         embeddings = self.frozen_bert.get_input_embeddings()(token_ids)
         projection = getattr(self.decoder, "bert_embedding_projection", None)
         return projection(embeddings) if projection is not None else embeddings
+
+    def vocab_logits(self, states: torch.Tensor) -> torch.Tensor:
+        """P_vocab's logits from the decoder states: the output layer (tied to the decoder's word embeddings)."""
+        if isinstance(self.lm_head, ProjectedEmbeddingsOutput):
+            embeddings = self.frozen_bert.get_input_embeddings().weight
+            return self.lm_head(states, embeddings, getattr(self.decoder, "bert_embedding_projection", None))
+        return self.lm_head(states)
 
     def copy_loss(self, log_probs: torch.Tensor, labels: torch.LongTensor) -> torch.Tensor:
         """Mean over the labelled tokens (-100: ignored) of (1 - eps) (-log p(y)) + eps mean_w (-log p(w)), w over
@@ -665,7 +700,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         embeddings = self.embed_decoder_inputs(decoder_input_ids)
         states = self.decoder(embeddings, decoder_attention_mask, encoder_states, attention_mask, past_key_values)
         if self.pointer is None:  # the plain Transformer: a summary word it cannot generate is trained as [UNK]
-            log_probs, p_gen, copy_attention = F.log_softmax(self.lm_head(states).float(), dim=-1), None, None
+            log_probs, p_gen, copy_attention = F.log_softmax(self.vocab_logits(states).float(), dim=-1), None, None
             if labels is not None:
                 labels = labels.masked_fill(labels >= self.config.vocab_size, self.config.unk_token_id)
         else:
@@ -674,7 +709,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             )
             if past_key_values is not None:
                 past_key_values.add_copy_attention(copy_attention)
-            log_probs = mixture_log_probs(self.lm_head(states), copy_attention, switch_logits, source_extended_ids)
+            log_probs = mixture_log_probs(self.vocab_logits(states), copy_attention, switch_logits, source_extended_ids)
             p_gen = torch.sigmoid(switch_logits.float())
         return CopyTransformerOutput(
             loss=self.copy_loss(log_probs, labels) if labels is not None else None,
@@ -713,6 +748,7 @@ __all__ = [
     "CopyTransformerForConditionalGeneration",
     "CopyTransformerOutput",
     "CopyTransformerPreTrainedModel",
+    "ProjectedEmbeddingsOutput",
     "mixture_log_probs",
     "shift_labels_right",
     "sinusoidal_positions",

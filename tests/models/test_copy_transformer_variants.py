@@ -286,6 +286,41 @@ def test_the_bert_conditioned_decoder_reads_bert_word_embeddings(tiny_bert_path)
     torch.testing.assert_close(same_width.embed_decoder_inputs(ids[:, :2]), bert_table[[1, 1996]][None])
 
 
+@pytest.mark.parametrize("d_model", [64, 32])
+def test_the_bert_conditioned_decoders_output_layer_is_its_projected_word_embeddings(d_model, tiny_bert_path):
+    model = bert_model(tiny_bert_path, decoder_embeddings="bert", d_model=d_model, copy_mechanism=False)
+    # stacking reads no tokens of its own: no table of d_model x vocabulary, in the model or its output layer
+    assert not hasattr(model.encoder, "embed_tokens") and model.get_output_embeddings() is None
+    assert model.get_input_embeddings() is model.frozen_bert.get_input_embeddings()
+    vocabulary = torch.arange(model.config.vocab_size)
+    hidden = []
+    model.decoder.norm.register_forward_hook(lambda module, args, output: hidden.append(output))
+    with torch.no_grad():
+        log_probs = model(input_ids=tokens(30), labels=tokens(5, seed=1)).logits
+        # by hand: every word's decoder input embedding (projection and its bias c included) as the output table, plus
+        # the per-word bias; the term h . c, the same for every word, leaves the softmax as it is
+        table = model.embed_decoder_inputs(vocabulary)
+        expected = torch.log_softmax(hidden[0] @ table.T + model.lm_head.bias, dim=-1)
+    torch.testing.assert_close(log_probs, expected, rtol=0, atol=1e-5)
+    assert d_model == 32 or model.decoder.bert_embedding_projection.bias.abs().sum() > 0  # c was not zero
+
+
+def test_the_bert_conditioned_decoders_checkpoint_keeps_no_vocabulary_table(tiny_bert_path, tmp_path):
+    from safetensors import safe_open
+
+    tied = bert_model(tiny_bert_path, decoder_embeddings="bert", d_model=64)
+    untied = bert_model(tiny_bert_path, decoder_embeddings="bert", d_model=64, tie_word_embeddings=False)
+    tied.save_pretrained(tmp_path / "tied")
+    untied.save_pretrained(tmp_path / "untied")
+    with safe_open(tmp_path / "tied" / "model.safetensors", "pt") as saved:
+        shapes = {key: saved.get_slice(key).get_shape() for key in saved.keys()}
+    vocabulary = tied.config.vocab_size
+    assert shapes["lm_head.bias"] == [vocabulary]
+    assert [key for key, shape in shapes.items() if vocabulary in shape] == ["lm_head.bias"]
+    with safe_open(tmp_path / "untied" / "model.safetensors", "pt") as saved:  # its own output layer, [vocab, 64]
+        assert saved.get_slice("lm_head.weight").get_shape() == [vocabulary, 64]
+
+
 @pytest.mark.parametrize("encoder_input", BERT_INPUTS)
 def test_cached_bert_features_give_the_same_outputs(encoder_input, tiny_bert_path):
     model = bert_model(tiny_bert_path, encoder_input)
@@ -346,9 +381,9 @@ def test_save_and_load_leave_out_and_reload_the_frozen_bert(encoder_input, tiny_
         assert torch.equal(original, reloaded), name
     assert not any(parameter.requires_grad for parameter in loaded.frozen_bert.parameters())
     ids = tokens(30)
-    with torch.no_grad():
+    with torch.no_grad():  # equal weights; a loaded tensor's memory alignment may change a dot product's last bit
         torch.testing.assert_close(loaded(input_ids=ids, labels=ids[:, :5]).logits,
-                                   model(input_ids=ids, labels=ids[:, :5]).logits, rtol=0, atol=0)
+                                   model(input_ids=ids, labels=ids[:, :5]).logits, rtol=0, atol=1e-6)
 
 
 def test_bert_settings_get_one_line_errors(tiny_bert_path):
@@ -514,7 +549,7 @@ def test_a_training_step_over_the_cache_equals_one_running_bert(encoder_input, s
     # features within bf16 rounding move the loss (about 9.8) by about 3e-5 here; the step by as little
     assert over_cache[0] == pytest.approx(running_bert[0], abs=1e-3)
     assert over_cache[1] == pytest.approx(running_bert[1], abs=1e-3)
-    assert running_bert[1] < running_bert[0] - 0.1  # the step itself matters
+    assert running_bert[1] < running_bert[0] - 0.05  # the step itself matters: 50 times the tolerance above
     assert (over_cache[2] - running_bert[2]).norm() <= 0.01 * running_bert[2].norm()
 
 

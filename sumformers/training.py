@@ -296,10 +296,11 @@ def last_checkpoint(training_args: TrainingArguments) -> str | None:
     return None
 
 
-def train(model, training_args: TrainingArguments, features=None, data_collator=None, optimizer=None):
+def train(model, training_args: TrainingArguments, features=None, data_collator=None, optimizer=None, tokenizer=None):
     """A `Trainer` for `model` and, given training `features` (what --do_train prepared), its training, resumed as
     `train_resuming` resumes. Returns the trainer and the `TrainOutput` (None without features). `optimizer` (with
-    parameter groups of their own rates) replaces the Trainer's AdamW; the Trainer still makes the schedule."""
+    parameter groups of their own rates) replaces the Trainer's AdamW; the Trainer still makes the schedule.
+    `tokenizer` is saved into every `checkpoint-N`, so that a full model's checkpoint loads in the pipelines."""
     from transformers import Trainer
 
     trainer = Trainer(
@@ -308,6 +309,7 @@ def train(model, training_args: TrainingArguments, features=None, data_collator=
         train_dataset=features,
         data_collator=data_collator,
         optimizers=(optimizer, None),
+        processing_class=tokenizer,
     )
     if features is None:
         return trainer, None

@@ -161,6 +161,13 @@ def test_copy_transformer_variants_train_in_full_and_the_loss_goes_down(tmp_path
     assert (output / "final" / "model.safetensors").stat().st_size < 6 * 2**20
     reference = BertModel.from_pretrained(encoder).state_dict()
     assert all(torch.equal(value, reference[name]) for name, value in model.frozen_bert.state_dict().items())
+    # the Trainer's checkpoint of the last step holds the tokenizer too: it loads in the pipeline as the final model
+    from transformers import pipeline
+
+    document = "The council met on Monday. It approved the budget for schools. Parents welcomed the plan."
+    written = [pipeline("abstractive-summarization", model=str(folder), max_length=12, min_length=4)(document)
+               for folder in (output / "checkpoint-12", output / "final")]
+    assert written[0] == written[1] and written[0]["summary"]
 
 
 def test_copy_transformer_trains_over_cached_bert_features(tmp_path, minilm_tokenizer):

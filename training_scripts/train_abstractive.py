@@ -191,7 +191,7 @@ def main():
         )
     encoder_rate = abstractive_args.encoder_learning_rate or training_args.learning_rate / 10
     optimizer = optimizer_with_two_rates(model, training_args.learning_rate, encoder_rate, training_args.weight_decay)
-    trainer, result = train(model, training_args, features, collate, optimizer=optimizer)
+    trainer, result = train(model, training_args, features, collate, optimizer=optimizer, tokenizer=tokenizer)
     if result is not None:
         card_info["training"] = (
             f"{len(features)} documents from {training_source(data_args)} (lowercased text), "
@@ -255,7 +255,7 @@ def train_copy_transformer(source, splits, abstractive_args, data_args, training
     collate = processor.collate
     if features is not None and cache:
         features, collate = train_over_cached_bert_features(model, features, collate, cache, training_args)
-    trainer, result = train(model, training_args, features, collate)
+    trainer, result = train(model, training_args, features, collate, tokenizer=tokenizer)
     if result is not None:
         config = model.config
         variant = (f"encoder_input={config.encoder_input}, decoder_embeddings={config.decoder_embeddings}, "

@@ -99,7 +99,8 @@ def main():
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)
         model = apply_lora(model, model_args)
-    trainer, result = train(model, training_args, features, StepwiseCollator(processor.collate, stepwise=True))
+    collate = StepwiseCollator(processor.collate, stepwise=True)
+    trainer, result = train(model, training_args, features, collate, tokenizer=tokenizer)
     if result is not None:
         rows = sum(len(feature["oracle"]) + 1 for feature in features)
         card_info["training"] = (

@@ -118,7 +118,7 @@ def main():
         features, collate = train_over_cached_states(
             model, features, collate, frozen, extractive_args.bottom_state_cache, training_args
         )
-    trainer, result = train(model, training_args, features, collate)
+    trainer, result = train(model, training_args, features, collate, tokenizer=tokenizer)
     if result is not None:
         card_info["training"] = (
             f"{len(features)} documents from {training_source(data_args)}, "

@@ -167,7 +167,7 @@ def main():
                 remove_columns=prepared.column_names,
                 desc="oracle labels",
             )
-    trainer, result = train(model, training_args, features, processor.collate)
+    trainer, result = train(model, training_args, features, processor.collate, tokenizer=tokenizer)
     if result is not None:
         card_info["training"] = (
             f"{len(features)} training examples ({len(train_dataset)} inputs of {training_source(data_args)}, "

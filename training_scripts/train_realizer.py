@@ -104,7 +104,7 @@ def main():
     if training_args.do_train:
         train_games = split_games(games, data_args.train_split)
         features = realizer_features(processor, train_games, max_length, realizer_args.max_target_length)
-    trainer, result = train(model, training_args, features, processor.collate)
+    trainer, result = train(model, training_args, features, processor.collate, tokenizer=tokenizer)
     if result is not None:
         card_info["training"] = (
             f"{len(features)} plan sentences of the {len(train_games)} `{data_args.train_split}` games of "

@@ -248,7 +248,8 @@ def main():
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)
         model = apply_lora(model, model_args)
-    trainer, result = train(model, training_args, features, StepwiseCollator(processor.collate, stepwise))
+    collate = StepwiseCollator(processor.collate, stepwise)
+    trainer, result = train(model, training_args, features, collate, tokenizer=tokenizer)
     if result is not None:
         rows = sum(len(f["oracle"]) + 1 for f in features) if stepwise else len(features)
         oracle = (

@@ -332,7 +332,7 @@ def main():
             raise ValueError("give --train_file (comma-separated JSONL files)")
         with training_args.main_process_first(desc="ranking and tokenizing"):
             encoded = [features(example) for example in train_examples]
-    trainer, result = train(model, training_args, encoded, processor.collate)
+    trainer, result = train(model, training_args, encoded, processor.collate, tokenizer=tokenizer)
     if result is not None:
         tokens = sum(len(item["input_ids"]) + len(item["summary_ids"]) for item in encoded)
         card_info["training"] = (

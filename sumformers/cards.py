@@ -10,7 +10,20 @@ from .modeling.pretrained_encoder import portable_encoder_name
 from .registry import architecture_for
 from .remote_code import collect_remote_code, required_packages
 
-METRIC_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeLsum": "ROUGE-L (sum)"}
+# The scores a card reports (x 100), as the training scripts' evaluations name them: ROUGE of summaries, BLEU of
+# realized text, content selection and ordering of content plans.
+METRIC_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeLsum": "ROUGE-L (sum)", "bleu": "BLEU",
+                "cs_precision": "CS precision", "cs_recall": "CS recall", "cs_f1": "CS F1", "co": "CO"}
+
+
+def metric_type(metric: str) -> str:
+    return "rouge" if metric.startswith("rouge") else metric
+
+
+def scores_text(scores: dict) -> str:
+    """The reported scores of `scores`, e.g. "ROUGE-1 40.12, ROUGE-2 18.03, ROUGE-L (sum) 36.50"."""
+    reported = [metric for metric in scores if metric in METRIC_NAMES]
+    return ", ".join(f"{METRIC_NAMES[metric]} {scores[metric]:.2f}" for metric in reported)
 
 
 def card_template(model_type: str) -> Path:
@@ -36,8 +49,8 @@ def build_model_card(config, card_info: dict) -> ModelCard:
             dataset_type=(card_info.get("datasets") or ["unknown"])[0],
             dataset_name=card_info.get("dataset_name", "unknown"),
             dataset_split=card_info.get("split"),
-            metric_type="rouge",
-            metric_name=METRIC_NAMES.get(metric, metric),
+            metric_type=metric_type(metric),
+            metric_name=METRIC_NAMES[metric],
             metric_value=round(float(value), 2),
         )
         for metric, value in results.items()
@@ -54,7 +67,7 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         pipeline_tag="summarization",
         tags=["sumformers", "summarization", style, config.model_type],
         datasets=card_info.get("datasets"),
-        metrics=["rouge"],
+        metrics=list(dict.fromkeys(metric_type(metric) for metric in results if metric in METRIC_NAMES)) or None,
         base_model=encoder,
         model_name=model_name if eval_results else None,
         eval_results=eval_results or None,

@@ -86,10 +86,15 @@ TRAINING_DEFAULTS = {
 
 def parse_arguments(*extra_dataclasses, **defaults):
     """The shared arguments and `extra_dataclasses`, parsed from the command line; `defaults` are the script's own
-    defaults of any of them (on top of `TRAINING_DEFAULTS`)."""
+    defaults of any of them (on top of `TRAINING_DEFAULTS`). Seeds the random generators with `--seed` before
+    any model is built, so that a new model's initial weights (new layers, LoRA) follow it and runs compare."""
+    from transformers import set_seed
+
     parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments, *extra_dataclasses))
     parser.set_defaults(**{**TRAINING_DEFAULTS, **defaults})
-    return parser.parse_args_into_dataclasses()
+    arguments = parser.parse_args_into_dataclasses()
+    set_seed(arguments[2].seed)
+    return arguments
 
 
 def load_splits(data_args: DataArguments):
@@ -347,13 +352,12 @@ def new_card_info(training_args: TrainingArguments, data_args: DataArguments, da
 def record_evaluation(
     card_info: dict, training_args: TrainingArguments, scores: dict, setting: str, results: dict | None = None
 ) -> None:
-    """Put ROUGE `scores` on the model card, after `setting` (what was evaluated, how), and write `results`
-    (default: the scores) to `<output_dir>/eval_results.json`."""
+    """Put `scores` (ROUGE, BLEU or plan scores: `cards.METRIC_NAMES`) on the model card, after `setting` (what was
+    evaluated, how), and write `results` (default: the scores) to `<output_dir>/eval_results.json`."""
+    from .cards import scores_text
+
     card_info["results"] = scores
-    card_info["evaluation"] = (
-        f"{setting}: ROUGE-1 {scores['rouge1']:.2f}, ROUGE-2 {scores['rouge2']:.2f}, "
-        f"ROUGE-Lsum {scores['rougeLsum']:.2f}."
-    )
+    card_info["evaluation"] = f"{setting}: {scores_text(scores)}."
     output = Path(training_args.output_dir)
     output.mkdir(parents=True, exist_ok=True)
     (output / "eval_results.json").write_text(json.dumps(scores if results is None else results, indent=2) + "\n")

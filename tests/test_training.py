@@ -85,6 +85,20 @@ def test_two_process_training_resumes_and_saves_a_loadable_checkpoint(tmp_path, 
     assert len(result["sentences"]) == 3 and result["summary"].count("\n") == 2
 
 
+def test_the_arguments_seed_a_new_models_initial_weights(monkeypatch, tmp_path):
+    import torch
+
+    from sumformers.training import parse_arguments
+
+    def initial_weights(seed):
+        monkeypatch.setattr(sys, "argv", ["train", "--output_dir", str(tmp_path), "--seed", str(seed)])
+        parse_arguments()
+        return torch.nn.Linear(4, 4).weight.detach().clone()
+
+    assert torch.equal(initial_weights(7), initial_weights(7))
+    assert not torch.equal(initial_weights(7), initial_weights(8))
+
+
 def test_a_random_training_subset_is_seeded_and_needs_a_size(tmp_path):
     from sumformers.training import DataArguments, load_splits, training_source
 

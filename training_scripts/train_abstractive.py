@@ -238,11 +238,8 @@ def evaluation(tokenizer, eval_dataset, data_args, abstractive_args):
 
 def train_copy_transformer(source, splits, abstractive_args, data_args, training_args, push):
     """The CopyTransformer trained in full (no LoRA, one learning rate), its settings from --config_overrides."""
-    from transformers import set_seed
-
     settings = copy_transformer_settings(abstractive_args)
     train_dataset, eval_dataset = splits
-    set_seed(training_args.seed)  # the new model's initial weights follow --seed, so that runs can be compared
     model, tokenizer = model_and_tokenizer(source, lambda encoder, tok: new_copy_transformer(encoder, tok, settings))
     cache = abstractive_args.bert_feature_cache
     if cache:

@@ -17,18 +17,14 @@ newest checkpoint in --output_dir.
 import logging
 from dataclasses import dataclass, field
 
-from transformers import HfArgumentParser, TrainingArguments
-
 from sumformers import RealizerForConditionalGeneration
 from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, read_games, split_games
 from sumformers.training import (
-    TRAINING_DEFAULTS,
-    DataArguments,
-    ModelArguments,
     apply_lora,
     finish_training,
     model_and_tokenizer,
     new_card_info,
+    parse_arguments,
     take_push_to_hub,
     train,
     trained_length,
@@ -43,12 +39,6 @@ class RealizerArguments:
     max_length: int = field(default=512, metadata={"help": "input tokens of one step"})
     max_target_length: int = field(default=96, metadata={"help": "sentence tokens in training"})
     num_beams: int = field(default=4, metadata={"help": "evaluation: beam size"})
-
-
-def parse_arguments():
-    parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments, RealizerArguments))
-    parser.set_defaults(**TRAINING_DEFAULTS, eval_split="dev")
-    return parser.parse_args_into_dataclasses()
 
 
 def realizer_features(processor, games, max_length: int, max_target_length: int) -> list[dict]:
@@ -77,7 +67,7 @@ def oracle_plan_evaluation(tokenizer, games, split: str, num_beams: int):
 
 
 def main():
-    model_args, data_args, training_args, realizer_args = parse_arguments()
+    model_args, data_args, training_args, realizer_args = parse_arguments(RealizerArguments, eval_split="dev")
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
     push = take_push_to_hub(training_args)
     for split in (data_args.train_split, data_args.eval_split):

@@ -1,0 +1,79 @@
+"""The table-to-text training scripts end to end on 66 tiny games (60 train, 5 dev, 1 test by `ROTOWIRE_SPLITS`):
+`train_realizer.py` and `train_content_planner.py` train a few steps over a tiny random encoder, evaluate the dev
+games and save a final model that their pipelines load, as the Trainer's last checkpoint does."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from test_rotowire import tiny_game
+from transformers import pipeline
+
+from conftest import REPO_ROOT
+from sumformers.text.rotowire_plans import decodable_plan, oracle_plan
+from sumformers.text.rotowire_records import parse_game
+
+SUMMARY = ("The Bucks defeated the Cavaliers 118 - 101 on Tuesday . Kevin Love scored 20 points . "
+           "LeBron James had 22 points .").split()
+
+
+@pytest.fixture
+def games_file(tmp_path):
+    path = tmp_path / "games.jsonl"
+    path.write_text("".join(json.dumps(tiny_game(id=f"g{number:02d}", summary=SUMMARY)) + "\n" for number in range(66)))
+    return path
+
+
+def run_script(name, *arguments, cwd):
+    env = dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1")
+    command = [sys.executable, str(REPO_ROOT / "training_scripts" / f"{name}.py"), *arguments]
+    completed = subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return completed
+
+
+def common_arguments(encoder, games_file, output, steps=2):
+    return ["--model_name_or_path", str(encoder), "--train_file", str(games_file), "--output_dir", str(output),
+            "--max_steps", str(steps), "--save_steps", "100", "--learning_rate", "1e-3", "--do_train", "--do_eval",
+            "--use_cpu", "--report_to", "none"]
+
+
+def test_the_realizer_trains_evaluates_and_its_final_model_writes_a_game(tmp_path, tiny_encoder_folder, games_file):
+    output = tmp_path / "realizer"
+    run_script("train_realizer", *common_arguments(tiny_encoder_folder, games_file, output),
+               "--per_device_train_batch_size", "4", "--decoder_layers", "2", "--num_beams", "1",
+               "--max_target_length", "24", cwd=tmp_path)
+    card = json.loads((output / "final" / "sumformers_card.json").read_text())
+    # one training pair per plan sentence: 3 sentences x 60 training games
+    assert card["training"].startswith("180 plan sentences of the 60 `train` games") and "2 optimizer steps" in (
+        card["training"])
+    scores = json.loads((output / "eval_results.json").read_text())
+    assert 0 <= scores["bleu"] <= 100 and 0 <= scores["rouge1"] <= 100
+    assert f"BLEU {scores['bleu']:.2f}" in card["evaluation"]
+    game = tiny_game(summary=SUMMARY)
+    realized = pipeline("table-to-text", model=str(output / "final"), plan="oracle")(game, num_beams=1)
+    # the oracle plan's three sentences, each realized
+    assert len(realized["sentences"]) == 3 and all(sentence.strip() for sentence in realized["sentences"])
+
+
+def test_the_planner_trains_evaluates_and_its_final_model_plans_a_game(tmp_path, tiny_encoder_folder, games_file):
+    output = tmp_path / "planner"
+    run_script("train_content_planner", *common_arguments(tiny_encoder_folder, games_file, output),
+               "--model_type", "stepwise_hibert_planner", "--per_device_train_batch_size", "2",
+               "--max_plan_length", "20", "--config_overrides", '{"sentence_encoder_layers": 2, "document_layers": 1}',
+               cwd=tmp_path)
+    card = json.loads((output / "final" / "sumformers_card.json").read_text())
+    # one step per unit of the oracle plan less the repeats greedy decoding forbids, its <EOT> (the end) the last
+    steps = len(decodable_plan(oracle_plan(parse_game(tiny_game(summary=SUMMARY)))))
+    assert card["training"].startswith(f"60 Rotowire training games ({60 * steps} plan steps), 2 optimizer steps")
+    scores = json.loads((output / "eval_results.json").read_text())
+    assert {"cs_precision", "cs_recall", "cs_f1", "co"} <= set(scores)
+    assert all(0 <= value <= 100 for value in scores.values())
+    assert f"CS F1 {scores['cs_f1']:.2f}, CO {scores['co']:.2f}" in card["evaluation"]
+    plan = pipeline("content-planning", model=str(output / "final"))(tiny_game(), max_plan_length=20)
+    # at most 20 units, then the end of plan; every unit a record of the game or a sentence break
+    records = {record.id for record in parse_game(tiny_game()).records}
+    assert 1 <= len(plan["plan"]) <= 21 and plan["plan"][-1] == "<EOT>"
+    assert all(unit in records or unit in ("<EOS>", "<EOT>") for unit in plan["plan"])

@@ -245,7 +245,14 @@ def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] 
     from peft import LoraConfig, get_peft_model
     from torch import nn
 
+    from .hub import is_sumformers_model
     from .modeling.pretrained_encoder import quiet_loading
+
+    source = model_args.model_name_or_path
+    if source and is_sumformers_model(source):
+        # an adapter checkpoint reloads over the pretrained encoder: the saved model's own training would be lost
+        raise ValueError(f"--use_lora starts from the encoder (--model_name_or_path), not from the saved model "
+                         f"{source}: continue it in full (--use_lora False)")
 
     if model.lora_layers is None:
         raise ValueError(f"{type(model).__name__} has no pretrained layers for LoRA to adapt: train it in full")

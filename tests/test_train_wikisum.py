@@ -187,19 +187,22 @@ def test_no_repeat_ngram_size_is_saved_only_when_given_and_named_on_the_card_wit
     assert f"{decoding}." in str(build_model_card(config, {"decoding": decoding}))
 
 
-def test_lora_is_refused_where_it_cannot_give_a_loadable_adapter(tiny_encoder_folder, minilm_tokenizer):
+def test_lora_is_refused_where_it_cannot_give_a_loadable_adapter(tiny_encoder_folder, minilm_tokenizer, tmp_path):
     from sumformers.training import ModelArguments
 
     script = training_script("train_wikisum")
-    scratch = script.new_model(str(tiny_encoder_folder), minilm_tokenizer, "tiny", script.WikiSumArguments())
+    encoder = str(tiny_encoder_folder)
+    scratch = script.new_model(encoder, minilm_tokenizer, "tiny", script.WikiSumArguments())
     with pytest.raises(ValueError, match="^--use_lora needs --decoder_init encoder"):
-        script.adapt_with_lora(scratch, ModelArguments(use_lora=True), continued=False)
-    started = script.new_model(
-        str(tiny_encoder_folder), minilm_tokenizer, "tiny", script.WikiSumArguments(decoder_init="encoder")
-    )
-    with pytest.raises(ValueError, match="^--use_lora starts from the encoder"):
-        script.adapt_with_lora(started, ModelArguments(use_lora=True), continued=True)
-    assert script.adapt_with_lora(started, ModelArguments(use_lora=False), continued=True) is started
+        script.adapt_with_lora(scratch, ModelArguments(model_name_or_path=encoder, use_lora=True))
+    started = script.new_model(encoder, minilm_tokenizer, "tiny", script.WikiSumArguments(decoder_init="encoder"))
+    # continuing a saved model: an adapter would reload over the encoder's copy, not over the saved decoder
+    started.save_pretrained(tmp_path / "saved")
+    continued = ModelArguments(model_name_or_path=str(tmp_path / "saved"), use_lora=True)
+    with pytest.raises(ValueError, match="^--use_lora starts from the encoder .*, not from the saved model"):
+        script.adapt_with_lora(started, continued)
+    continued.use_lora = False
+    assert script.adapt_with_lora(started, continued) is started
 
 
 def test_an_unknown_decoder_start_is_refused(tiny_encoder_folder, minilm_tokenizer):

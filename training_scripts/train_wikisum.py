@@ -53,7 +53,6 @@ from transformers import GenerationConfig
 
 from sumformers import WikiSumConfig, WikiSumForCausalLM
 from sumformers.generation.length_penalty import resolve_length_penalty_type
-from sumformers.hub import is_sumformers_model
 from sumformers.modeling.pretrained_encoder import portable_encoder_name
 from sumformers.processing.processing_wikisum import read_wikisum_examples
 from sumformers.training import (
@@ -244,16 +243,13 @@ def decoding_settings(generation_config: GenerationConfig, blocking_reason: str 
     )
 
 
-def adapt_with_lora(model: WikiSumForCausalLM, model_args: ModelArguments, continued: bool):
+def adapt_with_lora(model: WikiSumForCausalLM, model_args: ModelArguments):
     """With --use_lora, `model` wrapped with LoRA on its copied layers and its new modules trained in full
-    (`apply_lora`), else `model` itself (trained in full)."""
+    (`apply_lora`, which refuses a saved model), else `model` itself (trained in full)."""
     if not model_args.use_lora:
         return model
     if model.config.decoder_init != "encoder":
         raise ValueError("--use_lora needs --decoder_init encoder: a decoder started from scratch trains in full")
-    if continued:
-        # an adapter over a trained decoder would be loaded over the encoder's copy, not over that decoder
-        raise ValueError("--use_lora starts from the encoder (--model_name_or_path): continue a saved model in full")
     return apply_lora(model, model_args)
 
 
@@ -302,7 +298,7 @@ def main():
     config, parameters = model.config, sum(p.numel() for p in model.parameters())
     logger.info("%s: %.2fM parameters", config.variant, parameters / 1e6)
     processor = model.processor_class(tokenizer, config)
-    model = adapt_with_lora(model, model_args, continued=is_sumformers_model(source))
+    model = adapt_with_lora(model, model_args)
 
     def features(example: dict) -> dict:
         return processor.training_features(example, args.max_summary_tokens, args.ranker, args.max_input_tokens)

@@ -18,7 +18,13 @@ def planner_pipeline(planner):
     if not isinstance(planner, str):
         raise ValueError(f"planner must be a content-planning model path or pipeline, got {type(planner).__name__}")
     from transformers import pipeline
+    from transformers.pipelines import PIPELINE_REGISTRY
 
+    if "content-planning" not in PIPELINE_REGISTRY.supported_tasks:  # exported code, sumformers not installed
+        raise ValueError(
+            f"the content-planning task is not registered here: pass the planner as a pipeline, "
+            f"planner=pipeline(model={planner!r}, trust_remote_code=True)"
+        )
     return pipeline("content-planning", model=planner)
 
 

@@ -5,6 +5,7 @@ processor's input layout and training pairs written out by hand on a tiny game, 
 
 import functools
 import json
+import re
 import warnings
 
 import pytest
@@ -344,6 +345,17 @@ def test_pipeline_calls_the_planner_with_the_game(tokenizer):
     output = realizer(tiny_game(), num_beams=1, max_new_tokens=3)
     assert seen == [tiny_game()] and output["plan"] == ["Bucks|TEAM-NAME", "Bucks|TEAM-PTS", "<EOT>"]
     assert len(output["sentences"]) == 1
+
+
+def test_a_planner_path_where_the_task_is_not_registered_gets_a_one_line_error(tokenizer, monkeypatch):
+    from transformers.pipelines import PIPELINE_REGISTRY
+
+    # as in an exported repo's code without sumformers installed
+    monkeypatch.delitem(PIPELINE_REGISTRY.supported_tasks, "content-planning")
+    expected = ("the content-planning task is not registered here: pass the planner as a pipeline, "
+                "planner=pipeline(model='some/planner', trust_remote_code=True)")
+    with pytest.raises(ValueError, match=f"^{re.escape(expected)}$"):
+        pipeline("table-to-text", model=tiny_model(tokenizer), tokenizer=tokenizer, planner="some/planner")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -480,8 +480,8 @@ class ProjectedEmbeddingsOutput(nn.Module):
 
     def forward(self, states, word_embeddings: torch.Tensor, projection: nn.Linear | None = None) -> torch.Tensor:
         if projection is not None:  # P^T h: back to BERT's width, cheaper than projecting the whole table
-            states = states @ projection.weight.to(states.dtype)
-        return F.linear(states, word_embeddings.to(states.dtype), self.bias.to(states.dtype))
+            states = states @ projection.weight
+        return F.linear(states, word_embeddings, self.bias)
 
 
 # ----------------------------------------------------------------------------------------------------------------

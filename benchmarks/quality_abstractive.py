@@ -59,7 +59,7 @@ ABSTRACTIVE = {  # flag -> row name
     "planner_no_guidance": "Planner, no guidance loss",
     "bsea_large": "BSEA, large decoder",
 }
-GENERATION_OPTIONS = ("num_beams", "max_length", "min_length", "length_penalty")
+GENERATION_OPTIONS = ("num_beams", "max_length", "min_length", "length_penalty", "no_repeat_word_ngram_size")
 COLUMNS = (
     "rouge1",
     "rouge2",
@@ -88,6 +88,8 @@ def parse_args():
     parser.add_argument("--max_length", type=int, default=None, help="most summary tokens (default: the model's)")
     parser.add_argument("--min_length", type=int, default=None, help="fewest summary tokens (default: the model's)")
     parser.add_argument("--length_penalty", type=float, default=None, help="beam length penalty (default: the model's)")
+    parser.add_argument("--no_repeat_word_ngram_size", type=int, default=None,
+                        help="block repeated word n-grams of this size (default: the model's config)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_abstractive"))
@@ -151,9 +153,12 @@ def generation_options(args) -> dict:
 
 
 def describe_decoding(checkpoint: Path, options: dict) -> str:
-    """The decoding column: the options set by flag, then what the model's generation config sets for the others."""
-    config_file = checkpoint / "generation_config.json"
-    config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+    """The decoding column: the options set by flag, then what the model's config and generation config set for the
+    others."""
+    config = {}
+    for file_name in ("config.json", "generation_config.json"):  # word n-gram blocking is in the model's config
+        config_file = checkpoint / file_name
+        config.update(json.loads(config_file.read_text()) if config_file.is_file() else {})
     model = {name: config[name] for name in GENERATION_OPTIONS if name not in options and name in config}
     parts = [f"{name} {value}" for name, value in options.items()]
     parts += [f"{name} {value} (model)" for name, value in model.items()]

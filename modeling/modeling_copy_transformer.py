@@ -604,7 +604,10 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         return self.encoder.embed_tokens
 
     def set_input_embeddings(self, value):
-        self.encoder.embed_tokens = value
+        if not hasattr(self.encoder, "embed_tokens"):  # the table get_input_embeddings gives: the frozen BERT's
+            self.frozen_bert.set_input_embeddings(value)
+        else:
+            self.encoder.embed_tokens = value
 
     def get_output_embeddings(self):
         # the output layer tied to BERT's projected embeddings has no table of its own to resize or tie

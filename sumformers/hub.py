@@ -13,6 +13,7 @@ Two on-disk forms:
 
 import inspect
 import json
+import shutil
 from importlib import resources
 from pathlib import Path
 
@@ -108,10 +109,33 @@ def save_adapter_checkpoint(peft_model, output_dir: str, tokenizer, card_info: d
     save_file(
         {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}, output / ADAPTER_WEIGHTS
     )
-    if card_info is not None:
-        (output / CARD_INFO_FILE).write_text(json.dumps(card_info, indent=2) + "\n")
-    (output / "README.md").write_text(str(build_model_card(base_config, card_info or {})))
+    write_card(output, base_config, card_info)
     return output
+
+
+def save_fp16_copy(source: Path, target: Path, card_info: dict | None = None) -> Path:
+    """A saved model's folder copied to `target` with its weights stored in fp16 (they load back as the config's
+    dtype, float32), to ship a small checkpoint; an adapter checkpoint is copied as it is (fp16 already). With
+    `card_info`, the copy's card info and model card are rewritten from it."""
+    source, target = Path(source), Path(target)
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("training_args.bin"))
+    weights = target / "model.safetensors"
+    if weights.is_file():
+        tensors = load_file(weights)
+        save_file({k: v.half() if v.is_floating_point() else v for k, v in tensors.items()}, weights,
+                  metadata={"format": "pt"})
+    if card_info is not None:
+        write_card(target, AutoConfig.from_pretrained(target), card_info)
+    return target
+
+
+def write_card(folder: Path, config, card_info: dict | None) -> None:
+    """A model folder's card: the card info (training, data, scores) as JSON beside the model card built from it."""
+    if card_info is not None:
+        (folder / CARD_INFO_FILE).write_text(json.dumps(card_info, indent=2) + "\n")
+    (folder / "README.md").write_text(str(build_model_card(config, card_info or {})))
 
 
 def export_model(name_or_path: str | None, output_dir: str, card_info: dict | None = None) -> Path:
@@ -154,9 +178,7 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
     config.architectures = [architecture.model_class.__name__]
     model.save_pretrained(output, safe_serialization=True)
     tokenizer.save_pretrained(output)
-    if card_info is not None:
-        (output / CARD_INFO_FILE).write_text(json.dumps(card_info, indent=2) + "\n")
-    (output / "README.md").write_text(str(build_model_card(config, card_info or {})))
+    write_card(output, config, card_info)
     return output
 
 

@@ -382,19 +382,16 @@ def save_final_model(trainer, tokenizer, training_args: TrainingArguments, card_
     model card and, with `push` (`--push_to_hub`), export a self-contained repo and upload it."""
     from peft import PeftModel
 
-    from .hub import export_model, push_to_hub, save_adapter_checkpoint
+    from .hub import export_model, push_to_hub, save_adapter_checkpoint, write_card
 
     final = Path(training_args.output_dir) / "final"
     model = trainer.model
     if isinstance(model, PeftModel):
         save_adapter_checkpoint(model, final, tokenizer, card_info)
     else:
-        from .cards import build_model_card
-
         model.save_pretrained(final, safe_serialization=True)
         tokenizer.save_pretrained(final)
-        (final / "sumformers_card.json").write_text(json.dumps(card_info, indent=2) + "\n")
-        (final / "README.md").write_text(str(build_model_card(model.config, card_info)))
+        write_card(final, model.config, card_info)
     logger.info("saved the final model to %s", final)
     if push:
         repo_id = training_args.hub_model_id or Path(training_args.output_dir).name

@@ -61,8 +61,9 @@ def test_abstractive_metrics(script):
 
 
 def test_only_the_generation_options_set_are_passed(script):
-    args = SimpleNamespace(num_beams=4, max_length=None, min_length=None, length_penalty=0.0)
-    assert script.generation_options(args) == {"num_beams": 4, "length_penalty": 0.0}
+    args = SimpleNamespace(num_beams=4, max_length=None, min_length=None, length_penalty=0.0,
+                           no_repeat_word_ngram_size=3)
+    assert script.generation_options(args) == {"num_beams": 4, "length_penalty": 0.0, "no_repeat_word_ngram_size": 3}
     assert script.generation_options(SimpleNamespace(**dict.fromkeys(script.GENERATION_OPTIONS))) == {}
 
 
@@ -70,3 +71,7 @@ def test_describe_decoding_names_the_models_own_settings(script, tmp_path):
     assert script.describe_decoding(tmp_path, {}) == "model defaults"
     (tmp_path / "generation_config.json").write_text('{"num_beams": 4, "max_length": 140, "no_repeat_ngram_size": 3}')
     assert script.describe_decoding(tmp_path, {"num_beams": 2}) == "num_beams 2, max_length 140 (model)"
+    # word n-gram blocking is the model config's (the pipeline's option), not the generation config's
+    (tmp_path / "config.json").write_text('{"no_repeat_word_ngram_size": 3, "hidden_size": 8}')
+    assert script.describe_decoding(tmp_path, {}) == "num_beams 4 (model), max_length 140 (model), " \
+        "no_repeat_word_ngram_size 3 (model)"

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import imported_benchmark
+from conftest import ARTICLE, SENTENCES, imported_benchmark, tiny_copy_transformer_config
 from sumformers import CopyTransformerConfig
 
 script = imported_benchmark("quality_windowed")
@@ -53,7 +53,7 @@ def test_missing_variants_are_marked_and_the_first_row_has_no_difference(script)
     first = {"rouge1": 30.0, "rouge2": 10.0, "rougeLsum": 27.0, "repeated_trigrams": 5.0, "mean_words": 50.0,
              "rouge1_per_document": [30.0, 30.0], "training": "600 steps"}
     lines = script.format_table("T", ["copy_transformer", "conv_1d"], {"copy_transformer": first})
-    assert lines[4] == "| CopyTransformer | 30.00 | 10.00 | 27.00 | - | 5.00 | 50.0 | 600 steps |"
+    assert lines[4] == "| CopyTransformer, 512 tokens | 30.00 | 10.00 | 27.00 | - | 5.00 | 50.0 | 600 steps |"
     assert lines[5].startswith("| + 1D convolution | not evaluated |")
 
 
@@ -78,3 +78,47 @@ def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     stacked = script.training_arguments("bert_stacked_full", args, Path("/data"))
     assert stacked[stacked.index("--bert_feature_cache") + 1] == options["--bert_feature_cache"]
     assert "--bert_feature_cache" not in script.training_arguments("conv_1d", args, Path("/data"))
+
+
+def test_shipping_writes_fp16_weights_blocking_on_and_the_scores_of_that_decoding(script, tmp_path, minilm_tokenizer):
+    """`--ship`: the copy's weights are the trained ones rounded to fp16, its config blocks word trigrams, and its card
+    gives the scores of the summaries that the shipped copy itself writes (the same documents)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import pipeline
+
+    from sumformers import CopyTransformerForConditionalGeneration
+
+    torch.manual_seed(0)
+    model = CopyTransformerForConditionalGeneration(tiny_copy_transformer_config(no_repeat_word_ngram_size=0))
+    trained = tmp_path / "trained"
+    model.save_pretrained(trained)
+    minilm_tokenizer.save_pretrained(trained)
+    (trained / "training_args.bin").write_bytes(b"not shipped")
+    (trained / "sumformers_card.json").write_text(json.dumps({"training": "2 optimizer steps", "datasets": ["x"]}))
+    examples = [{"document": ARTICLE, "summary": "the student is missing ."},
+                {"document": " ".join(SENTENCES), "summary": "the the meeting ."}]
+    args = SimpleNamespace(ship_to=str(tmp_path / "shipped"), cache_dir=str(tmp_path / "cache"), batch_size=2,
+                           threads=1, num_beams=1, max_length=12, min_length=1, length_penalty=None,
+                           no_repeat_word_ngram_size=None)
+    result = {"rouge1": 1.0, "rouge2": 0.5, "rougeLsum": 1.0, "repeated_trigrams": 50.0, "mean_words": 9.0}
+    target = script.ship("copy_transformer", trained, result, examples, "docs[0:2]", ["### T"], args)
+
+    assert not (target / "training_args.bin").exists()
+    saved, shipped = load_file(trained / "model.safetensors"), load_file(target / "model.safetensors")
+    assert saved.keys() == shipped.keys()
+    for name, tensor in saved.items():
+        assert shipped[name].dtype == torch.float16 and torch.equal(shipped[name], tensor.half()), name
+    assert json.loads((target / "config.json").read_text())["no_repeat_word_ngram_size"] == 3
+    summarizer = pipeline("abstractive-summarization", model=str(target), num_beams=1, max_length=12, min_length=1)
+    card = json.loads((target / "sumformers_card.json").read_text())
+    for blocking in (None, 0):  # the shipped config's blocking, then none: the card has the first scores only
+        summaries = [summarizer(example["document"], no_repeat_word_ngram_size=blocking)["summary"]
+                     for example in examples]
+        scores = script.abstractive_metrics(summaries, [e["document"] for e in examples],
+                                            [e["summary"] for e in examples], ["cnn", "cnn"])
+        rounded = {metric: round(scores[metric], 2) for metric in ("rouge1", "rouge2", "rougeLsum")}
+        assert (card["results"] == rounded) == (blocking is None)
+    assert card["model_name"] == "shipped" and card["training"] == "2 optimizer steps"
+    assert "| generation config (the benchmark's tables) | 1.00 | 0.50 | 1.00 | 50.00 | 9.0 |" in card["evaluation"]
+    assert "repeated word 3-grams blocked" in (target / "README.md").read_text()

@@ -43,16 +43,15 @@ newest checkpoint in --output_dir.
 import logging
 import math
 import random
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from transformers import GenerationConfig
 
 from sumformers import WikiSumConfig, WikiSumForCausalLM
 from sumformers.generation.length_penalty import resolve_length_penalty_type
+from sumformers.hub import save_fp16_copy
 from sumformers.modeling.pretrained_encoder import portable_encoder_name
 from sumformers.processing.processing_wikisum import read_wikisum_examples
 from sumformers.training import (
@@ -150,22 +149,6 @@ def summary_log_perplexity(model, encoded: list[dict]) -> float:
         total += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
         count += targets.numel()
     return total / max(count, 1)
-
-
-def write_fp16_copy(source: Path, target: Path) -> Path:
-    """The saved model with its weights stored in fp16 (loaded back as fp32: the config keeps dtype float32); an
-    adapter checkpoint is copied as it is (its adapter is fp16 already)."""
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("training_args.bin"))
-    weights = target / "model.safetensors"
-    if not weights.is_file():
-        return target
-    tensors = load_file(weights)
-    save_file(
-        {k: v.half() if v.is_floating_point() else v for k, v in tensors.items()}, weights, metadata={"format": "pt"}
-    )
-    return target
 
 
 def new_model(encoder: str, tokenizer, source: str, args: WikiSumArguments) -> WikiSumForCausalLM:
@@ -372,7 +355,7 @@ def main():
 
     final = finish_training(trainer, tokenizer, training_args, card_info, push, evaluate if eval_examples else None)
     if final is not None and args.ship_to:
-        logger.info("fp16 checkpoint: %s", write_fp16_copy(final, Path(args.ship_to)))
+        logger.info("fp16 checkpoint: %s", save_fp16_copy(final, Path(args.ship_to)))
 
 
 if __name__ == "__main__":

@@ -292,6 +292,9 @@ def test_the_bert_conditioned_decoders_output_layer_is_its_projected_word_embedd
     # stacking reads no tokens of its own: no table of d_model x vocabulary, in the model or its output layer
     assert not hasattr(model.encoder, "embed_tokens") and model.get_output_embeddings() is None
     assert model.get_input_embeddings() is model.frozen_bert.get_input_embeddings()
+    table = torch.nn.Embedding(*model.get_input_embeddings().weight.shape)
+    model.set_input_embeddings(table)  # sets the table it reads, and adds none to the encoder
+    assert model.get_input_embeddings() is table and not hasattr(model.encoder, "embed_tokens")
     vocabulary = torch.arange(model.config.vocab_size)
     hidden = []
     model.decoder.norm.register_forward_hook(lambda module, args, output: hidden.append(output))

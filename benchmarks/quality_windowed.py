@@ -40,6 +40,7 @@ measurements (`benchmarks/results/windowed_memory.md`); `--tables memory` reruns
 
 import argparse
 import json
+import math
 import re
 import subprocess
 import sys
@@ -96,6 +97,7 @@ DEV_SPLIT = "validation[1000:1100]"  # the training script's end-of-run check; n
 COLUMNS = ("rouge1", "rouge2", "rougeLsum", "repeated_trigrams", "mean_words")
 SHIPPED_NAME = "copytransformer-bert-minilm-cnndm"
 SHIPPED_BLOCKING = 3  # word trigrams: without blocking nearly every summary of these small models repeats one
+SHIPPING_LIMIT_MIB = 20  # a shipped checkpoint's folder
 
 
 def parse_args():
@@ -234,14 +236,45 @@ def sweep_plot(results: dict, output: Path) -> Path | None:
     return path
 
 
-def ship(variant: str, checkpoint: Path, result: dict, examples: list[dict], title: str, tables: list[str],
+def shipped_size(checkpoint: Path) -> int:
+    """Bytes of the checkpoint's folder once shipped: its weights in fp16, its other files as they are."""
+    from safetensors import safe_open
+
+    with safe_open(str(checkpoint / "model.safetensors"), "pt") as weights:
+        weight_bytes = sum(2 * math.prod(weights.get_slice(name).get_shape()) for name in weights.keys())
+    others = [path for path in checkpoint.iterdir() if path.name not in ("model.safetensors", "training_args.bin")]
+    return weight_bytes + sum(path.stat().st_size for path in others)
+
+
+def shipping_choice(variant: str, results: dict, checkpoints: dict) -> str:
+    """Why `variant` ships: the best ROUGE-1 of this run's variants within the size limit (an error when another
+    variant scores higher and fits as well), with the higher-scoring ones that do not fit."""
+    mib = {name: shipped_size(checkpoint) / 2**20 for name, checkpoint in checkpoints.items()}
+    if mib[variant] > SHIPPING_LIMIT_MIB:
+        raise SystemExit(f"--ship {variant}: {mib[variant]:.1f} MiB in fp16, over the {SHIPPING_LIMIT_MIB} MiB limit")
+    better = sorted((name for name, result in results.items()
+                     if isinstance(result, dict) and result["rouge1"] > results[variant]["rouge1"]),
+                    key=lambda name: -results[name]["rouge1"])
+    fitting = [name for name in better if mib[name] <= SHIPPING_LIMIT_MIB]
+    if fitting:
+        raise SystemExit(f"--ship {variant}: {fitting[0]} scores higher and fits in {SHIPPING_LIMIT_MIB} MiB too")
+    over = "; ".join(f"{VARIANTS[name][0]} ({results[name]['rouge1']:.2f}, {mib[name]:.1f} MiB)" for name in better)
+    return (f"It ships as the highest-scoring variant of this run within the {SHIPPING_LIMIT_MIB} MiB limit for "
+            f"shipped checkpoints ({mib[variant]:.1f} MiB in fp16)" + (
+                f"; these score higher (ROUGE-1 without blocking, fp16 size) but do not fit: {over}." if over else "."))
+
+
+def ship(variant: str, results: dict, checkpoints: dict, examples: list[dict], title: str, tables: list[str],
          args) -> Path:
     """Write `variant`'s final model to --ship_to: fp16 weights, word trigram blocking on in its config (decoded and
-    scored here first, on the same documents), and a card with this run's scores and `tables` (its rows in context)."""
+    scored here first, on the same documents), and a card with this run's scores, why it ships (`shipping_choice`)
+    and `tables` (its rows in context)."""
     from transformers import AutoConfig
 
     from sumformers.hub import save_fp16_copy, write_card
 
+    checkpoint, result = checkpoints[variant], results[variant]
+    choice = shipping_choice(variant, results, checkpoints)
     documents, references = [example["document"] for example in examples], [example["summary"] for example in examples]
     sources = [example.get("source", "cnn") for example in examples]
     blocking = argparse.Namespace(**{**vars(args), "no_repeat_word_ngram_size": SHIPPED_BLOCKING})
@@ -271,6 +304,7 @@ def ship(variant: str, checkpoint: Path, result: dict, examples: list[dict], tit
             "cores (no GPU). Beam 4, 55 to 100 tokens, length penalty 0.9 (the generation config); the config also "
             f"blocks repeated word {SHIPPED_BLOCKING}-grams, because without it nearly every summary of a model "
             "trained this briefly repeats itself (first row).", "", header, "|---|---|---|---|---|---|", *rows, "",
+            choice, "",
             "The model among the paper's ablations, same documents, no blocking (ROUGE-1 - first row: paired "
             "bootstrap interval):", "", *tables,
         ]),
@@ -332,8 +366,7 @@ def main():
         if not isinstance(results.get(args.ship), dict):
             raise SystemExit(f"--ship {args.ship}: not evaluated in this run (add its table to --tables)")
         shipped_tables = [line for table, lines in tables.items() if args.ship in TABLES[table][1] for line in lines]
-        target = ship(args.ship, checkpoints[args.ship], results[args.ship], examples, title,
-                      shipped_tables, args)
+        target = ship(args.ship, results, checkpoints, examples, title, shipped_tables, args)
         body += [f"Shipped: {VARIANTS[args.ship][0]} as `{display_path(target)}` (fp16, word trigram blocking; its "
                  "card has both decodings' scores).", ""]
     if "sweep" in args.tables:

@@ -102,7 +102,8 @@ def test_shipping_writes_fp16_weights_blocking_on_and_the_scores_of_that_decodin
                            threads=1, num_beams=1, max_length=12, min_length=1, length_penalty=None,
                            no_repeat_word_ngram_size=None)
     result = {"rouge1": 1.0, "rouge2": 0.5, "rougeLsum": 1.0, "repeated_trigrams": 50.0, "mean_words": 9.0}
-    target = script.ship("copy_transformer", trained, result, examples, "docs[0:2]", ["### T"], args)
+    target = script.ship("copy_transformer", {"copy_transformer": result}, {"copy_transformer": trained}, examples,
+                         "docs[0:2]", ["### T"], args)
 
     assert not (target / "training_args.bin").exists()
     saved, shipped = load_file(trained / "model.safetensors"), load_file(target / "model.safetensors")
@@ -122,3 +123,30 @@ def test_shipping_writes_fp16_weights_blocking_on_and_the_scores_of_that_decodin
     assert card["model_name"] == "shipped" and card["training"] == "2 optimizer steps"
     assert "| generation config (the benchmark's tables) | 1.00 | 0.50 | 1.00 | 50.00 | 9.0 |" in card["evaluation"]
     assert "repeated word 3-grams blocked" in (target / "README.md").read_text()
+
+
+def test_the_shipped_variant_must_be_the_best_that_fits(script, tmp_path, monkeypatch):
+    """`shipping_choice`: sizes are the fp16 weights plus the other files; a higher-scoring variant that fits stops the
+    shipping, one that does not fit is named with its score and size."""
+    import torch
+    from safetensors.torch import save_file
+
+    checkpoints = {}
+    for name, values in (("copy_transformer", 1000), ("conv_1d", 3000), ("bert_stacked", 500)):
+        checkpoints[name] = tmp_path / name
+        checkpoints[name].mkdir()
+        save_file({"weight": torch.zeros(values), "bias": torch.zeros(24)}, checkpoints[name] / "model.safetensors")
+        (checkpoints[name] / "tokenizer.json").write_text("x" * 976)
+        (checkpoints[name] / "training_args.bin").write_text("x" * 10**6)  # not shipped
+    # fp16: 2 x (values + 24) bytes, plus the 976-byte tokenizer: 3,024, 7,024 and 2,024 bytes
+    assert script.shipped_size(checkpoints["conv_1d"]) == 7024
+    monkeypatch.setattr(script, "SHIPPING_LIMIT_MIB", 4000 / 2**20)
+    results = {"copy_transformer": {"rouge1": 15.0}, "conv_1d": {"rouge1": 19.0}, "bert_stacked": {"rouge1": 12.0},
+               "transformer": "not trained"}
+    text = script.shipping_choice("copy_transformer", results, checkpoints)
+    assert text.endswith("(0.0 MiB in fp16); these score higher (ROUGE-1 without blocking, fp16 size) but do not fit: "
+                         "+ 1D convolution (19.00, 0.0 MiB).")
+    with pytest.raises(SystemExit, match="copy_transformer scores higher and fits"):
+        script.shipping_choice("bert_stacked", results, checkpoints)
+    with pytest.raises(SystemExit, match="over the"):
+        script.shipping_choice("conv_1d", results, checkpoints)

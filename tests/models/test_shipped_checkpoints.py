@@ -133,3 +133,32 @@ def test_etc_checkpoints_keep_the_design_they_were_trained_with(name):
     first, total = ETC_LOGITS_BEFORE_RELATIVE_KEYS[name]
     torch.testing.assert_close(logits.flatten()[:6], torch.tensor(first), rtol=0, atol=2e-5)
     assert float(logits[logits > torch.finfo(logits.dtype).min].sum()) == pytest.approx(total, abs=1e-3)
+
+
+def test_the_shipped_copy_transformer_holds_its_trained_weights_only_and_blocks_word_trigrams():
+    """The stacking + BERT-conditioned-decoder CopyTransformer: fp16 weights of its trained modules (the frozen MiniLM
+    comes from its own package and the output layer is tied to it: no vocabulary table ships), loaded back exactly by
+    `pipeline(task, model=folder)`; with the config's word trigram blocking its summary repeats no word trigram, and
+    without it (the benchmark tables' decoding) the summary does repeat one."""
+    from safetensors.torch import load_file
+
+    folder = shipped_checkpoints()["copytransformer-bert-minilm-cnndm"]
+    shipped = load_file(folder / "model.safetensors")
+    assert all(tensor.dtype == torch.float16 for tensor in shipped.values() if tensor.is_floating_point())
+    assert not any(name.startswith("encoder.bert.encoder.") for name in shipped)
+    assert not any(tensor.dim() == 2 and 30522 in tensor.shape for tensor in shipped.values())
+    summarizer = pipeline("abstractive-summarization", model=str(folder))
+    state = summarizer.model.state_dict()
+    assert all(torch.equal(state[name], tensor.float()) for name, tensor in shipped.items())
+    assert summarizer.model.config.no_repeat_word_ngram_size == 3
+
+    def word_trigrams(summary: str) -> list[tuple]:
+        # the blocking's words: WordPiece's pre-tokenization (punctuation apart), within each sentence line
+        pre_tokenize = summarizer.tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str
+        words = [[word for word, _ in pre_tokenize(sentence)] for sentence in summary.split("\n")]
+        return [tuple(sentence[i : i + 3]) for sentence in words for i in range(len(sentence) - 2)]
+
+    blocked = word_trigrams(summarizer(ARTICLE.read_text())["summary"])
+    assert len(blocked) > 10 and len(set(blocked)) == len(blocked)
+    unblocked = word_trigrams(summarizer(ARTICLE.read_text(), no_repeat_word_ngram_size=0)["summary"])
+    assert len(set(unblocked)) < len(unblocked)

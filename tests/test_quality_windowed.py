@@ -103,7 +103,7 @@ def test_shipping_writes_fp16_weights_blocking_on_and_the_scores_of_that_decodin
                            no_repeat_word_ngram_size=None)
     result = {"rouge1": 1.0, "rouge2": 0.5, "rougeLsum": 1.0, "repeated_trigrams": 50.0, "mean_words": 9.0}
     target = script.ship("copy_transformer", {"copy_transformer": result}, {"copy_transformer": trained}, examples,
-                         "docs[0:2]", ["### T"], args)
+                         "docs[0:2]", ["### T", "| + 1D convolution | not trained (missing) | |"], args)
 
     assert not (target / "training_args.bin").exists()
     saved, shipped = load_file(trained / "model.safetensors"), load_file(target / "model.safetensors")
@@ -122,6 +122,8 @@ def test_shipping_writes_fp16_weights_blocking_on_and_the_scores_of_that_decodin
         assert (card["results"] == rounded) == (blocking is None)
     assert card["model_name"] == "shipped" and card["training"] == "2 optimizer steps"
     assert "| generation config (the benchmark's tables) | 1.00 | 0.50 | 1.00 | 50.00 | 9.0 |" in card["evaluation"]
+    assert "without it 50% of this model's summaries repeat" in card["evaluation"]
+    assert "### T" in card["evaluation"] and "not trained" not in card["evaluation"]  # rows in context: scored ones
     assert "repeated word 3-grams blocked" in (target / "README.md").read_text()
 
 

@@ -113,10 +113,9 @@ def save_adapter_checkpoint(peft_model, output_dir: str, tokenizer, card_info: d
     return output
 
 
-def save_fp16_copy(source: Path, target: Path, card_info: dict | None = None) -> Path:
+def save_fp16_copy(source: Path, target: Path) -> Path:
     """A saved model's folder copied to `target` with its weights stored in fp16 (they load back as the config's
-    dtype, float32), to ship a small checkpoint; an adapter checkpoint is copied as it is (fp16 already). With
-    `card_info`, the copy's card info and model card are rewritten from it."""
+    dtype, float32), to ship a small checkpoint; an adapter checkpoint is copied as it is (fp16 already)."""
     source, target = Path(source), Path(target)
     if target.exists():
         shutil.rmtree(target)
@@ -126,8 +125,6 @@ def save_fp16_copy(source: Path, target: Path, card_info: dict | None = None) ->
         tensors = load_file(weights)
         save_file({k: v.half() if v.is_floating_point() else v for k, v in tensors.items()}, weights,
                   metadata={"format": "pt"})
-    if card_info is not None:
-        write_card(target, AutoConfig.from_pretrained(target), card_info)
     return target
 
 

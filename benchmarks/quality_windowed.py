@@ -303,8 +303,9 @@ def ship(variant: str, results: dict, checkpoints: dict, examples: list[dict], t
         evaluation="\n".join([
             f"{title}: {len(examples)} CNN/DM articles held out from training and tuning, scored by "
             "`python benchmarks/quality_windowed.py` (ROUGE F1 x 100, rouge-score with stemming, 95% bootstrap "
-            "intervals; repeated trigrams = % of summaries with a word trigram twice). Trained and evaluated on 2 CPU "
-            "cores (no GPU). Beam 4, 55 to 100 tokens, length penalty 0.9 (the generation config); the config also "
+            "intervals; repeated trigrams = % of summaries with a word trigram twice). Trained on CPU (the recipe's "
+            f"`--use_cpu`), decoded on CPU with {args.threads} threads. Beam 4, 55 to 100 tokens, length penalty 0.9 "
+            "(the generation config); the config also "
             f"blocks repeated word {SHIPPED_BLOCKING}-grams, because without it {result['repeated_trigrams']:.0f}% of "
             "this model's summaries repeat a word trigram (first row).", "", header, "|---|---|---|---|---|---|",
             *rows, "",

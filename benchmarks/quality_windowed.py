@@ -48,7 +48,7 @@ import sys
 from pathlib import Path
 
 from _common import REPO, SOURCES, display_path, find_checkpoint, format_cell, setup_runtime, write_report
-from quality_abstractive import abstractive_metrics, abstractive_summaries, format_examples
+from quality_abstractive import abstractive_metrics, abstractive_summaries, describe_decoding, format_examples
 
 FULL_LENGTH = 2048  # document tokens of the full-length rows: all but the longest CNN/DM articles
 BERT_STACKED = {"encoder_input": "bert_windowed"}
@@ -273,7 +273,6 @@ def ship(variant: str, results: dict, checkpoints: dict, examples: list[dict], t
     from transformers import AutoConfig
 
     from sumformers.hub import save_fp16_copy, write_card
-    from sumformers.text.evaluation import data_dir
 
     checkpoint, result = checkpoints[variant], results[variant]
     choice = shipping_choice(variant, results, checkpoints)
@@ -293,8 +292,6 @@ def ship(variant: str, results: dict, checkpoints: dict, examples: list[dict], t
                              (f"+ word {SHIPPED_BLOCKING}-gram blocking (as shipped)", blocked))
     ]
     card = json.loads((checkpoint / "sumformers_card.json").read_text())
-    # the training data by its place in the shared data folder: this machine's absolute path means nothing elsewhere
-    card["training"] = card["training"].replace(f"{data_dir()}/", "")
     card.update(
         model_name=target.name,
         repo_id=f"sumformers/{target.name}",
@@ -305,10 +302,10 @@ def ship(variant: str, results: dict, checkpoints: dict, examples: list[dict], t
             f"{title}: {len(examples)} CNN/DM articles held out from training and tuning, scored by "
             "`python benchmarks/quality_windowed.py` (ROUGE F1 x 100, rouge-score with stemming, 95% bootstrap "
             "intervals; repeated trigrams = % of summaries with a word trigram twice). Trained on CPU (the recipe's "
-            f"`--use_cpu`), decoded on CPU with {args.threads} threads. Beam 4, 55 to 100 tokens, length penalty 0.9 "
-            "(the generation config); the config also "
-            f"blocks repeated word {SHIPPED_BLOCKING}-grams, because without it {result['repeated_trigrams']:.0f}% of "
-            "this model's summaries repeat a word trigram (first row).", "", header, "|---|---|---|---|---|---|",
+            f"`--use_cpu`), decoded on CPU with {args.threads} threads. The tables' decoding: "
+            f"{describe_decoding(checkpoint, {})}; the shipped config blocks repeated word {SHIPPED_BLOCKING}-grams, "
+            f"because without it {result['repeated_trigrams']:.0f}% of this model's summaries repeat a word trigram "
+            "(first row).", "", header, "|---|---|---|---|---|---|",
             *rows, "",
             choice, "",
             "The model among the paper's ablations, same documents, no blocking (ROUGE-1 - first row: paired "

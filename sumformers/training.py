@@ -141,7 +141,20 @@ def training_source(data_args: DataArguments) -> str:
     if data_args.max_train_samples:
         seed = data_args.train_subset_seed
         subset = f" (a random subset, seed {seed})" if seed is not None else " (its first documents)"
-    return f"`{data_args.train_split}`{subset} of {data_args.dataset_name or data_args.train_file}"
+    return f"`{data_args.train_split}`{subset} of {data_args.dataset_name or portable_data_files(data_args.train_file)}"
+
+
+def portable_data_files(files: str) -> str:
+    """Comma-separated data files as a card names them: a file in the shared data folder by its place there (an
+    absolute path of this machine means nothing on the Hub), any other as given."""
+    from .text.evaluation import data_dir
+
+    shared = data_dir().resolve()
+    named = []
+    for name in files.split(","):
+        path = Path(name).resolve()
+        named.append(str(path.relative_to(shared)) if path.is_relative_to(shared) else name)
+    return ",".join(named)
 
 
 def document_text(value) -> str:

@@ -124,3 +124,13 @@ def test_a_random_training_subset_is_seeded_and_needs_a_size(tmp_path):
         "`train` (its first documents) of t.jsonl"
     )
     assert training_source(DataArguments(train_file="t.jsonl")) == "`train` of t.jsonl"
+
+
+def test_cards_name_shared_data_files_by_their_place_in_the_shared_folder(tmp_path, monkeypatch):
+    from sumformers.training import DataArguments, training_source
+
+    monkeypatch.setenv("SUMFORMERS_DATA_DIR", str(tmp_path / "data"))
+    files = f"{tmp_path}/data/qmsum/train.jsonl,{tmp_path}/data/../data/fewsum/train.jsonl,elsewhere/t.jsonl"
+    assert training_source(DataArguments(train_file=files)) == (
+        "`train` of qmsum/train.jsonl,fewsum/train.jsonl,elsewhere/t.jsonl"
+    )

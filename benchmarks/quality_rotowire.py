@@ -23,8 +23,14 @@ entity instead of the published neural IE system.
 - The realizer (`--realizer`, the `table-to-text` pipeline) on the oracle plans (the realizer alone), on the template
   plans and on each planner's plans (the whole system).
 
+The report ends with the first games' human summaries next to the realizer's text from the oracle plan and from
+the plans of the whole system (template or planner) with the highest BLEU. `--ship "CPU, 2 cores"` also writes the
+realizer to `checkpoints/` (its adapter as trained, already fp16) with a card that adds this run's realized-text
+rows to its development scores and says where it trained.
+
     OMP_NUM_THREADS=2 python benchmarks/quality_rotowire.py --hibert runs/planner-hibert/final \
-        --etcsum runs/planner-etcsum/final --realizer runs/realizer/final --threads 2
+        --etcsum runs/planner-etcsum/final --realizer runs/realizer/final --threads 2 \
+        --ship "CPU (2 shared cores, 1 thread)" --output benchmarks/results/quality_rotowire.md
 """
 
 import argparse
@@ -37,6 +43,9 @@ import numpy as np
 from _common import display_path, setup_runtime, write_report
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "rotowire" / "games.jsonl"
+CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+SHIPPED_REALIZER = "realizer-minilm-rotowire"
+EXAMPLES = 2
 PLAN_METRICS = ("cs_precision", "cs_recall", "cs_f1", "co")
 TEXT_COLUMNS = ("RG P%", "RG #", "CS P%", "CS R%", "CS F1%", "CO%")
 
@@ -142,6 +151,30 @@ def text_row(name: str, games, texts) -> str:
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
+def ship(checkpoint: str, name: str, table: list[str], setting: str, trained_on: str) -> Path:
+    """Copy a trained adapter checkpoint to `checkpoints/<name>`; its card keeps the training run's development
+    scores and adds `table`, this run's rows, after `setting`, and where it trained (`trained_on`)."""
+    import json
+    import shutil
+
+    from transformers import AutoConfig
+
+    from sumformers.hub import CARD_INFO_FILE, write_card
+
+    source, target = Path(checkpoint), CHECKPOINTS / name
+    if not (source / "adapter_model.safetensors").is_file():
+        raise SystemExit(f"--ship: {source} is not an adapter checkpoint of a training script")
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("training_args.bin"))
+    card = json.loads((source / CARD_INFO_FILE).read_text())
+    card.update(model_name=name, repo_id=f"sumformers/{name}", training=f"{card['training']} Trained on {trained_on}.")
+    card["evaluation"] = "\n".join([f"Development games (the training run's check): {card['evaluation']}", "",
+                                    setting, "", *table])
+    write_card(target, AutoConfig.from_pretrained(target), card)
+    return target
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DATA), help="rotowire/games.jsonl")
@@ -153,7 +186,11 @@ def main():
     parser.add_argument("--num_beams", type=int, default=None, help="realizer beam size (default: the model's)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", default=None, help="also write the report here (Markdown)")
+    parser.add_argument("--ship", metavar="TRAINED_ON", default=None,
+                        help="write --realizer to checkpoints/; its card says it trained on TRAINED_ON")
     args = parser.parse_args()
+    if args.ship and not args.realizer:
+        parser.error("--ship needs --realizer")
     setup_runtime(args.threads)
 
     from transformers import pipeline
@@ -185,6 +222,7 @@ def main():
         plans[name] = [output["plan"] for output in planner(raw_games, max_plan_length=args.max_plan_length)]
         planning.append(plan_row(name, plans[name], references, time.perf_counter() - start))
 
+    texts = {}
     realized = [text_row("Templates of the oracle plan", games,
                          [" ".join(plan_to_text(game, plan)) for game, plan in zip(games, references)])]
     if args.realizer and not Path(args.realizer).is_dir():
@@ -194,28 +232,45 @@ def main():
         options = {"num_beams": args.num_beams} if args.num_beams else {}
         for name, game_plans in {"Oracle plan": references, **plans}.items():
             outputs = realizer([{"game": raw, "plan": plan} for raw, plan in zip(raw_games, game_plans)], **options)
-            realized.append(text_row(f"{name} + realizer", games, [" ".join(o["sentences"]) for o in outputs]))
+            texts[name] = [" ".join(output["sentences"]) for output in outputs]
+            realized.append(text_row(f"{name} + realizer", games, texts[name]))
 
     checkpoints = {"HiBERT planner": args.hibert, "ETCSum planner": args.etcsum, "realizer": args.realizer}
+    setting = (f"{len(games)} `{args.split}` games of the shared Rotowire sample ({', '.join(ROTOWIRE_SPLITS)} split "
+               "by sorted id); small samples, not comparable to published Rotowire results.")
+    plan_table = ["| system | CS P | CS R | CS F1 | CO | seconds |", "|---|---|---|---|---|---|", *planning]
+    text_table = ["| system | BLEU | " + " | ".join(TEXT_COLUMNS) + " |", "|---|---|" + "---|" * len(TEXT_COLUMNS),
+                  *realized]
     body = [
-        f"{len(games)} `{args.split}` games of the shared Rotowire sample ({', '.join(ROTOWIRE_SPLITS)} split by "
-        "sorted id); small samples, not comparable to published Rotowire results.",
+        setting,
         "",
         "### Content plans against the oracle plans (x 100, per-game means, 95% bootstrap intervals)",
         "",
-        "| system | CS P | CS R | CS F1 | CO | seconds |",
-        "|---|---|---|---|---|---|",
-        *planning,
+        *plan_table,
         "",
         "### Realized text against the human summaries",
         "",
-        "| system | BLEU | " + " | ".join(TEXT_COLUMNS) + " |",
-        "|---|---|" + "---|" * len(TEXT_COLUMNS),
-        *realized,
+        *text_table,
         "",
         "Checkpoints: " + ("; ".join(f"{name}: `{display_path(Path(folder).resolve())}`"
                                       for name, folder in checkpoints.items() if folder) or "none"),
     ]
+    if texts:
+        from sumformers.text.table_to_text_metrics import bleu
+
+        human = [" ".join(game.summary) for game in games]
+        system = max((name for name in plans if name in texts), key=lambda name: bleu(texts[name], human))
+        columns = ["Oracle plan", system]
+        body += ["", f"### Realized summaries next to the human ones: the realizer alone (oracle plan) and the whole "
+                 f"system with the highest BLEU ({system} + realizer)", ""]
+        for index, game in enumerate(games[:EXAMPLES]):
+            body += [f"**{game.id}** ({game.vis_name} at {game.home_name})", "",
+                     "| human | " + " | ".join(f"{name} + realizer" for name in columns) + " |", "|---|---|---|",
+                     f"| {human[index]} | " + " | ".join(texts[name][index] for name in columns) + " |", ""]
+    if args.ship:
+        decoded = f"{setting} Decoded on CPU with {args.threads} threads by `benchmarks/quality_rotowire.py`."
+        shipped = ship(args.realizer, SHIPPED_REALIZER, text_table, decoded, args.ship)
+        body += ["", f"Shipped: `{display_path(shipped)}`"]
     write_report("quality_rotowire.py", body, args.output)
 
 

@@ -105,7 +105,8 @@ def main():
         rows = sum(len(feature["oracle"]) + 1 for feature in features)
         card_info["training"] = (
             f"{len(features)} Rotowire training games ({rows} plan steps), {trained_length(trainer)}, batch "
-            f"{training_args.per_device_train_batch_size} games, learning rate {training_args.learning_rate}, LoRA "
+            f"{training_args.per_device_train_batch_size} games x {training_args.gradient_accumulation_steps} "
+            f"accumulation, learning rate {training_args.learning_rate}, LoRA "
             f"r={model_args.lora_r} (use_lora={model_args.use_lora}; new layers trained in full"
             f"{', sentence encoder frozen' if precomputed else ''}); oracle plans from the human summaries; final "
             f"training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."

@@ -25,6 +25,7 @@ from sumformers.training import (
     model_and_tokenizer,
     new_card_info,
     parse_arguments,
+    portable_data_files,
     take_push_to_hub,
     train,
     trained_length,
@@ -98,7 +99,8 @@ def main():
     if result is not None:
         card_info["training"] = (
             f"{len(features)} plan sentences of the {len(train_games)} `{data_args.train_split}` games of "
-            f"{data_args.train_file} (oracle plans of the human summaries; split by `ROTOWIRE_SPLITS`), "
+            f"{portable_data_files(data_args.train_file)} (oracle plans of the human summaries; split by "
+            "`ROTOWIRE_SPLITS`), "
             f"{trained_length(trainer)}, batch {training_args.per_device_train_batch_size} x "
             f"{training_args.world_size} processes x {training_args.gradient_accumulation_steps} accumulation, "
             f"learning rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on "

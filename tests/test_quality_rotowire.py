@@ -1,0 +1,35 @@
+"""benchmarks/quality_rotowire.py: `--ship` copies a trained adapter checkpoint unchanged and its card keeps the
+development scores, adds the benchmark's rows and says where the model trained."""
+
+import json
+import shutil
+
+from conftest import imported_benchmark
+from sumformers.hub import shipped_checkpoints
+
+script = imported_benchmark("quality_rotowire")
+
+
+def test_ship_copies_the_adapter_and_adds_the_benchmark_rows_to_its_card(script, tmp_path, monkeypatch):
+    trained = tmp_path / "runs" / "final"
+    shutil.copytree(shipped_checkpoints()["realizer-minilm-rotowire"], trained)
+    (trained / "training_args.bin").write_bytes(b"not shipped")
+    card = {"training": "775 plan sentences, 2 optimizer steps.", "evaluation": "5 `dev` games: BLEU 5.00.",
+            "datasets": ["rotowire"], "results": {"bleu": 5.0}}
+    (trained / "sumformers_card.json").write_text(json.dumps(card))
+    monkeypatch.setattr(script, "CHECKPOINTS", tmp_path / "checkpoints")
+    table = ["| system | BLEU |", "|---|---|", "| Oracle plan + realizer | 6.00 [1.00, 9.00] |"]
+
+    target = script.ship(str(trained), "shipped-realizer", table, "15 `test` games.", "CPU, 2 cores")
+
+    assert target == tmp_path / "checkpoints" / "shipped-realizer" and not (target / "training_args.bin").exists()
+    for name in ("adapter_model.safetensors", "adapter_config.json", "config.json", "generation_config.json"):
+        assert (target / name).read_bytes() == (trained / name).read_bytes(), name
+    shipped = json.loads((target / "sumformers_card.json").read_text())
+    assert shipped["model_name"] == "shipped-realizer" and shipped["repo_id"] == "sumformers/shipped-realizer"
+    assert shipped["training"] == "775 plan sentences, 2 optimizer steps. Trained on CPU, 2 cores."
+    assert shipped["evaluation"].split("\n") == [
+        "Development games (the training run's check): 5 `dev` games: BLEU 5.00.", "", "15 `test` games.", "", *table]
+    assert shipped["results"] == {"bleu": 5.0}
+    readme = (target / "README.md").read_text()
+    assert "| Oracle plan + realizer | 6.00 [1.00, 9.00] |" in readme and "Trained on CPU, 2 cores." in readme

@@ -47,8 +47,8 @@ def test_the_realizer_trains_evaluates_and_its_final_model_writes_a_game(tmp_pat
                "--max_target_length", "24", cwd=tmp_path)
     card = json.loads((output / "final" / "sumformers_card.json").read_text())
     # one training pair per plan sentence: 3 sentences x 60 training games
-    assert card["training"].startswith("180 plan sentences of the 60 `train` games") and "2 optimizer steps" in (
-        card["training"])
+    assert card["training"].startswith(f"180 plan sentences of the 60 `train` games of {games_file} (") and (
+        "2 optimizer steps" in card["training"])
     scores = json.loads((output / "eval_results.json").read_text())
     assert 0 <= scores["bleu"] <= 100 and 0 <= scores["rouge1"] <= 100
     assert f"BLEU {scores['bleu']:.2f}" in card["evaluation"]
@@ -68,6 +68,7 @@ def test_the_planner_trains_evaluates_and_its_final_model_plans_a_game(tmp_path,
     # one step per unit of the oracle plan less the repeats greedy decoding forbids, its <EOT> (the end) the last
     steps = len(decodable_plan(oracle_plan(parse_game(tiny_game(summary=SUMMARY)))))
     assert card["training"].startswith(f"60 Rotowire training games ({60 * steps} plan steps), 2 optimizer steps")
+    assert "batch 2 games x 1 accumulation" in card["training"]
     scores = json.loads((output / "eval_results.json").read_text())
     assert {"cs_precision", "cs_recall", "cs_f1", "co"} <= set(scores)
     assert all(0 <= value <= 100 for value in scores.values())

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 from peft import PeftModel
+from test_rotowire import EXPECTED_PLAN, SUMMARY, tiny_game
 from transformers import AutoConfig, pipeline
 
 import sumformers
@@ -15,7 +16,6 @@ from sumformers import ARCHITECTURES
 from sumformers.hub import shipped_checkpoints
 
 ARTICLE = Path(__file__).resolve().parents[2] / "examples" / "cnn_missing_student.txt"
-GAME = Path(__file__).resolve().parents[2] / "examples" / "rotowire_bucks_cavaliers.jsonl"
 STEPWISE = ["stepwise-hibert-minilm-cnndm", "stepwise-etcsum-minilm-cnndm"]
 NON_STEPWISE = ["hibert-minilm-cnndm", "etcsum-minilm-cnndm"]
 REALIZER = "realizer-minilm-rotowire"
@@ -169,17 +169,17 @@ def test_the_shipped_copy_transformer_holds_its_trained_weights_only_and_blocks_
 
 
 def test_the_shipped_realizer_loads_the_standard_way_and_realizes_each_plan_sentence():
-    """`pipeline("table-to-text", model=folder)` realizes the bundled game's oracle plan exactly as the adapter over
-    its encoder does, merged by hand and run one plan sentence at a time (each step reads the previous sentence)."""
+    """`pipeline("table-to-text", model=folder)` realizes the test game's oracle plan (worked out by hand in
+    test_rotowire) exactly as the adapter over its encoder does, merged by hand and run one plan sentence at a time
+    (each step reads the previous sentence)."""
     from transformers import GenerationConfig
 
     from sumformers import RealizerForConditionalGeneration
-    from sumformers.text.rotowire_plans import oracle_plan, plan_sentences
-    from sumformers.text.rotowire_records import parse_game
+    from sumformers.text.rotowire_plans import plan_sentences
 
     folder = str(shipped_checkpoints()[REALIZER])
     realizer = pipeline("table-to-text", model=folder, plan="oracle")
-    game = json.loads(GAME.read_text())
+    game = tiny_game(summary=SUMMARY)
     result = realizer(game, num_beams=2, max_new_tokens=24)
     config = AutoConfig.from_pretrained(folder)
     by_hand = PeftModel.from_pretrained(RealizerForConditionalGeneration.from_encoder("minilm", config=config), folder)
@@ -192,21 +192,21 @@ def test_the_shipped_realizer_loads_the_standard_way_and_realizes_each_plan_sent
         sequence = by_hand.generate(**step, num_beams=2, max_new_tokens=24)[0]
         previous = processor.decode(sequence.tolist(), processor.game(game))
         sentences.append(previous)
-    assert result["plan"] == oracle_plan(parse_game(game))
+    assert result["plan"] == EXPECTED_PLAN
     assert result["sentences"] == sentences and all(sentences)
 
 
 def test_the_cli_realizes_the_bundled_game_with_the_shipped_realizer_by_name(tmp_path):
     """`sumformers summarize GAMES --model realizer-minilm-rotowire --plan oracle`: one row, the oracle plan of the
     game's summary, one realized sentence per plan sentence."""
-    from sumformers.text.rotowire_plans import oracle_plan, plan_sentences
-    from sumformers.text.rotowire_records import parse_game
+    from sumformers.text.rotowire_plans import plan_sentences
     from sumformers_cli import main
 
-    output = tmp_path / "summaries.jsonl"
-    assert main(["summarize", str(GAME), "--model", REALIZER, "--plan", "oracle", "--output", str(output),
+    games, output = tmp_path / "games.jsonl", tmp_path / "summaries.jsonl"
+    games.write_text(json.dumps(tiny_game(summary=SUMMARY)) + "\n")
+    assert main(["summarize", str(games), "--model", REALIZER, "--plan", "oracle", "--output", str(output),
                  "--num-beams", "1", "--max-new-tokens", "8"]) == 0
     (row,) = [json.loads(line) for line in output.read_text().splitlines()]
-    plan = oracle_plan(parse_game(json.loads(GAME.read_text())))
-    assert row["id"] == "rotowire-test-005" and row["plan"] == plan
-    assert len(row["sentences"]) == len(plan_sentences(plan)) and row["summary"] == "\n".join(row["sentences"])
+    assert row["id"] == "tiny" and row["plan"] == EXPECTED_PLAN
+    assert len(row["sentences"]) == len(plan_sentences(EXPECTED_PLAN))
+    assert row["summary"] == "\n".join(row["sentences"])

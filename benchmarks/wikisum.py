@@ -6,7 +6,12 @@
    models, their input cut at growing L (models trained at one L; the paper trains one model per L).
 3. memory: peak resident memory and wall time of one training step (batch 1, forward + backward + AdamW) at growing
    L for T-D and T-DMCA, each case in a fresh subprocess (one thread), and the largest L each fits in 8 GB.
-4. init: the decoder's start on CNN/DM (the first stage of the paper's two-stage setup): log-perplexity of the
+4. rouge: summaries of trained models (their `wikisum` pipeline and saved generation config) on the first
+   --rouge_rows untouched CNN/DM validation_large articles and on FewSum's validation sets (amazon, yelp; the mean
+   over their three references), beside Lead-3 and the extractive stage alone (the model's ranker, cut at the
+   reference's length in words): ROUGE-1/2/Lsum F1 with a 95% bootstrap interval on ROUGE-Lsum, the share of
+   summaries repeating a word trigram across sentences, and the first summaries next to their references.
+5. init: the decoder's start on CNN/DM (the first stage of the paper's two-stage setup): log-perplexity of the
    validation_large highlights given the article's ranked sentences, for a decoder from scratch (the default
    sizes), one of MiniLM's shape from scratch and one started from MiniLM (`decoder_init="encoder"`), at step 0 and
    after equal numbers of training steps on the first train_large articles; and at step 0 the perplexity of each
@@ -16,6 +21,7 @@
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part perplexity \
         --tdmca runs/wikisum-tdmca/final --td runs/wikisum-td/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part memory
+    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rouge --model T-DMCA=checkpoints/wikisum-tdmca-minilm-cnndm
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part init --init_steps 40 --init_L 256
 
 Tables are printed and written to benchmarks/results/wikisum_<part>.md (with the raw numbers in .json); the memory
@@ -387,7 +393,139 @@ def plot_memory(results: list[dict]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------------------
-# 4. The decoder's start: from scratch or from MiniLM
+# 4. ROUGE of generated summaries, beside Lead-3 and the extractive stage
+# ------------------------------------------------------------------------------------------------------------------
+
+SHOWN_SUMMARIES = 3
+
+
+def rouge_sets(cnndm_rows: int) -> dict[str, tuple[list[dict], list[list[str]]]]:
+    """Evaluation set name -> (examples, each example's references), every document one sentence a line (the
+    rankers rank sentences, as the CNN/DM checkpoints were trained)."""
+    from sumformers.processing.processing_wikisum import read_wikisum_examples
+    from sumformers.text.evaluation import read_jsonl
+
+    missing = [str(path) for path in (CNNDM_FILES["validation"], VALIDATION_FILES["fewsum"]) if not path.is_file()]
+    if missing:
+        raise SystemExit(f"validation data not found: {missing} (set SUMFORMERS_DATA_DIR)")
+    cnndm = read_wikisum_examples(str(CNNDM_FILES["validation"]), ranking_unit="sentence", max_rows=cnndm_rows)
+    sets = {f"CNN/DM validation_large[:{cnndm_rows}]": (cnndm, [[example["summary"]] for example in cnndm])}
+    fewsum_rows = read_jsonl(VALIDATION_FILES["fewsum"])
+    fewsum = read_wikisum_examples(str(VALIDATION_FILES["fewsum"]), ranking_unit="sentence")
+    for domain in sorted({row["domain"] for row in fewsum_rows}):
+        pairs = [(example, row) for example, row in zip(fewsum, fewsum_rows) if row["domain"] == domain]
+        references = [row.get("references") or [row["summary"]] for _, row in pairs]
+        sets[f"FewSum {domain} validation"] = ([example for example, _ in pairs], references)
+    return sets
+
+
+def reference_rouge(summaries: list[str], references: list[list[str]]) -> list[dict[str, float]]:
+    """Per example ROUGE-1/2/Lsum F1 x 100, the mean over its references."""
+    from sumformers.text.scoring import rouge_per_example
+
+    scores = []
+    for summary, refs in zip(summaries, references):
+        per_reference = rouge_per_example([summary] * len(refs), refs)
+        scores.append({key: sum(score[key] for score in per_reference) / len(refs) for key in per_reference[0]})
+    return scores
+
+
+def baseline_summaries(examples: list[dict], ranker: str) -> dict[str, list[str]]:
+    """Lead-3 (the first document's first three sentences) and the extractive stage alone (`ranker`'s units cut
+    at the reference's length in words)."""
+    from sumformers.text.ranking import rank_paragraphs, split_paragraphs
+
+    lead = ["\n".join(example["documents"][0].split("\n")[:3]) for example in examples]
+    extractive = [
+        first_words(
+            rank_paragraphs(split_paragraphs(example["documents"]), example["title"], ranker),
+            len(example["summary"].split()),
+        )
+        for example in examples
+    ]
+    return {"Lead-3": lead, f"extractive stage alone ({ranker}, reference length)": extractive}
+
+
+def rouge_benchmark(models: dict[str, str], cnndm_rows: int) -> None:
+    import torch
+    from transformers import pipeline
+
+    from sumformers.hub import resolve_model
+    from sumformers.text.scoring import bootstrap_interval
+    from sumformers.text.sentences import has_repeated_trigram, to_sentences
+
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    summarizers = {label: pipeline("wikisum", model=str(resolve_model(path))) for label, path in models.items()}
+    rankers = sorted({summarizer.model.config.ranker for summarizer in summarizers.values()}) or ["tfidf"]
+    results = []
+    for dataset, (examples, references) in rouge_sets(cnndm_rows).items():
+        systems = {}
+        for ranker in rankers:
+            systems.update({name: (texts, 0.0) for name, texts in baseline_summaries(examples, ranker).items()})
+        for label, summarizer in summarizers.items():
+            started = time.perf_counter()
+            inputs = [{"title": example["title"], "documents": example["documents"]} for example in examples]
+            texts = [output["summary"] for output in summarizer(inputs)]
+            systems[f"{label} ({models[label]})"] = (texts, (time.perf_counter() - started) / len(examples))
+            print(dataset, label, f"{systems[f'{label} ({models[label]})'][1]:.1f} s/example", flush=True)
+        for system, (texts, seconds) in systems.items():
+            per_example = reference_rouge(texts, references)
+            means = {key: sum(score[key] for score in per_example) / len(per_example) for key in per_example[0]}
+            low, high = bootstrap_interval([score["rougeLsum"] for score in per_example])
+            repeated = sum(has_repeated_trigram(to_sentences(text)) for text in texts) / len(texts)
+            results.append(
+                {
+                    "dataset": dataset,
+                    "system": system,
+                    **means,
+                    "rougeLsum_interval": [low, high],
+                    "repeated_trigram_rate": repeated,
+                    "mean_words": sum(len(text.split()) for text in texts) / len(texts),
+                    "seconds_per_example": seconds,
+                    "examples": len(texts),
+                    "shown": [
+                        {"id": example["id"], "summary": text, "reference": refs[0]}
+                        for example, text, refs in list(zip(examples, texts, references))[:SHOWN_SUMMARIES]
+                    ],
+                }
+            )
+            print({key: value for key, value in results[-1].items() if key != "shown"}, flush=True)
+    header = ["dataset", "system", "ROUGE-1", "ROUGE-2", "ROUGE-Lsum [95% CI]", "repeated trigram", "words", "s / ex."]
+    rows = [
+        [
+            r["dataset"],
+            r["system"],
+            f"{r['rouge1']:.2f}",
+            f"{r['rouge2']:.2f}",
+            f"{r['rougeLsum']:.2f} [{r['rougeLsum_interval'][0]:.2f}, {r['rougeLsum_interval'][1]:.2f}]",
+            f"{100 * r['repeated_trigram_rate']:.1f}%",
+            f"{r['mean_words']:.1f}",
+            f"{r['seconds_per_example']:.2f}",
+        ]
+        for r in results
+    ]
+    shown = [
+        f"**{r['dataset']}, {item['id']}**\n\n- {r['system']}: {item['summary']!r}\n- reference: {item['reference']!r}"
+        for r in results
+        if r["seconds_per_example"] > 0  # the models' rows (the baselines cost no generation)
+        for item in r["shown"]
+    ]
+    text = (
+        "## WikiSum: ROUGE of generated summaries (validation, untouched)\n\n"
+        "rouge-score F1 x 100 with stemming, one sentence a line (ROUGE-Lsum, the summary-level ROUGE-L), the mean "
+        "over the references (FewSum has three), and the 95% bootstrap interval over examples. Models decode with "
+        "their saved generation config through the `wikisum` pipeline; documents are split one sentence a line so "
+        "that the ranker ranks sentences. `repeated trigram`: the share of summaries with a word trigram in two "
+        "sentences. Seconds per example on this machine's CPU.\n\n"
+        + markdown_table(header, rows)
+        + "\n\n### The first summaries next to their references\n\n"
+        + "\n\n".join(shown)
+    )
+    write_results("rouge", text, results)
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# 5. The decoder's start: from scratch or from MiniLM
 # ------------------------------------------------------------------------------------------------------------------
 
 CNNDM_FILES = {
@@ -497,7 +635,11 @@ def own_token_log_perplexity(model, encoded: list[dict]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("rankers", "perplexity", "memory", "init"), action="append")
+    parser.add_argument("--part", choices=("rankers", "perplexity", "memory", "rouge", "init"), action="append")
+    parser.add_argument(
+        "--model", action="append", default=[], metavar="LABEL=PATH", help="trained model for --part rouge"
+    )
+    parser.add_argument("--rouge_rows", type=int, default=500, help="CNN/DM validation_large articles of --part rouge")
     parser.add_argument("--tdmca", help="trained T-DMCA model (folder or shipped name) for --part perplexity")
     parser.add_argument("--td", help="trained T-D model (folder or shipped name) for --part perplexity")
     parser.add_argument("--start", type=int, default=1024, help="first L of the memory part")
@@ -515,6 +657,11 @@ def main() -> None:
     for part in args.part or ("rankers", "perplexity", "memory"):
         if part == "rankers":
             ranker_benchmark()
+        elif part == "rouge":
+            if not args.model or not all("=" in item for item in args.model):
+                raise SystemExit("--part rouge needs --model LABEL=PATH (one or more)")
+            models = dict(item.split("=", 1) for item in args.model)
+            rouge_benchmark(models, args.rouge_rows)
         elif part == "init":
             init_benchmark(args.init_steps, args.init_train_rows, args.init_eval_rows, args.init_L)
         elif part == "perplexity":

@@ -48,6 +48,17 @@ class PlannerArguments:
     precompute_sentence_vectors: bool = field(
         default=True, metadata={"help": "HiBERT: freeze the sentence encoder and encode every record once."}
     )
+    sentence_vector_cache: str | None = field(
+        default=None,
+        metadata={"help": "HiBERT: a file keeping the records' vectors between runs (a resumed run skips encoding)."},
+    )
+    steps_per_game: int | None = field(
+        default=None,
+        metadata={
+            "help": "Plan steps drawn at random from each game per batch (default: all of them, about 70; each step "
+            "re-reads the whole table)."
+        },
+    )
     config_overrides: str | None = field(default=None, metadata={"help": "JSON object of model config settings."})
 
 
@@ -94,18 +105,19 @@ def main():
         precomputed = planner_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
-            add_sentence_vectors(model, features, processor.collate, None)
+            add_sentence_vectors(model, features, processor.collate, planner_args.sentence_vector_cache)
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)
         model = apply_lora(model, model_args)
-    collate = StepwiseCollator(processor.collate, stepwise=True)
+    collate = StepwiseCollator(processor.collate, True, planner_args.steps_per_game, training_args.seed)
     trainer, result = train(model, training_args, features, collate, tokenizer=tokenizer)
     if result is not None:
         rows = sum(len(feature["oracle"]) + 1 for feature in features)
+        sampled = f" ({planner_args.steps_per_game} random plan steps each)" if planner_args.steps_per_game else ""
         card_info["training"] = (
             f"{len(features)} Rotowire training games ({rows} plan steps), {trained_length(trainer)}, batch "
-            f"{training_args.per_device_train_batch_size} games x {training_args.gradient_accumulation_steps} "
+            f"{training_args.per_device_train_batch_size} games{sampled} x {training_args.gradient_accumulation_steps} "
             f"accumulation, learning rate {training_args.learning_rate}, LoRA "
             f"r={model_args.lora_r} (use_lora={model_args.use_lora}; new layers trained in full"
             f"{', sentence encoder frozen' if precomputed else ''}); oracle plans from the human summaries; final "

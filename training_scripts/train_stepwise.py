@@ -24,6 +24,7 @@ with top k) on the eval split and reports ROUGE. Resumes from the newest checkpo
 import hashlib
 import json
 import logging
+import random
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -131,11 +132,19 @@ def build_features(example, processor, multiple_documents, columns, max_length, 
 class StepwiseCollator:
     """Pads documents (token inputs with `collate`, the processor's, or precomputed `sentence_vectors`) and, for
     stepwise models, lays out one row per (document, step): `summary_indices` (oracle prefix, -1 padding),
-    `row_documents`, `labels` (the next oracle sentence, or the sentence axis' width for the end of the summary)."""
+    `row_documents`, `labels` (the next oracle sentence, or the sentence axis' width for the end of the summary).
 
-    def __init__(self, collate, stepwise: bool):
+    With `steps_per_document`, each document gives that many of its steps drawn at random (all of them when it has
+    fewer): a content plan has about 70 steps over 400 records, and every step re-reads the whole table, so a game's
+    full set of rows is slow and holds gigabytes; a sample of them gives more updates for the same compute."""
+
+    def __init__(self, collate, stepwise: bool, steps_per_document: int | None = None, seed: int = 0):
+        if steps_per_document is not None and steps_per_document < 1:
+            raise ValueError(f"steps_per_document must be at least 1, got {steps_per_document}")
         self.collate = collate
         self.stepwise = stepwise
+        self.steps_per_document = steps_per_document
+        self.random = random.Random(seed)
 
     def __call__(self, features: list[dict]) -> dict:
         if "sentence_vectors" in features[0]:
@@ -157,7 +166,10 @@ class StepwiseCollator:
         prefixes, targets, documents = [], [], []
         for document, feature in enumerate(features):
             oracle = feature["oracle"]
-            for step in range(len(oracle) + 1):
+            steps = range(len(oracle) + 1)
+            if self.steps_per_document is not None and self.steps_per_document < len(steps):
+                steps = sorted(self.random.sample(steps, self.steps_per_document))
+            for step in steps:
                 prefixes.append(oracle[:step])
                 targets.append(oracle[step] if step < len(oracle) else width)
                 documents.append(document)

@@ -355,6 +355,27 @@ def test_training_steps_reduce_the_loss(tokenizer, kind):
     assert losses[-1] < 0.8 * losses[0]
 
 
+def test_collator_samples_plan_steps(tokenizer):
+    model = planner("hibert")
+    processor = model.processor_class(tokenizer, model.config)
+    feature = processor.training_features(tiny_game(summary=SUMMARY))
+    oracle, width = feature["oracle"], len(feature["labels"])
+    collator_class = training_script("train_stepwise").StepwiseCollator
+    batch = collator_class(processor.collate, True, steps_per_document=4, seed=3)([feature, feature])
+    assert batch["row_documents"].tolist() == [0] * 4 + [1] * 4
+    for prefix, label in zip(batch["summary_indices"].tolist(), batch["labels"].tolist()):
+        step = sum(index >= 0 for index in prefix)  # each row is a real step: the oracle prefix, then its next unit
+        assert prefix[:step] == oracle[:step] and label == (oracle + [width])[step]
+    steps = [sum(index >= 0 for index in prefix) for prefix in batch["summary_indices"].tolist()]
+    assert len(set(steps[:4])) == 4 and steps[:4] == sorted(steps[:4])  # four distinct steps of the game, in order
+    again = collator_class(processor.collate, True, steps_per_document=4, seed=3)([feature, feature])
+    assert torch.equal(again["summary_indices"], batch["summary_indices"])  # the seed fixes the draw
+    everything = collator_class(processor.collate, True, steps_per_document=len(oracle) + 5)([feature])
+    assert everything["labels"].tolist() == oracle + [width]  # a game with fewer steps gives all of them
+    with pytest.raises(ValueError, match="steps_per_document must be at least 1"):
+        collator_class(processor.collate, True, steps_per_document=0)
+
+
 @pytest.mark.parametrize("kind", ["hibert", "etcsum"])
 def test_save_and_load_round_trip(tokenizer, game, tmp_path, kind):
     model = planner(kind)

@@ -1,0 +1,76 @@
+"""benchmarks/wikisum.py --part rouge: the per-example ROUGE over several references, the Lead-3 and extractive
+rows, and the table a model's summaries give (a tiny saved model on hand-written examples)."""
+
+import pytest
+import torch
+
+from conftest import imported_benchmark
+from sumformers import WikiSumConfig, WikiSumForCausalLM
+from sumformers.text.scoring import rouge_per_example
+
+script = imported_benchmark("wikisum")
+
+ARTICLE = "\n".join(
+    [
+        "the storm reached the coast on monday .",
+        "thousands of homes lost power overnight .",
+        "schools stayed closed across the county .",
+        "officials expect repairs to take a week .",
+        "the storm weakened as it moved inland .",
+    ]
+)
+EXAMPLES = [
+    {"id": "a", "title": "", "documents": [ARTICLE], "summary": "the storm reached the coast .\nhomes lost power ."},
+    {"id": "b", "title": "", "documents": ["one sentence only ."], "summary": "one sentence ."},
+]
+
+
+def test_rouge_is_the_mean_over_the_references(script):
+    references = [["the cat sat on the mat .", "dogs bark at night ."]]
+    scores = script.reference_rouge(["the cat sat on the mat ."], references)[0]
+    # a perfect match with the first reference and no common word with the second
+    assert scores["rouge1"] == pytest.approx(50.0) and scores["rougeLsum"] == pytest.approx(50.0)
+    single = rouge_per_example(["the cat sat ."], ["the cat sat on the mat ."])[0]
+    assert script.reference_rouge(["the cat sat ."], [["the cat sat on the mat ."]])[0] == pytest.approx(single)
+
+
+def test_lead_3_and_the_extractive_stage(script):
+    baselines = script.baseline_summaries(EXAMPLES, "tfidf")
+    lead = baselines["Lead-3"]
+    assert lead[0].split("\n") == ARTICLE.split("\n")[:3] and lead[1] == "one sentence only ."
+    extractive = baselines["extractive stage alone (tfidf, reference length)"]
+    # tf-idf against no title keeps the article's order; the cut is the reference's 10 words (periods count)
+    assert extractive[0].split() == ARTICLE.split()[:10]
+    assert extractive[1].split() == "one sentence only .".split()[:3]
+
+
+def test_rouge_part_scores_each_system_and_shows_the_models_summaries(script, minilm_tokenizer, tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    config = WikiSumConfig(
+        embedding_size=16, hidden_size=32, num_attention_heads=4, intermediate_size=64, local_block_size=8,
+        attention_layers=["local", "compressed", "local"], max_input_tokens=48,
+    )  # fmt: skip
+    model = WikiSumForCausalLM(config).eval()
+    model.generation_config.max_new_tokens = 5
+    model.save_pretrained(tmp_path)
+    minilm_tokenizer.save_pretrained(tmp_path)
+    references = [[example["summary"]] for example in EXAMPLES]
+    monkeypatch.setattr(script, "rouge_sets", lambda rows: {"toy": (EXAMPLES[:rows], references[:rows])})
+    written = {}
+    monkeypatch.setattr(
+        script, "write_results", lambda part, text, data: written.update(part=part, text=text, data=data)
+    )
+    script.rouge_benchmark({"tiny": str(tmp_path)}, 2)
+    rows = {row["system"]: row for row in written["data"]}
+    assert written["part"] == "rouge" and len(rows) == 3
+    lead = rows["Lead-3"]
+    hand = [rouge_per_example([summary], [example["summary"]])[0]["rougeLsum"] for summary, example in
+            zip(script.baseline_summaries(EXAMPLES, "tfidf")["Lead-3"], EXAMPLES)]  # fmt: skip
+    assert lead["rougeLsum"] == pytest.approx(sum(hand) / 2)
+    assert lead["rougeLsum_interval"][0] <= lead["rougeLsum"] <= lead["rougeLsum_interval"][1]
+    model_row = rows[f"tiny ({tmp_path})"]
+    summaries = [item["summary"] for item in model_row["shown"]]
+    assert model_row["examples"] == 2 and model_row["seconds_per_example"] > 0
+    assert model_row["repeated_trigram_rate"] in (0.0, 0.5, 1.0)
+    assert all(f"- tiny ({tmp_path}): {summary!r}" in written["text"] for summary in summaries)
+    assert "Lead-3: " not in written["text"]  # only the models' summaries are shown

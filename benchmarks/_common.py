@@ -45,6 +45,32 @@ def display_path(path: Path) -> Path:
     return path.relative_to(REPO) if path.is_relative_to(REPO) else path
 
 
+def ship_adapter_checkpoint(
+    checkpoint: str, target: Path, evaluation: list[str], trained_on: str, development: str
+) -> Path:
+    """Copy a training script's adapter checkpoint to `target` (a shipped checkpoint); its card keeps the training
+    run's own evaluation under the `development` label, adds `evaluation` (a benchmark's setting and table, one
+    markdown line each) and where it trained (`trained_on`)."""
+    import shutil
+
+    from transformers import AutoConfig
+
+    from sumformers.hub import CARD_INFO_FILE, write_card
+
+    source = Path(checkpoint)
+    if not (source / "adapter_model.safetensors").is_file():
+        raise SystemExit(f"--ship: {source} is not an adapter checkpoint of a training script")
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("training_args.bin"))
+    card = json.loads((source / CARD_INFO_FILE).read_text())
+    name = target.name
+    card.update(model_name=name, repo_id=f"sumformers/{name}", training=f"{card['training']} Trained on {trained_on}.")
+    card["evaluation"] = "\n".join([f"{development}: {card['evaluation']}", "", *evaluation])
+    write_card(target, AutoConfig.from_pretrained(target), card)
+    return target
+
+
 def rouge_metrics(summaries: list[str], references: list[str], sources: list[str | None]) -> dict:
     """Mean ROUGE-1/2/Lsum F1 x 100 with 95% bootstrap intervals (`<key>_interval`), ROUGE-1 by source
     (`rouge1_<source>`, None when the set has no document from it) and per document (`rouge1_per_document`, for

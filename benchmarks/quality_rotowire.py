@@ -40,7 +40,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
-from _common import display_path, setup_runtime, write_report
+from _common import display_path, setup_runtime, ship_adapter_checkpoint, write_report
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "rotowire" / "games.jsonl"
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
@@ -154,25 +154,8 @@ def text_row(name: str, games, texts) -> str:
 def ship(checkpoint: str, name: str, table: list[str], setting: str, trained_on: str) -> Path:
     """Copy a trained adapter checkpoint to `checkpoints/<name>`; its card keeps the training run's development
     scores and adds `table`, this run's rows, after `setting`, and where it trained (`trained_on`)."""
-    import json
-    import shutil
-
-    from transformers import AutoConfig
-
-    from sumformers.hub import CARD_INFO_FILE, write_card
-
-    source, target = Path(checkpoint), CHECKPOINTS / name
-    if not (source / "adapter_model.safetensors").is_file():
-        raise SystemExit(f"--ship: {source} is not an adapter checkpoint of a training script")
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("training_args.bin"))
-    card = json.loads((source / CARD_INFO_FILE).read_text())
-    card.update(model_name=name, repo_id=f"sumformers/{name}", training=f"{card['training']} Trained on {trained_on}.")
-    card["evaluation"] = "\n".join([f"Development games (the training run's check): {card['evaluation']}", "",
-                                    setting, "", *table])
-    write_card(target, AutoConfig.from_pretrained(target), card)
-    return target
+    development = "Development games (the training run's check)"
+    return ship_adapter_checkpoint(checkpoint, CHECKPOINTS / name, [setting, "", *table], trained_on, development)
 
 
 def main():

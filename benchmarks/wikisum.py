@@ -38,6 +38,8 @@ import sys
 import time
 from pathlib import Path
 
+from _common import ship_adapter_checkpoint
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "benchmarks" / "results"
 DATA_DIR = Path(os.environ.get("SUMFORMERS_DATA_DIR", REPO.parent / "shared" / "data"))
@@ -446,7 +448,7 @@ def baseline_summaries(examples: list[dict], ranker: str) -> dict[str, list[str]
     return {"Lead-3": lead, f"extractive stage alone ({ranker}, reference length)": extractive}
 
 
-def rouge_benchmark(models: dict[str, str], cnndm_rows: int) -> None:
+def rouge_benchmark(models: dict[str, str], cnndm_rows: int, ship: str | None = None, trained_on: str = "") -> None:
     import torch
     from transformers import pipeline
 
@@ -522,6 +524,12 @@ def rouge_benchmark(models: dict[str, str], cnndm_rows: int) -> None:
         + "\n\n".join(shown)
     )
     write_results("rouge", text, results)
+    if ship:  # one model (main checks): its card gets the setting and the whole table
+        (checkpoint,) = models.values()
+        evaluation = [text.split("\n\n")[1], "", markdown_table(header, rows)]
+        development = "The training run's check"
+        shipped = ship_adapter_checkpoint(checkpoint, REPO / "checkpoints" / ship, evaluation, trained_on, development)
+        print(f"shipped: {shipped}")
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -640,6 +648,13 @@ def main() -> None:
         "--model", action="append", default=[], metavar="LABEL=PATH", help="trained model for --part rouge"
     )
     parser.add_argument("--rouge_rows", type=int, default=500, help="CNN/DM validation_large articles of --part rouge")
+    parser.add_argument(
+        "--ship",
+        metavar="NAME",
+        help="--part rouge with one --model (an adapter checkpoint): copy it to checkpoints/NAME with this run's "
+        "table on its card",
+    )
+    parser.add_argument("--trained_on", default="CPU", help="where the shipped model trained, for its card")
     parser.add_argument("--tdmca", help="trained T-DMCA model (folder or shipped name) for --part perplexity")
     parser.add_argument("--td", help="trained T-D model (folder or shipped name) for --part perplexity")
     parser.add_argument("--start", type=int, default=1024, help="first L of the memory part")
@@ -661,7 +676,9 @@ def main() -> None:
             if not args.model or not all("=" in item for item in args.model):
                 raise SystemExit("--part rouge needs --model LABEL=PATH (one or more)")
             models = dict(item.split("=", 1) for item in args.model)
-            rouge_benchmark(models, args.rouge_rows)
+            if args.ship and len(models) != 1:
+                raise SystemExit("--ship takes exactly one --model")
+            rouge_benchmark(models, args.rouge_rows, args.ship, args.trained_on)
         elif part == "init":
             init_benchmark(args.init_steps, args.init_train_rows, args.init_eval_rows, args.init_L)
         elif part == "perplexity":

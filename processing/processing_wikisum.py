@@ -74,6 +74,11 @@ def _topic_title(row: dict) -> str:
 RANKING_UNITS = ("paragraph", "sentence")
 
 
+def sentence_lines(documents: list[str]) -> list[str]:
+    """Each document rewritten one sentence a line, so that the rankers rank sentences."""
+    return ["\n".join(split_sentences(document)) for document in documents]
+
+
 def read_wikisum_examples(
     path: str, specific_queries: bool = False, ranking_unit: str = "paragraph", max_rows: int | None = None
 ) -> list[dict]:
@@ -93,7 +98,7 @@ def read_wikisum_examples(
         # QMSum's transcript markup is noise for ranking and modelling.
         documents = [strip_transcript_markup(document) for document in documents]
         if ranking_unit == "sentence":
-            documents = ["\n".join(split_sentences(document)) for document in documents]
+            documents = sentence_lines(documents)
         examples.append({"id": row_id, "title": _topic_title(row), "documents": documents, "summary": row["summary"]})
         if specific_queries:
             for number, query in enumerate(row.get("specific_queries") or []):
@@ -149,8 +154,9 @@ class WikiSumProcessor(SummarizationProcessor):
         summary_ids = summary_ids[:max_summary_tokens] + [self.config.eos_token_id]
         return {"input_ids": input_ids, "summary_start": len(input_ids), "summary_ids": summary_ids}
 
-    def collate(self, features: list[dict]) -> dict:
-        """Right-padded ``[input ; separator ; summary]`` with labels on every real token (the paper's T-D loss)."""
+    def collate(self, features: list[dict], summary_loss_only: bool = False) -> dict:
+        """Right-padded ``[input ; separator ; summary]`` with labels on every real token (the paper's T-D loss), or
+        with `summary_loss_only` on the summary tokens and the end token alone (a conditional language model)."""
         sequences = [feature["input_ids"] + feature["summary_ids"] for feature in features]
         width = max(len(sequence) for sequence in sequences)
         input_ids = torch.full((len(features), width), self.config.pad_token_id, dtype=torch.long)
@@ -159,6 +165,9 @@ class WikiSumProcessor(SummarizationProcessor):
             input_ids[row, : len(sequence)] = torch.tensor(sequence)
             attention_mask[row, : len(sequence)] = 1
         labels = input_ids.masked_fill(attention_mask == 0, -100)
+        if summary_loss_only:
+            for row, feature in enumerate(features):
+                labels[row, : feature["summary_start"]] = -100
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
     def __call__(self, inputs, ranker: str | None = None, max_input_tokens: int | None = None) -> dict:

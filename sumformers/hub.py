@@ -78,6 +78,15 @@ def load_pipeline(name_or_path: str | None = None, task: str | None = None, **pi
     return transformers_pipeline(task, model=path, **pipeline_kwargs)
 
 
+def save_base_config(base, output: Path) -> None:
+    """Write the config of an adapter's base model (its encoder named portably), from which loading rebuilds it, and
+    the decoding settings (beam, length penalty, ...) a generating model was trained to ship with."""
+    base.config.encoder_name_or_path = portable_encoder_name(base.config.encoder_name_or_path)
+    base.config.save_pretrained(output)
+    if base.can_generate():
+        base.generation_config.save_pretrained(output)
+
+
 def save_adapter_checkpoint(peft_model, output_dir: str, tokenizer, card_info: dict | None = None) -> Path:
     """Save a PEFT-wrapped sumformers model as a small checkpoint: config, tokenizer, adapter in fp16, card info."""
     # The checkpoint rebuilds the base with `from_encoder` (which loads the model's `pretrained_modules` from the
@@ -94,22 +103,18 @@ def save_adapter_checkpoint(peft_model, output_dir: str, tokenizer, card_info: d
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
     peft_model.save_pretrained(output, safe_serialization=True)
-    base_config = base.config
-    base_config.encoder_name_or_path = portable_encoder_name(base_config.encoder_name_or_path)
-    base_config.save_pretrained(output)
-    if base.can_generate():  # the decoding settings (beam, length penalty, ...) the model was trained to ship with
-        base.generation_config.save_pretrained(output)
+    save_base_config(base, output)
     tokenizer.save_pretrained(output)
     # PEFT records the absolute base-model path; a portable name keeps the checkpoint movable.
     adapter_config_path = output / "adapter_config.json"
     adapter_config = json.loads(adapter_config_path.read_text())
-    adapter_config["base_model_name_or_path"] = base_config.encoder_name_or_path
+    adapter_config["base_model_name_or_path"] = base.config.encoder_name_or_path
     adapter_config_path.write_text(json.dumps(adapter_config, indent=2, sort_keys=True) + "\n")
     weights = load_file(output / ADAPTER_WEIGHTS)
     save_file(
         {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()}, output / ADAPTER_WEIGHTS
     )
-    write_card(output, base_config, card_info)
+    write_card(output, base.config, card_info)
     return output
 
 

@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import HfArgumentParser, TrainingArguments
-from transformers.trainer_utils import get_last_checkpoint
+from transformers import HfArgumentParser, TrainerCallback, TrainingArguments
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
 logger = logging.getLogger("sumformers.training")
 
@@ -321,11 +321,26 @@ def last_checkpoint(training_args: TrainingArguments) -> str | None:
     return None
 
 
+class AdapterCheckpointConfig(TrainerCallback):
+    """The Trainer saves only a PEFT model's adapter into `checkpoint-N`; this adds the base model's config (and
+    generation config), from which loading rebuilds the base, as the final adapter checkpoint has them."""
+
+    def on_save(self, args, state, control, model=None, **kwargs):
+        from peft import PeftModel
+
+        from .hub import save_base_config
+
+        if isinstance(model, PeftModel) and state.is_world_process_zero:
+            checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            save_base_config(model.get_base_model(), checkpoint)
+
+
 def train(model, training_args: TrainingArguments, features=None, data_collator=None, optimizer=None, tokenizer=None):
     """A `Trainer` for `model` and, given training `features` (what --do_train prepared), its training, resumed as
     `train_resuming` resumes. Returns the trainer and the `TrainOutput` (None without features). `optimizer` (with
     parameter groups of their own rates) replaces the Trainer's AdamW; the Trainer still makes the schedule.
-    `tokenizer` is saved into every `checkpoint-N`, so that a full model's checkpoint loads in the pipelines."""
+    `tokenizer` is saved into every `checkpoint-N`, and with LoRA the base model's config (`AdapterCheckpointConfig`),
+    so that a checkpoint loads in the pipelines as the final model does."""
     from transformers import Trainer
 
     trainer = Trainer(
@@ -335,6 +350,7 @@ def train(model, training_args: TrainingArguments, features=None, data_collator=
         data_collator=data_collator,
         optimizers=(optimizer, None),
         processing_class=tokenizer,
+        callbacks=[AdapterCheckpointConfig()],
     )
     if features is None:
         return trainer, None

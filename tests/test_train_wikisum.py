@@ -130,7 +130,7 @@ def test_lora_training_saves_an_adapter_checkpoint_that_the_pipeline_loads(tmp_p
     from safetensors import safe_open
 
     output, losses = run_training(tmp_path, tiny_encoder_folder, "--use_lora", "--lora_r", "4", "--ship_to",
-                                  str(tmp_path / "shipped"))
+                                  str(tmp_path / "shipped"), "--loss_on", "summary")
     final = output / "final"
     # LoRA r=4 on a tiny random encoder learns slower than full training: the last steps average over a nat lower
     assert sum(losses[-3:]) / 3 < losses[0] - 1.0
@@ -153,6 +153,7 @@ def test_lora_training_saves_an_adapter_checkpoint_that_the_pipeline_loads(tmp_p
     card, _ = check_saved_decoding(final)
     assert "LoRA r=4 (alpha 32) on q_proj,k_proj,v_proj,o_proj,up,down of every layer" in card["training"]
     assert "the training's checkpoint holds only these, in fp16" in card["training"]
+    assert "loss on the summary tokens alone" in card["training"]
     model = check_pipeline_generates_what_the_model_does(final)
     # the training moved the adapted weights off the encoder's copy
     from sumformers import WikiSumForCausalLM
@@ -160,11 +161,42 @@ def test_lora_training_saves_an_adapter_checkpoint_that_the_pipeline_loads(tmp_p
     start = WikiSumForCausalLM.from_encoder(str(tiny_encoder_folder), config=model.config)
     assert not torch.equal(model.model.layers[0].attention.q_proj.weight, start.model.layers[0].attention.q_proj.weight)
     assert torch.equal(model.model.embed_tokens.weight, start.model.embed_tokens.weight)  # frozen
+    # the Trainer's checkpoint-12 (the same adapter in fp32) loads in the pipeline as the final model does
+    from transformers import pipeline
+
+    checkpoint = pipeline("wikisum", model=str(output / "checkpoint-12")).model
+    settings = [{k: v for k, v in m.config.to_dict().items() if k != "_name_or_path"} for m in (checkpoint, model)]
+    assert settings[0] == settings[1]
+    ids = torch.tensor([[101, 1996, 2314, 2466, 103, 1996]])
+    with torch.no_grad():
+        torch.testing.assert_close(checkpoint(ids).logits, model(ids).logits, atol=2e-2, rtol=0)
     # --ship_to copies the adapter checkpoint as it is (already fp16)
     shipped = tmp_path / "shipped"
     assert {path.name: path.read_bytes() for path in shipped.iterdir()} == {
         path.name: path.read_bytes() for path in final.iterdir()
     }
+
+
+def test_summary_loss_only_labels_the_summary_tokens_and_the_end_token(minilm_tokenizer):
+    from sumformers import WikiSumConfig
+    from sumformers.processing.processing_wikisum import WikiSumProcessor
+
+    processor = WikiSumProcessor(minilm_tokenizer, WikiSumConfig(max_input_tokens=48))
+    examples = [
+        {"title": "", "documents": ["the river rose.\nthe town flooded."], "summary": "the town flooded."},
+        {"title": "", "documents": ["a short one."], "summary": "short"},
+    ]
+    features = [processor.training_features(example, 16) for example in examples]
+    every, summary = processor.collate(features), processor.collate(features, summary_loss_only=True)
+    assert torch.equal(every["input_ids"], summary["input_ids"])
+    for row, feature in enumerate(features):
+        start, end = feature["summary_start"], feature["summary_start"] + len(feature["summary_ids"])
+        assert every["labels"][row, :end].tolist() == feature["input_ids"] + feature["summary_ids"]
+        # the separator's output predicts the first summary token: labels from the summary on, the end token last
+        assert summary["labels"][row].tolist() == [-100] * start + feature["summary_ids"] + [-100] * (
+            summary["labels"].shape[1] - end
+        )
+    assert features[0]["summary_ids"][-1] == minilm_tokenizer.sep_token_id
 
 
 def test_no_repeat_ngram_size_is_saved_only_when_given_and_named_on_the_card_with_its_reason():

@@ -74,3 +74,8 @@ def test_rouge_part_scores_each_system_and_shows_the_models_summaries(script, mi
     assert model_row["repeated_trigram_rate"] in (0.0, 0.5, 1.0)
     assert all(f"- tiny ({tmp_path}): {summary!r}" in written["text"] for summary in summaries)
     assert "Lead-3: " not in written["text"]  # only the models' summaries are shown
+    # shipping takes a training script's adapter checkpoint only (a full model is no small shipped checkpoint)
+    monkeypatch.setattr(script, "REPO", tmp_path / "repo")
+    with pytest.raises(SystemExit, match="not an adapter checkpoint"):
+        script.rouge_benchmark({"tiny": str(tmp_path)}, 2, ship="wikisum-shipped", trained_on="CPU")
+    assert not (tmp_path / "repo").exists()

@@ -14,7 +14,8 @@ as the summary), the decoder started from MiniLM:
 
 Each example is ``[title ; paragraphs ranked by --ranker and cut at --max_input_tokens (L) ; separator ; summary]``,
 built by the model's own processor (as the `wikisum` pipeline builds its input), and the loss is on every token (the
-paper's T-D objective). The title is the dataset's topic or product name: QMSum's topic list, FewSum's product
+paper's T-D objective), or with `--loss_on summary` on the summary tokens alone (all of a small budget's signal on the
+summary). The title is the dataset's topic or product name: QMSum's topic list, FewSum's product
 category; CNN/DM has none (tf-idf against no title keeps the article's order, the lead; TextRank and SumBasic need
 no title). With `--ranking_unit sentence` the rankers rank sentences instead of paragraphs (CNN/DM articles have no
 paragraph breaks). With `--qmsum_specific_queries`, every QMSum query/answer pair is one more example with the query
@@ -44,6 +45,7 @@ import logging
 import math
 import random
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -53,7 +55,7 @@ from sumformers import WikiSumConfig, WikiSumForCausalLM
 from sumformers.generation.length_penalty import resolve_length_penalty_type
 from sumformers.hub import save_fp16_copy
 from sumformers.modeling.pretrained_encoder import portable_encoder_name
-from sumformers.processing.processing_wikisum import read_wikisum_examples
+from sumformers.processing.processing_wikisum import read_wikisum_examples, sentence_lines
 from sumformers.training import (
     ModelArguments,
     apply_lora,
@@ -93,6 +95,10 @@ class WikiSumArguments:
     num_experts: int = field(default=8)
     num_experts_per_token: int = field(default=2)
     hidden_dropout: float = field(default=0.1)
+    loss_on: str = field(
+        default="all",
+        metadata={"help": "all: every token, input and summary (the paper's); summary: the summary tokens alone."},
+    )
     qmsum_specific_queries: bool = field(default=True, metadata={"help": "Add QMSum's query/answer pairs."})
     num_beams: int = field(default=4, metadata={"help": "Beam size saved in the generation config (paper: 4)."})
     length_penalty: float = field(
@@ -286,10 +292,9 @@ def main():
     def features(example: dict) -> dict:
         return processor.training_features(example, args.max_summary_tokens, args.ranker, args.max_input_tokens)
 
+    # read as paragraphs and split into sentences after sampling: splitting all of CNN/DM takes about ten minutes
     train_examples = [
-        example
-        for group in read_files(data_args.train_file, args.qmsum_specific_queries, args.ranking_unit)
-        for example in group
+        example for group in read_files(data_args.train_file, args.qmsum_specific_queries) for example in group
     ]
     eval_groups = read_files(data_args.validation_file, ranking_unit=args.ranking_unit)
     eval_examples = take_evenly(eval_groups, data_args.max_eval_samples or sum(map(len, eval_groups)))
@@ -297,6 +302,8 @@ def main():
         train_examples = random.Random(training_args.seed).sample(
             train_examples, min(data_args.max_train_samples, len(train_examples))
         )
+    if args.ranking_unit == "sentence":
+        train_examples = [dict(example, documents=sentence_lines(example["documents"])) for example in train_examples]
     card_info = {
         "model_name": Path(args.ship_to or training_args.output_dir).name,
         "datasets": dataset_names(data_args.train_file) or ["qmsum", "fewsum"],
@@ -311,7 +318,10 @@ def main():
             raise ValueError("give --train_file (comma-separated JSONL files)")
         with training_args.main_process_first(desc="ranking and tokenizing"):
             encoded = [features(example) for example in train_examples]
-    trainer, result = train(model, training_args, encoded, processor.collate, tokenizer=tokenizer)
+    if args.loss_on not in ("all", "summary"):
+        raise ValueError(f"--loss_on must be all or summary, got {args.loss_on!r}")
+    collate = partial(processor.collate, summary_loss_only=args.loss_on == "summary")
+    trainer, result = train(model, training_args, encoded, collate, tokenizer=tokenizer)
     if result is not None:
         tokens = sum(len(item["input_ids"]) + len(item["summary_ids"]) for item in encoded)
         card_info["training"] = (
@@ -319,7 +329,9 @@ def main():
             f"embeddings {config.embedding_size} tied, {parameters / 1e6:.1f}M parameters) {describe_start(config)}; "
             f"{describe_training_scope(model, model_args)}; trained on {len(encoded)} examples ({tokens} tokens) of "
             f"{data_args.train_file}; input = title + {args.ranker}-ranked {args.ranking_unit}s cut at "
-            f"L={args.max_input_tokens} tokens; loss on every token; {trainer.state.global_step} steps of batch "
+            f"L={args.max_input_tokens} tokens; "
+            f"{'loss on every token' if args.loss_on == 'all' else 'loss on the summary tokens alone'}; "
+            f"{trainer.state.global_step} steps of batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}; "
             f"{trainer.state.epoch:.2f} epochs, mean training loss {result.training_loss:.4f}, "

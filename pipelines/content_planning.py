@@ -1,7 +1,8 @@
 """The `content-planning` pipeline: a stepwise planner (Stepwise HiBERT or Stepwise ETCSum over a Rotowire game's
 records, Narayan et al. 2020, section 7) builds a content plan one unit at a time, greedily by default: the stepwise
 search of `stepwise_decoding`, whose no-repeat rule exempts the repeatable units (the sentence break ``<EOS>``, team
-names and cities), with the model's end-of-summary unit as ``<EOT>`` and a maximum plan length."""
+names and cities) across plan sentences but not within one, with the model's end-of-summary unit as ``<EOT>`` and a
+maximum plan length."""
 
 from ..text.rotowire_plans import plan_sentences, plan_to_text
 from ..text.rotowire_records import EOS, EOT
@@ -34,6 +35,8 @@ class ContentPlanningPipeline(StepwiseSummarizationPipeline):
 
     def _forward(self, model_inputs, **search_options):
         units, game = model_inputs.pop("units"), model_inputs.pop("game")
+        # <EOS> has one index in every game's units (the first: `planner_inputs.planning_units`)
+        search_options["sentence_break"] = (units if isinstance(units, tuple) else units[0]).index(EOS)
         return {**super()._forward(model_inputs, **search_options), "units": units, "game": game}
 
     def postprocess(self, model_outputs):

@@ -10,6 +10,9 @@ Search, per document:
   and team names), that share no trigram with a chosen one (`trigram_blocking`) and fit the word budget
   (`max_words`, whitespace words); END once the summary has `min_sentences` sentences (1: never as the
   first choice), or whenever no sentence is allowed;
+- with a `sentence_break` unit (a content planner's ``<EOS>``), a repeatable unit comes back only in a later plan
+  sentence, and a break only closes a sentence that names a unit: every oracle plan sentence of the Rotowire data
+  names each unit once, and a planner that may repeat team names freely loops on one of them;
 - at most `num_sentences` sentences: with `end_at_limit` (the paper's rule: every hypothesis is scored on a complete
   summary) a hypothesis that reaches the limit takes one more step in which END is its only choice, so it pays for
   its end as finished ones do; without it, the search stops after `num_sentences` choices and such hypotheses are kept
@@ -74,10 +77,18 @@ class _DocumentSearch:
     """The beam of one document and the facts about its sentences that the constraints need."""
 
     def __init__(
-        self, sentences: Sequence[str], trigram_blocking: bool, min_sentences, max_sentences, max_words, repeatable
+        self,
+        sentences: Sequence[str],
+        trigram_blocking: bool,
+        min_sentences,
+        max_sentences,
+        max_words,
+        repeatable,
+        sentence_break=None,
     ):
         self.num_sentences = len(sentences)
         self.repeatable = frozenset(repeatable)
+        self.sentence_break = sentence_break
         self.min_sentences = min_sentences
         self.max_sentences = max_sentences
         self.words = [len(sentence.split()) for sentence in sentences]
@@ -92,13 +103,18 @@ class _DocumentSearch:
             return []
         used_words = sum(self.words[i] for i in chosen)
         chosen_trigrams = set().union(*(self.trigrams[i] for i in chosen)) if self.trigrams and chosen else set()
-        return [
+        allowed = [
             index
             for index in range(self.num_sentences)
             if (index not in chosen or index in self.repeatable)
             and (self.max_words is None or used_words + self.words[index] <= self.max_words)
             and (not chosen_trigrams or chosen_trigrams.isdisjoint(self.trigrams[index]))
         ]
+        if self.sentence_break is None:
+            return allowed
+        breaks = [position for position, index in enumerate(chosen) if index == self.sentence_break]
+        current = set(chosen[breaks[-1] + 1 :] if breaks else chosen)  # the plan sentence being built
+        return [index for index in allowed if index not in current and (index != self.sentence_break or current)]
 
     def done(self) -> bool:
         if not self.live:
@@ -122,12 +138,14 @@ def stepwise_beam_search(
     return_distributions: bool = False,
     end_at_limit: bool = True,
     repeatable: Sequence[Collection[int]] | None = None,
+    sentence_break: int | None = None,
 ) -> list[Hypothesis]:
     """Decode a batch of documents (each a list of sentence strings) together; returns the best hypothesis of each.
 
     `score_rows(document_indices, prefixes)` scores one row per live hypothesis of every unfinished document: the
     index of its document in `documents` and its chosen sentences in selection order. `repeatable`: per document,
-    the sentence indices that may be chosen again (default: none). See the module docstring for the search and its
+    the sentence indices that may be chosen again (default: none); `sentence_break`: the index of a planner's
+    sentence-break unit in every document (default: none). See the module docstring for the search and its
     constraints.
     """
     _check_positive("beam_size", beam_size)
@@ -139,7 +157,7 @@ def stepwise_beam_search(
     if len(repeatable) != len(documents):
         raise ValueError(f"repeatable has {len(repeatable)} entries for {len(documents)} documents")
     searches = [
-        _DocumentSearch(sentences, trigram_blocking, min_sentences, num_sentences, max_words, again)
+        _DocumentSearch(sentences, trigram_blocking, min_sentences, num_sentences, max_words, again, sentence_break)
         for sentences, again in zip(documents, repeatable)
     ]
     for _ in range(num_sentences + int(end_at_limit)):

@@ -92,6 +92,24 @@ def test_no_sentence_is_chosen_twice():
             assert len(set(prefix)) == len(prefix)
 
 
+def test_a_sentence_break_lets_repeatable_units_back_only_in_a_later_plan_sentence():
+    # unit 0 is the break and unit 1 a team name (both repeatable); the scorer always prefers the team name, then
+    # the break, then unit 2, so free repeats would loop on "1 0 1 0 ..." (the unconstrained search shows it)
+    default = {1: 0.5, 0: 0.3, 2: 0.15, END: 0.05}
+    free = stepwise_beam_search(ScriptedScorer(3, {}, default), [SENTENCES[:3]], 1, 5, repeatable=[{0, 1}])[0]
+    assert free.sentences == (1, 1, 1, 1, 1)
+    scorer = ScriptedScorer(3, {}, default)
+    planned = stepwise_beam_search(scorer, [SENTENCES[:3]], 1, 6, repeatable=[{0, 1}], sentence_break=0)[0]
+    # greedy by hand: 1; 1 again is closed in this sentence, so the break; then 1 in the new sentence; then the
+    # break; then 1; then (1 closed) the break, at the length limit, and END
+    assert planned.sentences == (1, 0, 1, 0, 1, 0)
+    # a break never opens a plan or follows a break: the first choice is 1 even when the break is likelier
+    script = {(): {0: 0.6, 1: 0.3, END: 0.1}, (1,): {0: 0.7, 2: 0.2, END: 0.1}, (1, 0): {0: 0.6, 2: 0.3, END: 0.1}}
+    script[(1, 0, 2)] = {END: 1.0}
+    best = stepwise_beam_search(ScriptedScorer(3, script), [SENTENCES[:3]], 1, 6, repeatable=[{0, 1}], sentence_break=0)
+    assert best[0].sentences == (1, 0, 2) and best[0].ended
+
+
 def test_end_is_not_a_first_choice_and_stops_a_hypothesis():
     script = {(): {0: 0.05, END: 0.95}, (0,): {1: 0.01, END: 0.99}}
     scorer = ScriptedScorer(2, script)

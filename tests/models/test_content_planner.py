@@ -86,8 +86,9 @@ class PlannerTester(ModelTesterMixin):
 
     def check_content_planning_pipeline(self, planning, model, inputs):
         """Greedy (the planner's default beam of 1): each step takes the most probable allowed unit of the model's
-        step logits (no unit twice but the repeatable ones, no end as the first step, only the end after
-        `max_plan_length` units) and reports its whole distribution; the plan names the units by id."""
+        step logits (no unit twice but the repeatable ones, and those not twice in one plan sentence; no sentence
+        break opening a plan or following a break; no end as the first step, only the end after `max_plan_length`
+        units) and reports its whole distribution; the plan names the units by id."""
         units, game = inputs.pop("units"), inputs.pop("game")
         inputs.pop("sentences")
         repeatable = set(inputs["repeatable_mask"][0].nonzero().flatten().tolist())
@@ -101,6 +102,10 @@ class PlannerTester(ModelTesterMixin):
             distribution = torch.softmax(logits, -1)
             allowed = logits.clone()
             allowed[[unit for unit in chosen if unit not in repeatable]] = -torch.inf
+            sentence = chosen[len(chosen) - chosen[::-1].index(0) :] if 0 in chosen else chosen  # since the break
+            allowed[sentence] = -torch.inf
+            if not sentence:
+                allowed[0] = -torch.inf  # <EOS> (unit 0) closes a sentence that names a unit
             if not chosen:
                 allowed[-1] = -torch.inf
             if len(chosen) == length:

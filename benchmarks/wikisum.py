@@ -21,7 +21,7 @@
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part perplexity \
         --tdmca runs/wikisum-tdmca/final --td runs/wikisum-td/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part memory
-    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rouge --model T-DMCA=checkpoints/wikisum-tdmca-minilm-cnndm
+    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rouge --model T-DMCA=runs/wikisum-cnndm/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part init --init_steps 40 --init_L 256
 
 Tables are printed and written to benchmarks/results/wikisum_<part>.md (with the raw numbers in .json); the memory
@@ -458,6 +458,10 @@ def rouge_benchmark(models: dict[str, str], cnndm_rows: int, ship: str | None = 
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     summarizers = {label: pipeline("wikisum", model=str(resolve_model(path))) for label, path in models.items()}
+
+    def model_system(label: str) -> str:
+        return f"{label} ({models[label]})"
+
     rankers = sorted({summarizer.model.config.ranker for summarizer in summarizers.values()}) or ["tfidf"]
     results = []
     for dataset, (examples, references) in rouge_sets(cnndm_rows).items():
@@ -468,8 +472,9 @@ def rouge_benchmark(models: dict[str, str], cnndm_rows: int, ship: str | None = 
             started = time.perf_counter()
             inputs = [{"title": example["title"], "documents": example["documents"]} for example in examples]
             texts = [output["summary"] for output in summarizer(inputs)]
-            systems[f"{label} ({models[label]})"] = (texts, (time.perf_counter() - started) / len(examples))
-            print(dataset, label, f"{systems[f'{label} ({models[label]})'][1]:.1f} s/example", flush=True)
+            seconds = (time.perf_counter() - started) / len(examples)
+            systems[model_system(label)] = (texts, seconds)
+            print(dataset, label, f"{seconds:.1f} s/example", flush=True)
         for system, (texts, seconds) in systems.items():
             per_example = reference_rouge(texts, references)
             means = {key: sum(score[key] for score in per_example) / len(per_example) for key in per_example[0]}
@@ -509,7 +514,7 @@ def rouge_benchmark(models: dict[str, str], cnndm_rows: int, ship: str | None = 
     shown = [
         f"**{r['dataset']}, {item['id']}**\n\n- {r['system']}: {item['summary']!r}\n- reference: {item['reference']!r}"
         for r in results
-        if r["seconds_per_example"] > 0  # the models' rows (the baselines cost no generation)
+        if r["system"] in {model_system(label) for label in models}
         for item in r["shown"]
     ]
     text = (

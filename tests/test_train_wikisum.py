@@ -177,6 +177,19 @@ def test_lora_training_saves_an_adapter_checkpoint_that_the_pipeline_loads(tmp_p
     }
 
 
+def test_sampled_examples_are_split_into_sentences_once_per_meeting():
+    from sumformers.processing.processing_wikisum import sentence_lines
+
+    script = training_script("train_wikisum")
+    meeting = ["Grad A: we start. We agree on the plan.", "Grad B: the budget is fine."]
+    examples = [{"title": "", "documents": meeting}, {"title": "a query", "documents": meeting},
+                {"title": "", "documents": ["One article. Two sentences."]}]  # fmt: skip
+    script.one_sentence_a_line(examples)
+    assert examples[0]["documents"] == sentence_lines(meeting) and examples[0]["documents"][0].count("\n") == 1
+    assert examples[1]["documents"] is examples[0]["documents"]  # the query shares the meeting's one split
+    assert examples[2]["documents"] == ["One article.\nTwo sentences."]
+
+
 def test_summary_loss_only_labels_the_summary_tokens_and_the_end_token(minilm_tokenizer):
     from sumformers import WikiSumConfig
     from sumformers.processing.processing_wikisum import WikiSumProcessor

@@ -128,6 +128,17 @@ def read_files(paths: str | None, specific_queries: bool = False, ranking_unit: 
     return [read_wikisum_examples(path, specific_queries, ranking_unit) for path in (paths or "").split(",") if path]
 
 
+def one_sentence_a_line(examples: list[dict]) -> None:
+    """Rewrite the examples' documents one sentence a line (`sentence_lines`), each distinct documents list once:
+    QMSum's query examples share their meeting's."""
+    split = {}
+    for example in examples:
+        documents = example["documents"]
+        if id(documents) not in split:
+            split[id(documents)] = (documents, sentence_lines(documents))  # the original kept: its id stays unique
+        example["documents"] = split[id(documents)][1]
+
+
 def dataset_names(paths: str | None) -> list[str]:
     """The shared-data folder of each comma-separated file (`qmsum`, `fewsum`, `cnn_dailymail`)."""
     return sorted({Path(path).parent.name for path in (paths or "").split(",") if path})
@@ -277,6 +288,8 @@ def main():
         lora_alpha=32,
         lora_target_modules="q_proj,k_proj,v_proj,o_proj,up,down",
     )
+    if args.loss_on not in ("all", "summary"):  # before minutes of reading and tokenizing
+        raise ValueError(f"--loss_on must be all or summary, got {args.loss_on!r}")
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
     push = take_push_to_hub(training_args)
     source = model_args.model_name_or_path
@@ -303,7 +316,7 @@ def main():
             train_examples, min(data_args.max_train_samples, len(train_examples))
         )
     if args.ranking_unit == "sentence":
-        train_examples = [dict(example, documents=sentence_lines(example["documents"])) for example in train_examples]
+        one_sentence_a_line(train_examples)
     card_info = {
         "model_name": Path(args.ship_to or training_args.output_dir).name,
         "datasets": dataset_names(data_args.train_file) or ["qmsum", "fewsum"],
@@ -318,8 +331,6 @@ def main():
             raise ValueError("give --train_file (comma-separated JSONL files)")
         with training_args.main_process_first(desc="ranking and tokenizing"):
             encoded = [features(example) for example in train_examples]
-    if args.loss_on not in ("all", "summary"):
-        raise ValueError(f"--loss_on must be all or summary, got {args.loss_on!r}")
     collate = partial(processor.collate, summary_loss_only=args.loss_on == "summary")
     trainer, result = train(model, training_args, encoded, collate, tokenizer=tokenizer)
     if result is not None:

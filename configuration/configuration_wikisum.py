@@ -10,6 +10,7 @@ from ..text.ranking import RANKERS
 ATTENTION_LAYER_TYPES = ("full", "local", "compressed")
 DECODER_INITS = ("random", "encoder")
 LAYER_NORM_POSITIONS = ("pre", "post")
+POSITION_EMBEDDINGS = ("timing", "learned")
 # the paper's T-DMCA: L-M-L-M-L
 DEFAULT_ATTENTION_LAYERS = ("local", "compressed", "local", "compressed", "local")
 
@@ -68,7 +69,8 @@ class WikiSumConfig(PretrainedConfig):
             it); the limit stops a mistaken setting (`max_new_tokens=10**9`) from running for hours and keeps
             positions well inside the timing signal's longest wavelength (2 pi 10^4, about 62,800 positions, past
             which its slowest component wraps around). 16384 covers the paper's longest T-DMCA input (L = 11,000)
-            with room for a summary.
+            with room for a summary. With `position_embeddings="learned"` it is the size of the position table, and
+            `forward` refuses longer sequences too.
         ranker (`str`, *optional*, defaults to `"tfidf"`):
             Default stage-1 ranker of the pipeline, one of `identity`, `tfidf`, `textrank`, `sumbasic`, `oracle`.
         encoder_name_or_path (`str`, *optional*):
@@ -95,6 +97,10 @@ class WikiSumConfig(PretrainedConfig):
         timing_signal_scale (`float`, *optional*, defaults to 1.0):
             Factor on the sinusoidal timing signal (the only position information). `from_encoder` sets it to the
             size of the encoder's learned position vectors (see there).
+        position_embeddings (`str`, *optional*, defaults to `"timing"`):
+            `"timing"`: the sinusoidal timing signal (the paper's; any length). `"learned"`: a learned table of
+            `max_position_embeddings` vectors instead, which `from_encoder` copies from the encoder's (so that the
+            copied layers see the positions they were trained with; at most the encoder's 512 positions).
     """
 
     model_type = "wikisum"
@@ -135,6 +141,7 @@ class WikiSumConfig(PretrainedConfig):
         attention_bias: bool = False,
         scale_embedding: bool = True,
         timing_signal_scale: float = 1.0,
+        position_embeddings: str = "timing",
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
@@ -161,6 +168,8 @@ class WikiSumConfig(PretrainedConfig):
             raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
         if layer_norm_position not in LAYER_NORM_POSITIONS:
             raise ValueError(f"layer_norm_position must be one of {LAYER_NORM_POSITIONS}, got {layer_norm_position!r}")
+        if position_embeddings not in POSITION_EMBEDDINGS:
+            raise ValueError(f"position_embeddings must be one of {POSITION_EMBEDDINGS}, got {position_embeddings!r}")
         if hidden_act not in ACT2FN:
             raise ValueError(f"hidden_act must be an activation transformers knows (ACT2FN), got {hidden_act!r}")
         if encoder_layer_map is not None and len(encoder_layer_map) != len(attention_layers):
@@ -204,6 +213,7 @@ class WikiSumConfig(PretrainedConfig):
         self.attention_bias = attention_bias
         self.scale_embedding = scale_embedding
         self.timing_signal_scale = timing_signal_scale
+        self.position_embeddings = position_embeddings
         super().__init__(
             pad_token_id=pad_token_id,
             bos_token_id=bos_token_id,

@@ -492,7 +492,8 @@ class WikiSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
 
 class WikiSumModel(WikiSumPreTrainedModel):
-    """Embeddings (a narrow table projected to the layer width, plus the sinusoidal timing signal), the decoder
+    """Embeddings (a narrow table projected to the layer width, plus the sinusoidal timing signal or, with
+    `position_embeddings="learned"`, a learned position table), the decoder
     layers and a final layer norm (pre-norm layers) or a layer norm over the embeddings (post-norm layers, BERT's
     layout: `embed_norm`)."""
 
@@ -501,6 +502,8 @@ class WikiSumModel(WikiSumPreTrainedModel):
         self.embed_tokens = nn.Embedding(config.vocab_size, config.embedding_size, padding_idx=config.pad_token_id)
         self.embed_projection = nn.Linear(config.embedding_size, config.hidden_size, bias=False)
         self.embed_scale = math.sqrt(config.hidden_size) if config.scale_embedding else 1.0
+        learned = config.position_embeddings == "learned"
+        self.embed_positions = nn.Embedding(config.max_position_embeddings, config.hidden_size) if learned else None
         post_norm = config.layer_norm_position == "post"
         self.embed_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if post_norm else None
         self.dropout = nn.Dropout(config.hidden_dropout)
@@ -561,8 +564,17 @@ class WikiSumModel(WikiSumPreTrainedModel):
             position_ids = torch.arange(past_length, past_length + length, device=device).expand(batch, -1)
 
         hidden_states = self.embed_projection(inputs_embeds) * self.embed_scale
-        timing = timing_signal(position_ids, self.config.hidden_size) * self.config.timing_signal_scale
-        hidden_states = hidden_states + timing.to(hidden_states.dtype)
+        if self.embed_positions is not None:
+            limit = self.config.max_position_embeddings
+            if position_ids.numel() and position_ids.max().item() >= limit:
+                raise ValueError(
+                    f"position {position_ids.max().item()} is beyond the learned position table's {limit} positions "
+                    "(config.max_position_embeddings)"
+                )
+            positions = self.embed_positions(position_ids)
+        else:
+            positions = timing_signal(position_ids, self.config.hidden_size) * self.config.timing_signal_scale
+        hidden_states = hidden_states + positions.to(hidden_states.dtype)
         if self.embed_norm is not None:
             hidden_states = self.embed_norm(hidden_states)
         hidden_states = self.dropout(hidden_states)
@@ -608,7 +620,7 @@ def encoder_decoder_settings(encoder: PreTrainedModel, encoder_path: str) -> dic
     if missing:
         raise ValueError(f"the encoder's tokenizer needs [CLS], [SEP], [MASK] and [PAD] tokens; it lacks {missing}")
     settings = encoder.config
-    positions = encoder.embeddings.position_embeddings.weight.detach().float()[position_offset(settings) :]
+    positions = learned_positions(encoder).detach().float()
     signal = timing_signal(torch.arange(positions.shape[0]), settings.hidden_size)
     scale = (positions - positions.mean(dim=0)).pow(2).mean().sqrt() / signal.pow(2).mean().sqrt()
     return {
@@ -627,6 +639,11 @@ def encoder_decoder_settings(encoder: PreTrainedModel, encoder_path: str) -> dic
         "scale_embedding": False,
         "timing_signal_scale": round(scale.item(), 6),
     }
+
+
+def learned_positions(encoder: PreTrainedModel) -> torch.Tensor:
+    """A BERT-style encoder's learned position vectors, without the ones RoBERTa reserves below its padding index."""
+    return encoder.embeddings.position_embeddings.weight[position_offset(encoder.config) :]
 
 
 def encoder_mismatches(encoder: PreTrainedModel, config: WikiSumConfig) -> list[str]:
@@ -648,6 +665,9 @@ def encoder_mismatches(encoder: PreTrainedModel, config: WikiSumConfig) -> list[
         for name, value in expected.items()
         if getattr(config, name) != value
     ]
+    learned = learned_positions(encoder).shape[0]
+    if config.position_embeddings == "learned" and config.max_position_embeddings > learned:
+        problems.append(f"max_position_embeddings={config.max_position_embeddings} (the encoder learned {learned})")
     layer_map = config.encoder_layer_map
     if layer_map is None or any(not 0 <= index < settings.num_hidden_layers for index in layer_map):
         layers = settings.num_hidden_layers
@@ -822,6 +842,8 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
             config_kwargs.setdefault("vocab_size", encoder.config.vocab_size)
             if decoder_init == "encoder":
                 config_kwargs = {**encoder_decoder_settings(encoder, encoder_path), **config_kwargs}
+                if config_kwargs.get("position_embeddings") == "learned":
+                    config_kwargs.setdefault("max_position_embeddings", learned_positions(encoder).shape[0])
                 layers = len(config_kwargs.get("attention_layers") or DEFAULT_ATTENTION_LAYERS)
                 config_kwargs.setdefault(
                     "encoder_layer_map", [index % encoder.config.num_hidden_layers for index in range(layers)]
@@ -853,10 +875,12 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
           identity) plus the position-independent part of BERT's input: segment 0's vector and the mean of the
           learned position vectors. A vector added to every row of the tied table shifts all logits of a position by
           the same amount, so the output distribution is unchanged while the input is BERT's.
-        - Positions: the learned table covers 512 positions and WikiSum reads thousands, so the varying part of the
-          positions is carried by the timing signal, scaled (`timing_signal_scale`, set by `from_encoder`) to the
-          size of the centred learned vectors; the copied layers thus see position vectors of the size they were
-          trained with, though not the same ones. The embedding LayerNorm is the encoder's.
+        - Positions: the learned table covers 512 positions and WikiSum reads thousands, so by default the varying
+          part of the positions is carried by the timing signal, scaled (`timing_signal_scale`, set by
+          `from_encoder`) to the size of the centred learned vectors; the copied layers thus see position vectors of
+          the size they were trained with, though not the same ones. With `position_embeddings="learned"` the
+          decoder's table is the centred learned vectors themselves (at most 512 positions), so its input is BERT's
+          exactly. The embedding LayerNorm is the encoder's.
         - Decoder layer i from encoder layer `config.encoder_layer_map[i]`: query, key, value and output
           projections, both LayerNorms (post-norm, as BERT was trained) and the feed-forward block; every expert of
           a mixture-of-experts layer starts as that feed-forward block (sparse upcycling: identical experts give the
@@ -869,12 +893,14 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         if problems:
             raise ValueError(f"decoder_init='encoder' needs the encoder's layer settings: {'; '.join(problems)}")
         embeddings, encoder_layers = encoder.embeddings, encoder.encoder.layer
-        positions = embeddings.position_embeddings.weight[position_offset(encoder.config) :]
+        positions = learned_positions(encoder)
         offset = positions.mean(dim=0)
         if getattr(embeddings, "token_type_embeddings", None) is not None:
             offset = offset + embeddings.token_type_embeddings.weight[0]
         model = self.model
         model.embed_tokens.weight.copy_(embeddings.word_embeddings.weight + offset)
+        if model.embed_positions is not None:
+            model.embed_positions.weight.copy_(positions[: config.max_position_embeddings] - positions.mean(dim=0))
         identity = torch.eye(config.hidden_size)
         model.embed_projection.weight.copy_(identity)
         self.output_projection.weight.copy_(identity)

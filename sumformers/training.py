@@ -373,6 +373,14 @@ def trained_length(trainer) -> str:
     return f"{trainer.state.global_step} optimizer steps ({trainer.state.epoch:.2f} epochs)"
 
 
+def final_training_loss(trainer, result) -> str:
+    """"final training loss X, T s" for a card: X is the last logged loss (`result.training_loss` is the mean over
+    this process's steps, 0 for a resumed run with no step left), T this process's training time."""
+    losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
+    loss = f"{losses[-1]:.4f}" if losses else "not logged"
+    return f"final training loss {loss}, {result.metrics.get('train_runtime', 0):.0f} s"
+
+
 def new_card_info(training_args: TrainingArguments, data_args: DataArguments, datasets: list[str]) -> dict:
     """The model card's facts known before training: the model's name (the output folder's), its datasets, and the
     evaluation data (dataset name, or the local files' folder, and split)."""

@@ -134,3 +134,19 @@ def test_cards_name_shared_data_files_by_their_place_in_the_shared_folder(tmp_pa
     assert training_source(DataArguments(train_file=files)) == (
         "`train` of qmsum/train.jsonl,fewsum/train.jsonl,elsewhere/t.jsonl"
     )
+
+
+def test_the_card_gives_the_last_logged_loss_also_for_a_resumed_run_with_no_step_left():
+    from types import SimpleNamespace
+
+    from transformers import TrainerState
+    from transformers.trainer_utils import TrainOutput
+
+    from sumformers.training import final_training_loss
+
+    state = TrainerState(log_history=[{"loss": 5.5, "step": 10}, {"eval_loss": 4.0}, {"loss": 3.25, "step": 20}])
+    # a run resumed at its last step: the Trainer reports a mean loss of 0 over no steps
+    resumed = TrainOutput(global_step=20, training_loss=0.0, metrics={"train_runtime": 1.4})
+    assert final_training_loss(SimpleNamespace(state=state), resumed) == "final training loss 3.2500, 1 s"
+    unlogged = TrainOutput(global_step=3, training_loss=2.0, metrics={})
+    assert final_training_loss(SimpleNamespace(state=TrainerState()), unlogged) == "final training loss not logged, 0 s"

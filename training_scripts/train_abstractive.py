@@ -49,6 +49,7 @@ from sumformers.frozen_layers import check_bert_feature_cache, train_over_cached
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,
+    final_training_loss,
     finish_training,
     load_splits,
     map_training_features,
@@ -205,7 +206,7 @@ def main():
             f"{f'bottom {frozen} encoder layers frozen (states cached in bfloat16), ' if frozen else ''}"
             f"label smoothing {model.config.label_smoothing}"
             f"{f', guidance weight {model.config.guidance_weight}' if hasattr(model.config, 'guidance_weight') else ''}"
-            f"; final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+            f"; {final_training_loss(trainer, result)}."
         )
 
     evaluate = evaluation(tokenizer, eval_dataset, data_args, abstractive_args)
@@ -268,8 +269,8 @@ def train_copy_transformer(source, splits, abstractive_args, data_args, training
             f"trained in full from scratch ({variant}; d_model {config.d_model}, {config.encoder_layers} + "
             f"{config.decoder_layers} layers), max {max_length} document / {abstractive_args.max_target_length} "
             f"summary tokens, {'frozen BERT features cached in bfloat16, ' if cache else ''}label smoothing "
-            f"{config.label_smoothing}; final training loss "
-            f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+            f"{config.label_smoothing}; "
+            f"{final_training_loss(trainer, result)}."
         )
     evaluate = evaluation(tokenizer, eval_dataset, data_args, abstractive_args)
     finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)

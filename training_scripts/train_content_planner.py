@@ -28,6 +28,7 @@ from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, parse_game, split_
 from sumformers.text.table_to_text_metrics import plan_scores
 from sumformers.training import (
     apply_lora,
+    final_training_loss,
     finish_training,
     model_and_tokenizer,
     new_card_info,
@@ -121,7 +122,7 @@ def main():
             f"accumulation, learning rate {training_args.learning_rate}, LoRA "
             f"r={model_args.lora_r} (use_lora={model_args.use_lora}; new layers trained in full"
             f"{', sentence encoder frozen' if precomputed else ''}); oracle plans from the human summaries; final "
-            f"training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+            f"{final_training_loss(trainer, result)}."
         )
     evaluate = planning_evaluation(tokenizer, split["dev"], planner_args.max_plan_length)
     finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)

@@ -29,6 +29,7 @@ from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,
+    final_training_loss,
     finish_training,
     load_splits,
     map_training_features,
@@ -129,7 +130,7 @@ def main():
             f"{f'bottom {frozen} encoder layers frozen (states cached in bfloat16), ' if frozen else ''}"
             f"attention dropout {model.config.get_encoder_config().attention_probs_dropout_prob}, "
             f"{'Oracle (Full) labels, whole document' if data_args.oracle == 'full' else 'greedy-oracle labels'}; "
-            f"final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+            f"{final_training_loss(trainer, result)}."
         )
 
     evaluate = dataset_evaluation(

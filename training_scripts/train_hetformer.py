@@ -31,6 +31,7 @@ from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,
+    final_training_loss,
     finish_training,
     load_splits,
     model_and_tokenizer,
@@ -179,7 +180,7 @@ def main():
             f"of layers {model_args.lora_layers or 'all'} "
             f"(use_lora={model_args.use_lora}), windows {model.config.attention_windows}, sentence nodes "
             f"{model.config.use_sentence_nodes}, entities {model.config.use_entities}, greedy-oracle labels; final "
-            f"training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+            f"{final_training_loss(trainer, result)}."
         )
 
     evaluate = dataset_evaluation(

@@ -21,6 +21,7 @@ from sumformers import RealizerForConditionalGeneration
 from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, read_games, split_games
 from sumformers.training import (
     apply_lora,
+    final_training_loss,
     finish_training,
     model_and_tokenizer,
     new_card_info,
@@ -107,7 +108,7 @@ def main():
             f"{model_args.lora_target_modules} (use_lora={model_args.use_lora}), decoder_init=shared, "
             f"{realizer_args.decoder_layers} decoder layers, max {max_length} input / "
             f"{realizer_args.max_target_length} sentence tokens, label smoothing {model.config.label_smoothing}; "
-            f"final training loss {result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+            f"{final_training_loss(trainer, result)}."
         )
     evaluate = oracle_plan_evaluation(
         tokenizer, split_games(games, data_args.eval_split), data_args.eval_split, realizer_args.num_beams

@@ -39,6 +39,7 @@ from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
     apply_lora,
     dataset_evaluation,
+    final_training_loss,
     finish_training,
     load_splits,
     map_training_features,
@@ -276,8 +277,8 @@ def main():
             f"rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}; new layers trained in full"
             f"{', sentence encoder frozen' if precomputed else ''}), {oracle} targets (at most "
-            f"{stepwise_args.oracle_num_sentences} sentences, in selection order); final training loss "
-            f"{result.training_loss:.4f}, {result.metrics.get('train_runtime', 0):.0f} s."
+            f"{stepwise_args.oracle_num_sentences} sentences, in selection order); "
+            f"{final_training_loss(trainer, result)}."
         )
 
     # Evaluation runs the model's own pipeline: `stepwise-summarization` (beam search) or `extractive-summarization`.

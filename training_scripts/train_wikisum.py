@@ -59,6 +59,7 @@ from sumformers.processing.processing_wikisum import read_wikisum_examples, sent
 from sumformers.training import (
     ModelArguments,
     apply_lora,
+    final_training_loss,
     finish_training,
     model_and_tokenizer,
     parse_arguments,
@@ -81,6 +82,13 @@ class WikiSumArguments:
     decoder_init: str = field(
         default="random",
         metadata={"help": "random: from scratch (PCA word embeddings); encoder: the whole decoder from the encoder."},
+    )
+    position_embeddings: str = field(
+        default="timing",
+        metadata={
+            "help": "timing: the sinusoidal signal (the paper's, any length); learned: a learned table, with "
+            "--decoder_init encoder the encoder's own (at most its 512 positions, input and summary together)."
+        },
     )
     attention_layers: str = field(
         default="local,compressed,local,compressed,local",
@@ -176,6 +184,7 @@ def new_model(encoder: str, tokenizer, source: str, args: WikiSumArguments) -> W
     layout = dict(
         attention_layers=[name.strip() for name in args.attention_layers.split(",")],
         local_block_size=args.local_block_size,
+        position_embeddings=args.position_embeddings,
         moe_layers=[int(index) for index in args.moe_layers.split(",") if index.strip()],
         num_experts=args.num_experts,
         num_experts_per_token=args.num_experts_per_token,
@@ -271,10 +280,15 @@ def describe_training_scope(model, model_args: ModelArguments) -> str:
 def describe_start(config: WikiSumConfig) -> str:
     """How the decoder started, for the card."""
     if config.decoder_init == "encoder":
+        positions = (
+            f"the encoder's learned positions ({config.max_position_embeddings})"
+            if config.position_embeddings == "learned"
+            else "positions from the scaled timing signal"
+        )
         return (
             f"started from {config.encoder_name_or_path} (vocabulary, word embeddings and every layer copied, decoder "
             f"layer i from encoder layer {config.encoder_layer_map}[i]; post-norm as BERT; compressed layers' "
-            "convolutions started as stride averages; positions from the scaled timing signal)"
+            f"convolutions started as stride averages; {positions})"
         )
     return "trained from scratch (word embeddings from a PCA of MiniLM's)"
 
@@ -345,8 +359,8 @@ def main():
             f"{trainer.state.global_step} steps of batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}; "
-            f"{trainer.state.epoch:.2f} epochs, mean training loss {result.training_loss:.4f}, "
-            f"{result.metrics.get('train_runtime', 0):.0f} s on {'GPU' if torch.cuda.is_available() else 'CPU'}."
+            f"{trainer.state.epoch:.2f} epochs, {final_training_loss(trainer, result)} on "
+            f"{'GPU' if torch.cuda.is_available() else 'CPU'}."
         )
 
     def evaluate(trained):

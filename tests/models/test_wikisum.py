@@ -872,6 +872,48 @@ def test_encoder_started_full_layers_are_berts_layers_under_a_causal_mask(tmp_pa
         torch.testing.assert_close(torch.log_softmax(logits(model, ids), -1), expected_scores, atol=1e-4, rtol=1e-4)
 
 
+def test_learned_positions_make_full_layers_berts_under_a_causal_mask(tiny_encoder_folder, tmp_path):
+    """With `position_embeddings="learned"` the decoder takes BERT's own position table (not the constant one of the
+    test above): full-attention layers compute causal BERT's hidden states exactly, at every position."""
+    from transformers import BertModel
+
+    model = encoder_started(tiny_encoder_folder, attention_layers=["full", "full"], position_embeddings="learned",
+                            max_input_tokens=400)
+    assert model.config.max_position_embeddings == 512
+    causal = BertModel.from_pretrained(tiny_encoder_folder, add_pooling_layer=False, is_decoder=True).eval()
+    ids = word_ids(2, 40)
+    with torch.no_grad():
+        torch.testing.assert_close(model.model(ids).last_hidden_state, causal(ids).last_hidden_state,
+                                   atol=1e-5, rtol=1e-5)
+    # a T-DMCA layout over the learned table still sees no later token, and the table survives saving
+    tdmca = encoder_started(tiny_encoder_folder, position_embeddings="learned", max_input_tokens=400)
+    assert_no_position_sees_a_later_token(tdmca, word_ids())
+    tdmca.save_pretrained(tmp_path)
+    loaded = WikiSumForCausalLM.from_pretrained(tmp_path, attn_implementation="eager").eval()
+    torch.testing.assert_close(logits(loaded, word_ids()), logits(tdmca, word_ids()), atol=0, rtol=0)
+
+
+def test_learned_positions_are_limited_to_the_table(tiny_encoder_folder):
+    with pytest.raises(ValueError) as error:
+        encoder_started(
+            tiny_encoder_folder, position_embeddings="learned", max_position_embeddings=600, max_input_tokens=400
+        )
+    assert str(error.value) == (
+        "decoder_init='encoder' needs the encoder's layer settings: max_position_embeddings=600 (the encoder "
+        "learned 512)"
+    )
+    with pytest.raises(ValueError, match=r"^max_input_tokens must be in \[2, max_position_embeddings - 2 = 510\]"):
+        encoder_started(tiny_encoder_folder, position_embeddings="learned")  # the default L, 1,024, does not fit
+    model = encoder_started(tiny_encoder_folder, position_embeddings="learned", max_input_tokens=400)
+    with pytest.raises(ValueError) as error:
+        model(word_ids(1, 513))
+    assert str(error.value) == (
+        "position 512 is beyond the learned position table's 512 positions (config.max_position_embeddings)"
+    )
+    with pytest.raises(ValueError, match="^position_embeddings must be one of"):
+        WikiSumConfig(position_embeddings="rotary")
+
+
 def test_encoder_started_decoder_round_trips_through_from_pretrained(tiny_encoder_folder, tmp_path):
     model = encoder_started(tiny_encoder_folder, moe_layers=[2], num_experts=2)
     model.save_pretrained(tmp_path / "saved")

@@ -101,6 +101,11 @@ class WikiSumConfig(PretrainedConfig):
             `"timing"`: the sinusoidal timing signal (the paper's; any length). `"learned"`: a learned table of
             `max_position_embeddings` vectors instead, which `from_encoder` copies from the encoder's (so that the
             copied layers see the positions they were trained with; at most the encoder's 512 positions).
+        copy_mechanism (`bool`, *optional*, defaults to `False`):
+            Not in the paper: a pointer-generator head (`modeling/pointer_generator.py`, the CopyTransformer's) whose
+            copy attention reads the final states of the input positions before the separator, so that a summary
+            token is p_gen P_copy(w) + (1 - p_gen) P_vocab(w). `forward` then returns log-probabilities as logits:
+            the mixture from the separator on, the vocabulary softmax before it.
     """
 
     model_type = "wikisum"
@@ -142,6 +147,7 @@ class WikiSumConfig(PretrainedConfig):
         scale_embedding: bool = True,
         timing_signal_scale: float = 1.0,
         position_embeddings: str = "timing",
+        copy_mechanism: bool = False,
         tie_word_embeddings: bool = True,
         **kwargs,
     ):
@@ -214,6 +220,7 @@ class WikiSumConfig(PretrainedConfig):
         self.scale_embedding = scale_embedding
         self.timing_signal_scale = timing_signal_scale
         self.position_embeddings = position_embeddings
+        self.copy_mechanism = copy_mechanism
         super().__init__(
             pad_token_id=pad_token_id,
             bos_token_id=bos_token_id,

@@ -49,6 +49,7 @@ from .attention import get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
 from .convolutional_attention import ConvolutionalPattern
 from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
+from .pointer_generator import PointerGenerator, mixture_log_probs
 from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name, resolve_encoder
 from .summarizer_mixin import SummarizerMixin
 from .windowed_encoder import WindowedEncoder
@@ -68,34 +69,6 @@ def shift_labels_right(labels: torch.LongTensor, config: CopyTransformerConfig) 
     """The decoder inputs of `labels`: the begin token, then the labels but the last (-100 read as padding)."""
     start = torch.full_like(labels[:, :1], config.decoder_start_token_id)
     return torch.cat([start, labels[:, :-1].masked_fill(labels[:, :-1] == -100, config.pad_token_id)], 1)
-
-
-def _log(probabilities: torch.Tensor) -> torch.Tensor:
-    """log, with log 0 = -inf and a zero (not NaN) gradient there: the copy mass of words absent from the source."""
-    positive = probabilities > 0
-    return torch.where(positive, probabilities.masked_fill(~positive, 1.0).log(), -torch.inf)
-
-
-def mixture_log_probs(
-    vocab_logits: torch.Tensor,
-    copy_attention: torch.Tensor,
-    switch_logits: torch.Tensor,
-    source_extended_ids: torch.LongTensor,
-) -> torch.Tensor:
-    """log p(w) in float32, [batch, steps, vocab + unknown source words], for p(w) = p_gen P_copy(w) + (1 - p_gen)
-    P_vocab(w): `vocab_logits` [batch, steps, vocab], `copy_attention` [batch, steps, source] (rows sum to one),
-    `switch_logits` [batch, steps] (p_gen = sigmoid), `source_extended_ids` [batch, source]. The extended vocabulary
-    reaches the largest id of `source_extended_ids`; an extended id no source position holds has probability 0."""
-    vocab_size = vocab_logits.shape[-1]
-    size = max(vocab_size, int(source_extended_ids.max()) + 1)
-    switch = switch_logits.float()[..., None]
-    copy_mass = copy_attention.new_zeros((*copy_attention.shape[:2], size), dtype=torch.float32).scatter_add_(
-        -1, source_extended_ids[:, None, :].expand(copy_attention.shape), copy_attention.float() * torch.sigmoid(switch)
-    )
-    # in log space, so that a word with a tiny vocabulary probability keeps a finite log-probability
-    generated = F.logsigmoid(-switch) + F.log_softmax(vocab_logits.float(), dim=-1)
-    vocabulary = torch.logaddexp(generated, _log(copy_mass[..., :vocab_size]))
-    return torch.cat([vocabulary, _log(copy_mass[..., vocab_size:])], dim=-1)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -430,44 +403,6 @@ class CopyTransformerDecoder(nn.Module):
         return self.norm(states)
 
 
-class CopyAttention(nn.Module):
-    """The pointer's attention: one head over the encoder states, with parameters of its own. Returns the attention
-    [batch, steps, source] (float32, zero on padding) and the context sum_i a_i e_i [batch, steps, d_model]."""
-
-    def __init__(self, config: CopyTransformerConfig):
-        super().__init__()
-        self.query = nn.Linear(config.d_model, config.d_model)
-        self.key = nn.Linear(config.d_model, config.d_model)
-        self.scaling = config.d_model**-0.5
-
-    def forward(self, states, encoder_states, encoder_mask=None, cache=None):
-        if cache is not None and cache.copy_keys is not None:
-            keys = cache.copy_keys
-        else:
-            keys = self.key(encoder_states)
-            if cache is not None:
-                cache.copy_keys = keys
-        scores = torch.matmul(self.query(states), keys.transpose(1, 2)).float() * self.scaling
-        if encoder_mask is not None:
-            scores = scores.masked_fill(~encoder_mask.bool()[:, None, :], -torch.inf)
-        attention = torch.softmax(scores, dim=-1)
-        return attention, torch.matmul(attention.to(encoder_states.dtype), encoder_states)
-
-
-class PointerGenerator(nn.Module):
-    """The copy attention and the switch: p_gen = sigmoid(w [h_t; c_t; x_t] + b). Returns the copy attention and
-    the switch's logits [batch, steps]."""
-
-    def __init__(self, config: CopyTransformerConfig):
-        super().__init__()
-        self.copy_attention = CopyAttention(config)
-        self.switch = nn.Linear(3 * config.d_model, 1)
-
-    def forward(self, states, input_embeddings, encoder_states, encoder_mask=None, cache=None):
-        attention, context = self.copy_attention(states, encoder_states, encoder_mask, cache)
-        return attention, self.switch(torch.cat([states, context, input_embeddings], dim=-1)).squeeze(-1)
-
-
 class ProjectedEmbeddingsOutput(nn.Module):
     """The output layer tied to the BERT-conditioned decoder's word embeddings P e_w + c (e_w BERT's frozen
     embedding, P and c the decoder's trainable projection, shared with its input side): logits_w = (P^T h) . e_w +
@@ -522,7 +457,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         super().__init__(config)
         self.encoder = CopyTransformerEncoder(config)
         self.decoder = CopyTransformerDecoder(config)
-        self.pointer = PointerGenerator(config) if config.copy_mechanism else None
+        self.pointer = PointerGenerator(config.d_model) if config.copy_mechanism else None
         if config.decoder_embeddings == "bert" and config.tie_word_embeddings:
             self.lm_head = ProjectedEmbeddingsOutput(config.vocab_size)
             self._tied_weights_keys = {}  # tied through its forward, not by sharing a parameter

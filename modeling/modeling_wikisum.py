@@ -37,6 +37,7 @@ from ..generation.length_penalty import LengthPenaltyTypeMixin, resolve_length_p
 from ..processing.processing_wikisum import WikiSumProcessor
 from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
+from .pointer_generator import PointerGenerator, mixture_log_probs
 from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name
 from .summarizer_mixin import SummarizerMixin
 
@@ -181,7 +182,9 @@ class CompressedAttentionCacheLayer(CacheLayerMixin):
 
 
 class WikiSumCache(Cache):
-    """One cache layer per decoder layer, of the kind its attention type needs."""
+    """One cache layer per decoder layer, of the kind its attention type needs, and for the copy head
+    (`copy_mechanism`) the copy memory: every position's final state, its copy key and its token id so far
+    ([batch, positions, ...]), which beam search reorders with the layers."""
 
     def __init__(self, config: WikiSumConfig):
         layers = []
@@ -193,6 +196,33 @@ class WikiSumCache(Cache):
             else:
                 layers.append(DynamicLayer())
         super().__init__(layers=layers)
+        self.copy_memory = None
+
+    def add_copy_memory(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Append the new positions' (keys, states, ids); return all positions' so far."""
+        previous = self.copy_memory
+        self.copy_memory = tensors if previous is None else tuple(map(torch.cat, zip(previous, tensors), [1] * 3))
+        return self.copy_memory
+
+    def _map_copy_memory(self, function) -> None:
+        if self.copy_memory is not None:
+            self.copy_memory = tuple(map(function, self.copy_memory))
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        super().reorder_cache(beam_idx)
+        self._map_copy_memory(lambda rows: rows.index_select(0, beam_idx.to(rows.device)))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        super().batch_repeat_interleave(repeats)
+        self._map_copy_memory(lambda rows: rows.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices: torch.Tensor) -> None:
+        super().batch_select_indices(indices)
+        self._map_copy_memory(lambda rows: rows[indices])
+
+    def reset(self) -> None:
+        super().reset()
+        self.copy_memory = None
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -704,6 +734,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         self.model = WikiSumModel(config)
         self.output_projection = nn.Linear(config.hidden_size, config.embedding_size, bias=False)
         self.lm_head = nn.Linear(config.embedding_size, config.vocab_size, bias=False)
+        self.pointer = PointerGenerator(config.hidden_size) if config.copy_mechanism else None
         self.post_init()
 
     # The model contract (`SummarizerMixin`) depends on how the decoder started, so it is read from the config.
@@ -728,6 +759,8 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
             names += ["key_compression", "value_compression", "null_slot"]
         if self.config.moe_layers:
             names.append("router")
+        if self.pointer is not None:
+            names.append("pointer")
         return tuple(names)
 
     @property
@@ -929,6 +962,42 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
                 attention.null_slot.key.zero_()
                 attention.null_slot.value.zero_()
 
+    def copy_log_probs(self, input_ids, states, attention_mask, past_length: int, cache, logits_to_keep: int = 0):
+        """The copy head's log p(w) [batch, kept positions, vocab] (float32) for positions `past_length` on: from a
+        row's first separator on, the mixture p_gen P_copy + (1 - p_gen) P_vocab, its copy attention over the real
+        positions before that separator (in this call or cached: `WikiSumCache.copy_memory`); before it, or in a
+        row without one, the vocabulary softmax."""
+        keys = self.pointer.copy_attention.key(states)
+        if cache is not None:
+            keys, memory, memory_ids = cache.add_copy_memory(keys, states, input_ids)
+        else:
+            memory, memory_ids = states, input_ids
+        total = memory_ids.shape[1]
+        positions = torch.arange(total, device=states.device)
+        separator = torch.where(memory_ids == self.config.separator_token_id, positions, total).amin(dim=1)
+        valid = attention_mask.bool() if attention_mask is not None else torch.ones_like(memory_ids, dtype=torch.bool)
+        source = valid & (positions < separator[:, None])
+        has_source = source.any(dim=1)
+        query_positions = positions[past_length:]
+        if logits_to_keep:
+            states, input_ids, query_positions = (
+                states[:, -logits_to_keep:],
+                input_ids[:, -logits_to_keep:],
+                query_positions[-logits_to_keep:],
+            )
+        copying = (query_positions >= separator[:, None]) & has_source[:, None]
+        vocab_logits = self.lm_head(self.output_projection(states))
+        # a row with nothing to copy attends everywhere instead of nowhere (no NaN); its copy weight is 0 below
+        attention, switch = self.pointer(
+            states,
+            self.model.embed_projection(self.model.embed_tokens(input_ids)),
+            memory,
+            source | ~has_source[:, None],
+            keys=keys,
+        )
+        # p_gen = sigmoid(-inf) = 0 where nothing is copied: the mixture is then the vocabulary softmax exactly
+        return mixture_log_probs(vocab_logits, attention, switch.masked_fill(~copying, -torch.inf), memory_ids)
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -956,6 +1025,9 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         # bundled WordPiece tokenizer returns segment ids and generate() refuses a keyword that forward() does not
         # name, so that the standard `model.generate(**tokenizer(text, return_tensors="pt"))` works.
         del token_type_ids
+        if self.pointer is not None and input_ids is None:
+            raise ValueError("the copy head (copy_mechanism) copies token ids: give input_ids, not inputs_embeds")
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
         outputs = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -966,15 +1038,22 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
             output_hidden_states=output_hidden_states,
         )
         hidden_states = outputs.last_hidden_state
-        if logits_to_keep:
-            hidden_states = hidden_states[:, -logits_to_keep:]
-        logits = self.lm_head(self.output_projection(hidden_states))
+        if self.pointer is not None:
+            cache = past_key_values if past_key_values is not None else outputs.past_key_values
+            # float32 log-probabilities for the loss; the logits come back in the model's dtype, as without the head
+            scores = self.copy_log_probs(input_ids, hidden_states, attention_mask, past_length, cache, logits_to_keep)
+            logits = scores.to(hidden_states.dtype)
+        else:
+            if logits_to_keep:
+                hidden_states = hidden_states[:, -logits_to_keep:]
+            scores = logits = self.lm_head(self.output_projection(hidden_states))
         loss = None
         if labels is not None:
             if labels.shape != logits.shape[:2]:
                 raise ValueError(f"labels must have shape {list(logits.shape[:2])}, got {list(labels.shape)}")
+            # on log-probabilities (the copy head's) cross-entropy is their negative log-likelihood
             loss = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=-100
+                scores[:, :-1].reshape(-1, scores.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=-100
             )
             if outputs.aux_loss is not None:
                 loss = loss + self.config.router_aux_loss_coef * outputs.aux_loss

@@ -90,6 +90,13 @@ class WikiSumArguments:
             "--decoder_init encoder the encoder's own (at most its 512 positions, input and summary together)."
         },
     )
+    copy_mechanism: bool = field(
+        default=False,
+        metadata={
+            "help": "Add a pointer-generator head (not in the paper): summary tokens mix copying from the input with "
+            "the vocabulary; trained in full (a new module) beside LoRA."
+        },
+    )
     attention_layers: str = field(
         default="local,compressed,local,compressed,local",
         metadata={"help": "Comma-separated layer types: full, local, compressed (T-D: all full)."},
@@ -185,6 +192,7 @@ def new_model(encoder: str, tokenizer, source: str, args: WikiSumArguments) -> W
         attention_layers=[name.strip() for name in args.attention_layers.split(",")],
         local_block_size=args.local_block_size,
         position_embeddings=args.position_embeddings,
+        copy_mechanism=args.copy_mechanism,
         moe_layers=[int(index) for index in args.moe_layers.split(",") if index.strip()],
         num_experts=args.num_experts,
         num_experts_per_token=args.num_experts_per_token,
@@ -279,6 +287,13 @@ def describe_training_scope(model, model_args: ModelArguments) -> str:
 
 def describe_start(config: WikiSumConfig) -> str:
     """How the decoder started, for the card."""
+    start = describe_initialisation(config)
+    if config.copy_mechanism:
+        start += "; with a pointer-generator copy head over the input (not in the paper), trained from scratch"
+    return start
+
+
+def describe_initialisation(config: WikiSumConfig) -> str:
     if config.decoder_init == "encoder":
         positions = (
             f"the encoder's learned positions ({config.max_position_embeddings})"

@@ -263,6 +263,111 @@ def test_generate_limit_counts_the_input_and_the_summary():
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# The copy head (copy_mechanism, not in the paper)
+# ----------------------------------------------------------------------------------------------------------------
+
+COPY_LAYERS = dict(attention_layers=["local", "compressed", "full"], copy_mechanism=True)
+
+
+def with_separator(ids: torch.Tensor, position: int) -> torch.Tensor:
+    ids = ids.clone()
+    ids[:, position] = 3  # tiny_wikisum_config's separator_token_id
+    return ids
+
+
+def test_copy_head_mixes_the_copy_attention_and_the_vocabulary_as_computed_by_hand():
+    model = tiny_model(**COPY_LAYERS)
+    ids = with_separator(random_ids(1, 14), 8)
+    with torch.no_grad():
+        log_probs = logits(model, ids)[0].double()
+        states = model.model(ids).last_hidden_state[0]
+        pointer = model.pointer
+        scores = pointer.copy_attention.query(states) @ pointer.copy_attention.key(states[:8]).T / math.sqrt(32)
+        attention = torch.softmax(scores.double(), dim=-1)  # over the 8 input positions before the separator
+        context = attention.float() @ states[:8]
+        embedded = model.model.embed_projection(model.model.embed_tokens(ids[0]))
+        p_copy = torch.sigmoid(pointer.switch(torch.cat([states, context, embedded], dim=-1))[:, 0].double())
+        vocabulary = torch.softmax(model.lm_head(model.output_projection(states)).double(), dim=-1)
+    for t in range(8, 14):  # from the separator on: the mixture
+        mixture = (1 - p_copy[t]) * vocabulary[t]
+        for j in range(8):
+            mixture[ids[0, j]] += p_copy[t] * attention[t, j]
+        torch.testing.assert_close(log_probs[t].exp(), mixture, atol=1e-6, rtol=1e-4)
+        assert log_probs[t].exp().sum().item() == pytest.approx(1.0, abs=1e-6)
+    # before the separator: the vocabulary alone
+    torch.testing.assert_close(log_probs[:8].exp(), vocabulary[:8], atol=1e-6, rtol=1e-4)
+
+
+def test_copy_head_copies_a_source_token_the_vocabulary_gives_almost_no_mass():
+    model = tiny_model(**COPY_LAYERS)
+    ids = with_separator(random_ids(1, 12), 6)
+
+    def probabilities(switch_bias: float) -> torch.Tensor:  # +30: p_gen about 1 (copy), -30: about 0 (generate)
+        with torch.no_grad():
+            model.pointer.switch.bias.fill_(switch_bias)
+        return logits(model, ids)[0].exp()
+
+    generated = probabilities(-30.0)
+    rare = min(range(4, 64), key=lambda token: generated[6:, token].max().item())  # the vocabulary's least likely
+    ids[0, 2] = rare  # now in the source
+    generated, copied = probabilities(-30.0), probabilities(30.0)
+    assert generated[6:, rare].max().item() < 0.02  # the tiny model's vocabulary is near uniform (1/64)
+    assert copied[6:, rare].min().item() > 0.1  # copied at every summary position
+    torch.testing.assert_close(copied[:6], generated[:6])  # before the separator nothing is copied
+    outside = [token for token in range(64) if token not in set(ids[0, :6].tolist())]
+    assert copied[6:, outside].sum(-1).max().item() < 1e-6  # all the mass on source tokens
+
+
+def test_copy_head_without_a_separator_is_the_vocabulary_softmax():
+    model = tiny_model(**COPY_LAYERS)
+    ids = random_ids(2, 10)
+    ids[ids == 3] = 4
+    with torch.no_grad():
+        states = model.model(ids).last_hidden_state
+        expected = torch.log_softmax(model.lm_head(model.output_projection(states)).float(), dim=-1)
+    torch.testing.assert_close(logits(model, ids), expected)
+    with pytest.raises(ValueError, match="give input_ids, not inputs_embeds"):
+        model(inputs_embeds=torch.zeros(1, 3, 16))
+
+
+def test_copy_head_sees_no_later_token_and_caches_like_the_full_forward():
+    model = tiny_model("sdpa", **COPY_LAYERS)
+    ids = with_separator(random_ids(2, 16), 6)
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    expected = logits(model, ids, attention_mask=mask)
+    for position in (1, 5, 9, 12):
+        other = ids.clone()
+        other[:, position] = ids[:, position] % 60 + 4  # another word, never the separator
+        changed = (logits(model, other, attention_mask=mask) - expected).abs().amax(-1)[1] > 0
+        assert not changed[:position].any(), f"a position before {position} saw it"
+        assert changed[position:].all()
+    with torch.no_grad():
+        step = model(ids[:, :4], attention_mask=mask[:, :4], use_cache=True)
+        cache, pieces = step.past_key_values, [step.logits]
+        # a chunk across the separator, then one token at a time
+        for start, stop in [(4, 8)] + [(t, t + 1) for t in range(8, 16)]:
+            step = model(ids[:, start:stop], attention_mask=mask[:, :stop], past_key_values=cache, use_cache=True)
+            pieces.append(step.logits)
+    real = mask.bool()
+    torch.testing.assert_close(torch.cat(pieces, dim=1)[real], expected[real], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=4, length_penalty=0.6)], ids=["greedy", "beam"])
+def test_copy_head_generation_with_cache_equals_generation_without(settings):
+    model = tiny_model("sdpa", seed=2, **COPY_LAYERS)
+    with torch.no_grad():  # copying about 5%: a random model that copies more repeats one copied token throughout
+        model.pointer.switch.bias.fill_(-3.0)
+    ids = with_separator(random_ids(2, 11), 10)
+    mask = torch.ones_like(ids)
+    mask[1, :2] = 0
+    common = dict(attention_mask=mask, max_new_tokens=16, min_new_tokens=16, do_sample=False, **settings)
+    cached = model.generate(ids, use_cache=True, **common)
+    assert torch.equal(cached, model.generate(ids, use_cache=False, **common))
+    assert min(len(set(row.tolist())) for row in cached[:, 11:]) >= 3  # many decoding states compared in each row
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Mixture of experts
 # ----------------------------------------------------------------------------------------------------------------
 
@@ -428,6 +533,18 @@ class TestEncoderStartedWikiSumModel(TestWikiSumModel):
             expert_intermediate_size=64,
             hidden_dropout=0.0,
         )
+
+
+class TestCopyWikiSumModel(TestEncoderStartedWikiSumModel):
+    """The same checks with the copy head (`copy_mechanism`): its pointer is a new module, trained in full beside
+    LoRA, and its log-probabilities go through save, export, batching, padding, backends and the pipeline."""
+
+    bf16_atol = 0.1  # as the CopyTransformer's: log-probabilities near -10 are rounded to bf16 steps of 0.0625
+
+    def get_config(self):
+        config = super().get_config()
+        config.copy_mechanism = True
+        return config
 
 
 @pytest.fixture

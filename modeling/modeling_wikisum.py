@@ -201,7 +201,9 @@ class WikiSumCache(Cache):
     def add_copy_memory(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Append the new positions' (keys, states, ids); return all positions' so far."""
         previous = self.copy_memory
-        self.copy_memory = tensors if previous is None else tuple(map(torch.cat, zip(previous, tensors), [1] * 3))
+        self.copy_memory = tensors if previous is None else tuple(
+            torch.cat(pair, dim=1) for pair in zip(previous, tensors)
+        )
         return self.copy_memory
 
     def _map_copy_memory(self, function) -> None:
@@ -523,9 +525,8 @@ class WikiSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
 class WikiSumModel(WikiSumPreTrainedModel):
     """Embeddings (a narrow table projected to the layer width, plus the sinusoidal timing signal or, with
-    `position_embeddings="learned"`, a learned position table), the decoder
-    layers and a final layer norm (pre-norm layers) or a layer norm over the embeddings (post-norm layers, BERT's
-    layout: `embed_norm`)."""
+    `position_embeddings="learned"`, a learned position table), the decoder layers and a final layer norm (pre-norm
+    layers) or a layer norm over the embeddings (post-norm layers, BERT's layout: `embed_norm`)."""
 
     def __init__(self, config: WikiSumConfig):
         super().__init__(config)
@@ -743,8 +744,8 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
     # encoder (word embeddings tied with the output, the embedding LayerNorm, every layer's attention and feed-forward
     # projections and LayerNorms) are pretrained and LoRA adapts the layers' projections; the parts without one are
     # new, trained in full and saved with an adapter: the projections to and from `embedding_size` (identity at the
-    # start), the compressed layers' convolutions (stride averages) and null slots (zero) and the experts' routers
-    # (random).
+    # start), the compressed layers' convolutions (stride averages) and null slots (zero), the experts' routers
+    # (random) and the copy head (random).
 
     @property
     def pretrained_modules(self) -> tuple[str, ...]:

@@ -19,10 +19,11 @@ ARTICLE = Path(__file__).resolve().parents[2] / "examples" / "cnn_missing_studen
 STEPWISE = ["stepwise-hibert-minilm-cnndm", "stepwise-etcsum-minilm-cnndm"]
 NON_STEPWISE = ["hibert-minilm-cnndm", "etcsum-minilm-cnndm"]
 REALIZER = "realizer-minilm-rotowire"
+WIKISUM = "wikisum-tdmca-copy-minilm-cnndm"
 
-# The realizer generates from a plan sentence of a game: its own test below compares whole generations.
+# The realizer generates from a plan sentence of a game and WikiSum from ranked paragraphs: their own tests below.
 ADAPTERS = [name for name, folder in shipped_checkpoints().items()
-            if (folder / "adapter_config.json").is_file() and name != REALIZER]
+            if (folder / "adapter_config.json").is_file() and name not in (REALIZER, WIKISUM)]
 
 
 @pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
@@ -64,14 +65,23 @@ def test_standard_loading_gives_the_adapter_over_its_encoder(name):
 
 
 def test_the_shipped_wikisum_loads_the_standard_way():
-    folder = str(shipped_checkpoints()["wikisum-tdmca-qmsum-fewsum"])
+    """`pipeline("wikisum", model=folder)` loads the adapter over MiniLM (its logits those of the adapter merged by
+    hand) and summarizes what its model generates."""
+    folder = str(shipped_checkpoints()[WIKISUM])
     summarizer = pipeline("wikisum", model=folder)
+    config = AutoConfig.from_pretrained(folder)
+    encoder_started = ARCHITECTURES["wikisum"].model_class.from_encoder("minilm", config=config)
+    by_hand = PeftModel.from_pretrained(encoder_started, folder).merge_and_unload().eval()
     result = summarizer(
         {"title": "a missing student", "documents": [ARTICLE.read_text()]}, max_new_tokens=8, num_beams=1
     )
     inputs = summarizer.model.processor_class(summarizer.tokenizer, summarizer.model.config)(
         {"title": "a missing student", "documents": [ARTICLE.read_text()]}
     )
+    with torch.no_grad():
+        torch.testing.assert_close(
+            summarizer.model(inputs["input_ids"]).logits, by_hand(inputs["input_ids"]).logits, rtol=0, atol=0
+        )
     generated = summarizer.model.generate(
         inputs["input_ids"], attention_mask=inputs["attention_mask"], max_new_tokens=8, num_beams=1
     )

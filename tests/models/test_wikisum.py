@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -806,47 +807,38 @@ def test_export_round_trip_generates_the_same_tokens(saved_wikisum, tmp_path):
 # The shipped checkpoint
 # ----------------------------------------------------------------------------------------------------------------
 
-SHIPPED = "wikisum-tdmca-qmsum-fewsum"
+SHIPPED = "wikisum-tdmca-copy-minilm-cnndm"
+ARTICLE = Path(__file__).resolve().parents[2] / "examples" / "cnn_missing_student.txt"
 
 
 @pytest.mark.skipif(SHIPPED not in shipped_checkpoints(), reason="the trained WikiSum checkpoint is not shipped")
-def test_shipped_checkpoint_is_small_fp16_and_summarizes():
+def test_shipped_checkpoint_is_a_small_fp16_adapter_that_writes_from_the_article():
     from safetensors import safe_open
 
     folder = Path(shipped_checkpoints()[SHIPPED])
     assert sum(path.stat().st_size for path in folder.iterdir()) <= 20 * 2**20
-    with safe_open(str(folder / "model.safetensors"), "pt") as weights:
+    with safe_open(str(folder / "adapter_model.safetensors"), "pt") as weights:
         assert {weights.get_tensor(name).dtype for name in weights.keys()} == {torch.float16}
     model = load_model(SHIPPED)
-    assert model.dtype == torch.float32 and model.config.variant == "T-DMCA"
+    config = model.config
+    assert model.dtype == torch.float32 and config.variant == "T-DMCA" and config.decoder_init == "encoder"
+    assert config.copy_mechanism and model.generation_config.no_repeat_ngram_size in (None, 0)
     import sumformers
 
-    result = sumformers.load_pipeline(SHIPPED)({"title": TITLE, "documents": DOCUMENTS}, max_new_tokens=20, num_beams=1)
-    assert result["summary"].strip() and result["paragraphs"][0]["index"] == 2
+    article = ARTICLE.read_text()
+    summary = sumformers.load_pipeline(SHIPPED)({"documents": [article]})["summary"]
+    words = re.findall(r"[a-z0-9]+", summary.lower())
+    # the copy head writes the missing student's rare surname from the article (the checkpoint it replaced wrote
+    # ".,,,. the,. the" on every input); the text still repeats itself (see the card)
+    assert len(words) >= 10 and "naib" in words
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# From scratch stays the default: the shipped checkpoint and a from-scratch start give what they gave before
+# From scratch stays the default: a from-scratch start gives what it gave before decoder_init existed
 # ----------------------------------------------------------------------------------------------------------------
 
 PIN_IDS = [[101, 7592, 2088, 2003, 1037, 3231, 1997, 1996, 2047, 5166, 102, 2009, 2950, 2769, 2005, 2816, 103]]
 PIN_IDS[0] += [1996, 2473, 2097, 3696, 2009, 2279, 2733, 1012, 102]
-
-
-@pytest.mark.skipif(SHIPPED not in shipped_checkpoints(), reason="the trained WikiSum checkpoint is not shipped")
-def test_shipped_checkpoint_gives_the_logits_it_gave_before_the_encoder_start_existed():
-    # numbers from the code before decoder_init existed (main at 36b0c49)
-    model = load_model(SHIPPED)
-    assert model.config.decoder_init == "random" and model.config.layer_norm_position == "pre"
-    ids = torch.tensor(PIN_IDS)
-    with torch.no_grad():
-        output = model(ids, labels=ids)
-    assert output.loss.item() == pytest.approx(6.59823, abs=1e-4)
-    torch.testing.assert_close(
-        output.logits[0, -1, :4], torch.tensor([-5.3555, -5.5896, -5.6430, -5.6579]), atol=1e-3, rtol=0
-    )
-    expected = torch.tensor([4.7153, 3.9465, 4.1105])
-    torch.testing.assert_close(output.logits[0, 5, 1996:1999], expected, atol=1e-3, rtol=0)
 
 
 def test_from_encoder_without_decoder_init_is_the_from_scratch_start_it_was():

@@ -34,10 +34,16 @@ def mixture_log_probs(
         generated = F.pad(generated, (0, size - vocab_size), value=-torch.inf)
     # only the source's words change, each by its whole copy mass: the attention summed over the positions holding
     # it (a [source, source] same-word matrix, not a vocabulary-wide scatter: the mixture costs one pass over it)
-    same_word = (source_extended_ids[:, :, None] == source_extended_ids[:, None, :]).float()
-    copy_mass = torch.matmul(copy_attention.float() * torch.sigmoid(switch), same_word)
+    same = source_extended_ids[:, :, None] == source_extended_ids[:, None, :]
+    copy_mass = torch.matmul(copy_attention.float() * torch.sigmoid(switch), same.float())
     index = source_extended_ids[:, None, :].expand(copy_attention.shape)
-    return generated.scatter(-1, index, torch.logaddexp(generated.gather(-1, index), _log(copy_mass)))
+    mixed = torch.logaddexp(generated.gather(-1, index), _log(copy_mass))
+    # a word at several positions is written once per position, with equal values; scatter's backward would pass
+    # the gradient to each of them, so only its first position keeps one
+    earlier = torch.ones_like(same[0]).tril(diagonal=-1).T  # [i, j]: i before j
+    first = ~(same & earlier).any(dim=1)
+    mixed = torch.where(first[:, None, :], mixed, mixed.detach())
+    return generated.scatter(-1, index, mixed)
 
 
 class CopyAttention(nn.Module):

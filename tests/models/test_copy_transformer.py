@@ -120,6 +120,31 @@ def test_mixture_matches_a_hand_computation_and_sums_to_one():
     assert torch.isneginf(log_probs[1, :, 7:]).all()
 
 
+def test_mixture_gradients_equal_those_of_the_plain_formula_with_repeated_words():
+    """Each word's copy mass is written once per source position holding it: the gradients must count it once, as
+    the plain p_gen * scatter_add(attention) + (1 - p_gen) * softmax does."""
+    torch.manual_seed(0)
+    ids = torch.tensor([[4, 7, 4, 8, 4], [2, 2, 5, 6, 0]])
+    inputs = [torch.randn(2, 3, 7), torch.softmax(torch.randn(2, 3, 5), -1), torch.randn(2, 3)]
+    targets = torch.tensor([[4, 8, 2], [2, 6, 0]])
+
+    def gradients(log_probabilities):
+        leaves = [tensor.clone().requires_grad_() for tensor in inputs]
+        log_probabilities(*leaves).sum().backward()
+        return [leaf.grad for leaf in leaves]
+
+    def plain(vocab_logits, attention, switch):
+        p_gen = torch.sigmoid(switch)[..., None]
+        vocabulary = torch.nn.functional.pad(torch.softmax(vocab_logits, -1), (0, 2))
+        copied = torch.zeros(2, 3, 9).scatter_add(-1, ids[:, None, :].expand(2, 3, 5), attention)
+        return (p_gen * copied + (1 - p_gen) * vocabulary).gather(-1, targets[..., None]).log()
+
+    expected = gradients(plain)
+    mixture = gradients(lambda *leaves: mixture_log_probs(*leaves, ids).gather(-1, targets[..., None]))
+    for actual, reference in zip(mixture, expected):
+        torch.testing.assert_close(actual, reference, atol=1e-5, rtol=1e-4)
+
+
 def test_mixture_of_the_model_sums_to_one_over_the_extended_vocabulary(minilm_tokenizer):
     model = tiny()
     processor = processor_of(model, minilm_tokenizer)

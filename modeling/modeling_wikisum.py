@@ -222,6 +222,10 @@ class WikiSumCache(Cache):
         super().batch_select_indices(indices)
         self._map_copy_memory(lambda rows: rows[indices])
 
+    def crop(self, max_length: int) -> None:
+        super().crop(max_length)  # refused by local and compressed layers; full layers keep their first positions
+        self._map_copy_memory(lambda rows: rows[:, : self.get_seq_length()])
+
     def reset(self) -> None:
         super().reset()
         self.copy_memory = None

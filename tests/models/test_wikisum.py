@@ -354,6 +354,18 @@ def test_copy_head_sees_no_later_token_and_caches_like_the_full_forward():
     torch.testing.assert_close(torch.cat(pieces, dim=1)[real], expected[real], atol=1e-5, rtol=1e-5)
 
 
+def test_copy_head_cache_of_full_layers_crops_its_copy_memory_too():
+    model = tiny_model(attention_layers=["full", "full"], copy_mechanism=True)
+    ids = with_separator(random_ids(1, 12), 5)
+    expected = logits(model, ids)
+    with torch.no_grad():
+        cache = model(ids[:, :10], use_cache=True).past_key_values
+        cache.crop(-2)  # as assisted decoding does after two rejected draft tokens
+        assert [tensor.shape[1] for tensor in cache.copy_memory] == [8, 8, 8]
+        resumed = model(ids[:, 8:], past_key_values=cache, use_cache=True).logits
+    torch.testing.assert_close(resumed, expected[:, 8:], atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("settings", [dict(num_beams=1), dict(num_beams=4, length_penalty=0.6)], ids=["greedy", "beam"])
 def test_copy_head_generation_with_cache_equals_generation_without(settings):
     model = tiny_model("sdpa", seed=2, **COPY_LAYERS)

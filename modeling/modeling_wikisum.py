@@ -992,16 +992,25 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
             )
         copying = (query_positions >= separator[:, None]) & has_source[:, None]
         vocab_logits = self.lm_head(self.output_projection(states))
+        # p_gen = sigmoid(-inf) = 0 where nothing is copied: the mixture is then the vocabulary softmax exactly, so
+        # the positions before every row's separator (in training, the whole input) skip the copy attention
+        copied = copying.any(dim=0)
+        first = int(copied.int().argmax()) if bool(copied.any()) else copying.shape[1]
+        plain = F.log_softmax(vocab_logits[:, :first].float(), dim=-1)
+        if first == copying.shape[1]:
+            return plain
         # a row with nothing to copy attends everywhere instead of nowhere (no NaN); its copy weight is 0 below
         attention, switch = self.pointer(
-            states,
-            self.model.embed_projection(self.model.embed_tokens(input_ids)),
+            states[:, first:],
+            self.model.embed_projection(self.model.embed_tokens(input_ids[:, first:])),
             memory,
             source | ~has_source[:, None],
             keys=keys,
         )
-        # p_gen = sigmoid(-inf) = 0 where nothing is copied: the mixture is then the vocabulary softmax exactly
-        return mixture_log_probs(vocab_logits, attention, switch.masked_fill(~copying, -torch.inf), memory_ids)
+        mixed = mixture_log_probs(
+            vocab_logits[:, first:], attention, switch.masked_fill(~copying[:, first:], -torch.inf), memory_ids
+        )
+        return torch.cat([plain, mixed], dim=1)
 
     def forward(
         self,

@@ -319,6 +319,19 @@ def test_copy_head_copies_a_source_token_the_vocabulary_gives_almost_no_mass():
     assert copied[6:, outside].sum(-1).max().item() < 1e-6  # all the mass on source tokens
 
 
+def test_copy_head_rows_with_separators_at_different_positions_score_as_they_do_alone():
+    # the batch skips the copy attention before its earliest separator only: a later row's positions up to its own
+    # separator keep the vocabulary softmax, as when that row is scored alone
+    model = tiny_model(**COPY_LAYERS)
+    ids = random_ids(2, 14)
+    ids[ids == 3] = 4
+    ids[0, 5], ids[1, 9] = 3, 3
+    with torch.no_grad():
+        batched = logits(model, ids)
+        alone = torch.cat([logits(model, ids[:1]), logits(model, ids[1:])])
+    torch.testing.assert_close(batched, alone, atol=1e-5, rtol=1e-5)
+
+
 def test_copy_head_without_a_separator_is_the_vocabulary_softmax():
     model = tiny_model(**COPY_LAYERS)
     ids = random_ids(2, 10)

@@ -448,7 +448,9 @@ def baseline_summaries(examples: list[dict], ranker: str) -> dict[str, list[str]
     return {"Lead-3": lead, f"extractive stage alone ({ranker}, reference length)": extractive}
 
 
-def rouge_benchmark(models: dict[str, str], cnndm_rows: int, ship: str | None = None, trained_on: str = "") -> None:
+def rouge_benchmark(
+    models: dict[str, str], cnndm_rows: int, ship: str | None = None, trained_on: str = "", blocking: int = 0
+) -> None:
     import torch
     from transformers import pipeline
 
@@ -459,8 +461,13 @@ def rouge_benchmark(models: dict[str, str], cnndm_rows: int, ship: str | None = 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     summarizers = {label: pipeline("wikisum", model=str(resolve_model(path))) for label, path in models.items()}
 
-    def model_system(label: str) -> str:
-        return f"{label} ({models[label]})"
+    # each model with its saved generation config, and with `blocking` also with n-gram blocking added
+    decodings = {f"{label} ({path})": (label, {}) for label, path in models.items()}
+    if blocking:
+        decodings.update({
+            f"{label}, no_repeat_ngram_size={blocking} ({path})": (label, {"no_repeat_ngram_size": blocking})
+            for label, path in models.items()
+        })
 
     rankers = sorted({summarizer.model.config.ranker for summarizer in summarizers.values()}) or ["tfidf"]
     results = []
@@ -468,13 +475,13 @@ def rouge_benchmark(models: dict[str, str], cnndm_rows: int, ship: str | None = 
         systems = {}
         for ranker in rankers:
             systems.update({name: (texts, 0.0) for name, texts in baseline_summaries(examples, ranker).items()})
-        for label, summarizer in summarizers.items():
+        for system, (label, options) in decodings.items():
             started = time.perf_counter()
             inputs = [{"title": example["title"], "documents": example["documents"]} for example in examples]
-            texts = [output["summary"] for output in summarizer(inputs)]
+            texts = [output["summary"] for output in summarizers[label](inputs, **options)]
             seconds = (time.perf_counter() - started) / len(examples)
-            systems[model_system(label)] = (texts, seconds)
-            print(dataset, label, f"{seconds:.1f} s/example", flush=True)
+            systems[system] = (texts, seconds)
+            print(dataset, system, f"{seconds:.1f} s/example", flush=True)
         for system, (texts, seconds) in systems.items():
             per_example = reference_rouge(texts, references)
             means = {key: sum(score[key] for score in per_example) / len(per_example) for key in per_example[0]}
@@ -514,7 +521,7 @@ def rouge_benchmark(models: dict[str, str], cnndm_rows: int, ship: str | None = 
     shown = [
         f"**{r['dataset']}, {item['id']}**\n\n- {r['system']}: {item['summary']!r}\n- reference: {item['reference']!r}"
         for r in results
-        if r["system"] in {model_system(label) for label in models}
+        if r["system"] in decodings
         for item in r["shown"]
     ]
     text = (
@@ -660,6 +667,13 @@ def main() -> None:
         "table on its card",
     )
     parser.add_argument("--trained_on", default="CPU", help="where the shipped model trained, for its card")
+    parser.add_argument(
+        "--no_repeat_ngram_size",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--part rouge: also decode each model with WordPiece N-gram blocking added to its generation config",
+    )
     parser.add_argument("--tdmca", help="trained T-DMCA model (folder or shipped name) for --part perplexity")
     parser.add_argument("--td", help="trained T-D model (folder or shipped name) for --part perplexity")
     parser.add_argument("--start", type=int, default=1024, help="first L of the memory part")
@@ -683,7 +697,7 @@ def main() -> None:
             models = dict(item.split("=", 1) for item in args.model)
             if args.ship and len(models) != 1:
                 raise SystemExit("--ship takes exactly one --model")
-            rouge_benchmark(models, args.rouge_rows, args.ship, args.trained_on)
+            rouge_benchmark(models, args.rouge_rows, args.ship, args.trained_on, args.no_repeat_ngram_size)
         elif part == "init":
             init_benchmark(args.init_steps, args.init_train_rows, args.init_eval_rows, args.init_L)
         elif part == "perplexity":

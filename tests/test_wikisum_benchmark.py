@@ -44,22 +44,31 @@ def test_lead_3_and_the_extractive_stage(script):
     assert extractive[1].split() == "one sentence only .".split()[:3]
 
 
-def test_rouge_part_scores_each_system_and_shows_the_models_summaries(script, minilm_tokenizer, tmp_path, monkeypatch):
+def save_tiny_model(folder, tokenizer, max_new_tokens: int) -> None:
     torch.manual_seed(0)
     config = WikiSumConfig(
         embedding_size=16, hidden_size=32, num_attention_heads=4, intermediate_size=64, local_block_size=8,
         attention_layers=["local", "compressed", "local"], max_input_tokens=48,
     )  # fmt: skip
     model = WikiSumForCausalLM(config).eval()
-    model.generation_config.max_new_tokens = 5
-    model.save_pretrained(tmp_path)
-    minilm_tokenizer.save_pretrained(tmp_path)
+    model.generation_config.max_new_tokens = max_new_tokens
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def record_results(script, monkeypatch) -> dict:
     references = [[example["summary"]] for example in EXAMPLES]
     monkeypatch.setattr(script, "rouge_sets", lambda rows: {"toy": (EXAMPLES[:rows], references[:rows])})
     written = {}
     monkeypatch.setattr(
         script, "write_results", lambda part, text, data: written.update(part=part, text=text, data=data)
     )
+    return written
+
+
+def test_rouge_part_scores_each_system_and_shows_the_models_summaries(script, minilm_tokenizer, tmp_path, monkeypatch):
+    save_tiny_model(tmp_path, minilm_tokenizer, max_new_tokens=5)
+    written = record_results(script, monkeypatch)
     script.rouge_benchmark({"tiny": str(tmp_path)}, 2)
     rows = {row["system"]: row for row in written["data"]}
     assert written["part"] == "rouge" and len(rows) == 3
@@ -79,3 +88,21 @@ def test_rouge_part_scores_each_system_and_shows_the_models_summaries(script, mi
     with pytest.raises(SystemExit, match="not an adapter checkpoint"):
         script.rouge_benchmark({"tiny": str(tmp_path)}, 2, ship="wikisum-shipped", trained_on="CPU")
     assert not (tmp_path / "repo").exists()
+
+
+def test_rouge_part_adds_a_row_decoded_with_ngram_blocking(script, minilm_tokenizer, tmp_path, monkeypatch):
+    from transformers import pipeline
+
+    save_tiny_model(tmp_path, minilm_tokenizer, max_new_tokens=24)  # a random model repeats itself at this length
+    written = record_results(script, monkeypatch)
+    script.rouge_benchmark({"tiny": str(tmp_path)}, 2, blocking=2)
+    rows = {row["system"]: row for row in written["data"]}
+    saved, blocked = rows[f"tiny ({tmp_path})"], rows[f"tiny, no_repeat_ngram_size=2 ({tmp_path})"]
+    inputs = [{"title": example["title"], "documents": example["documents"]} for example in EXAMPLES[:2]]
+    summarizer = pipeline("wikisum", model=str(tmp_path))
+    expected = [output["summary"] for output in summarizer(inputs, no_repeat_ngram_size=2)]
+    assert [item["summary"] for item in blocked["shown"]] == expected
+    assert [item["summary"] for item in saved["shown"]] != expected
+    for summary in expected:  # no WordPiece bigram twice
+        pieces = minilm_tokenizer.tokenize(summary)
+        assert len(set(zip(pieces, pieces[1:]))) == len(pieces) - 1

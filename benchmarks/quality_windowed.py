@@ -21,12 +21,14 @@ Training: `--train` trains the variants a table needs whose `<runs_dir>/<variant
 other, with `training_scripts/train_abstractive.py` and the recipe of `training_arguments` (one epoch over the same
 16 x `--steps` random CNN/DM `train_large` articles for every variant, batch 16, Adam 1e-3 with 200 warm-up steps
 then constant, label smoothing 0.1, bf16 autocast; the BERT variants over frozen features cached once per input
-length); a run resumes from its newest checkpoint. Without `--train`, a missing variant's row says so. The report
-states each variant's optimizer steps (from its card); all ran on CPU.
+length); a run resumes from its newest checkpoint. Without `--train`, a missing variant's row says so, unless
+`--reuse_earlier` finds its row in the report's JSON from a run over the same documents (marked "earlier run"). The
+report states each variant's optimizer steps (from its card); all ran on CPU.
 
     python benchmarks/quality_windowed.py --tables 1 --train --steps 600 --threads 2
     python benchmarks/quality_windowed.py --tables 1,sweep --train --train_only      # training queue, no report
     python benchmarks/quality_windowed.py --tables 1,2,4,sweep --limit 20 --output /tmp/qw.md   # a quick look
+    python benchmarks/quality_windowed.py --tables 1,2,sweep --train --reuse_earlier   # new rows beside earlier ones
 
 `--ship VARIANT` ships a scored variant: it is decoded again with word trigram blocking, then written to
 `checkpoints/copytransformer-bert-minilm-cnndm` (`--ship_to`) with fp16 weights, blocking on in its config, and a card
@@ -122,6 +124,10 @@ def parse_args():
                         help="also decode VARIANT with word trigram blocking and write its final model, fp16 and with "
                         "blocking on, to --ship_to with a card of this run's scores")
     parser.add_argument("--ship_to", default=str(REPO / "checkpoints" / SHIPPED_NAME))
+    parser.add_argument("--reuse_earlier", action="store_true",
+                        help="a variant whose final folder is missing keeps its row from the --output report's JSON "
+                        "when that run scored the same documents (the row says so); training folders do not outlive "
+                        "a machine, so a sweep trained later still compares with the rows trained before")
     args = parser.parse_args()
     args.tables = [table.strip() for table in args.tables.split(",") if table.strip()]
     unknown = sorted(set(args.tables) - set(TABLES) - {"memory"})
@@ -172,6 +178,17 @@ def trained_variant(variant: str, args, data_dir: Path) -> Path | None:
     return final
 
 
+def earlier_result(variant: str, earlier: dict, documents: str, count: int) -> dict | None:
+    """`variant`'s row of an earlier run (its report's JSON `earlier`) if that run scored the same `count` documents
+    of `documents`, marked as earlier; else None."""
+    result = earlier.get(variant)
+    if not isinstance(result, dict) or result.get("documents") != documents:
+        return None
+    if len(result.get("rouge1_per_document", ())) != count:
+        return None
+    return {**result, "earlier_run": True}
+
+
 def training_summary(checkpoint: Path) -> str:
     """The variant's optimizer steps, from the card the training script writes."""
     card = checkpoint / "sumformers_card.json"
@@ -200,8 +217,9 @@ def format_table(title: str, variants: list[str], results: dict) -> list[str]:
             continue
         cells = [format_cell(result, column) for column in COLUMNS]
         difference = "-" if variant == variants[0] or not isinstance(base, dict) else paired_difference(result, base)
+        training = f"{result['training']}, earlier run" if result.get("earlier_run") else result["training"]
         lines.append(f"| {VARIANTS[variant][0]} | {cells[0]} | {cells[1]} | {cells[2]} | {difference} | {cells[3]} | "
-                     f"{cells[4]} | {result['training']} |")
+                     f"{cells[4]} | {training} |")
     return [*lines, ""]
 
 
@@ -328,6 +346,10 @@ def main():
     references = [example["summary"] for example in examples]
     sources = [example.get("source", "cnn") for example in examples]
 
+    output = Path(args.output)
+    title = f"{data_file.name}[{args.start}:{args.start + len(examples)}]"
+    earlier_json = output.with_suffix(".json")
+    earlier = json.loads(earlier_json.read_text()) if args.reuse_earlier and earlier_json.is_file() else {}
     results, checkpoints, example_lines = {}, {}, []
     needed = list(dict.fromkeys(variant for table in args.tables if table in TABLES for variant in TABLES[table][1]))
     if args.variants is not None:  # the other rows of the tables say "not evaluated"
@@ -339,19 +361,19 @@ def main():
     for variant in needed:
         checkpoint = trained_variant(variant, args, shared)
         if checkpoint is None:
-            results[variant] = f"not trained (`{display_path(Path(args.runs_dir) / variant)}/final` missing)"
+            missing = f"not trained (`{display_path(Path(args.runs_dir) / variant)}/final` missing)"
+            results[variant] = earlier_result(variant, earlier, title, len(examples)) or missing
             continue
         checkpoints[variant] = checkpoint
         print(f"decoding {variant}", file=sys.stderr, flush=True)
         summaries, seconds = abstractive_summaries(variant, checkpoint, documents, args)
         result = abstractive_metrics(summaries, documents, references, sources)
         result["training"] = training_summary(checkpoint)
+        result["documents"] = title
         result["seconds"] = seconds
         results[variant] = result
         example_lines += format_examples(VARIANTS[variant][0], examples, summaries)
 
-    output = Path(args.output)
-    title = f"{data_file.name}[{args.start}:{args.start + len(examples)}]"
     counts = ", ".join(f"{sources.count(source)} {label}" for source, label in SOURCES.items())
     body = [
         f"{title}: {len(examples)} CNN/DM documents held out from training and tuning ({counts}; lowercased text). "

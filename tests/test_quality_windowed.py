@@ -57,6 +57,22 @@ def test_missing_variants_are_marked_and_the_first_row_has_no_difference(script)
     assert lines[5].startswith("| + 1D convolution | not evaluated |")
 
 
+def test_an_earlier_row_is_reused_only_for_the_same_documents_and_says_so(script):
+    row = {"rouge1": 30.0, "rouge2": 10.0, "rougeLsum": 27.0, "repeated_trigrams": 5.0, "mean_words": 50.0,
+           "rouge1_per_document": [30.0, 30.0], "training": "600 steps", "documents": "validation[0:2]"}
+    earlier = {"copy_transformer": row, "conv_1d": "not trained (...)"}
+    reused = script.earlier_result("copy_transformer", earlier, "validation[0:2]", 2)
+    assert reused == {**row, "earlier_run": True}
+    assert script.earlier_result("copy_transformer", earlier, "validation[2:4]", 2) is None  # other documents
+    assert script.earlier_result("copy_transformer", earlier, "validation[0:2]", 3) is None
+    assert script.earlier_result("conv_1d", earlier, "validation[0:2]", 2) is None  # no row to reuse
+    assert script.earlier_result("conv_2d", earlier, "validation[0:2]", 2) is None
+    # reused twice, marked once
+    again = script.earlier_result("copy_transformer", {"copy_transformer": reused}, "validation[0:2]", 2)
+    lines = script.format_table("T", ["copy_transformer"], {"copy_transformer": again})
+    assert lines[4].endswith("| 600 steps, earlier run |")
+
+
 def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path))
     command = script.training_arguments("bert_concat_full", args, Path("/data"))

@@ -46,14 +46,21 @@ def display_path(path: Path) -> Path:
 
 
 def ship_adapter_checkpoint(
-    checkpoint: str, target: Path, evaluation: list[str], trained_on: str, development: str
+    checkpoint: str,
+    target: Path,
+    evaluation: list[str],
+    trained_on: str,
+    development: str,
+    generation: dict | None = None,
+    decoding: str | None = None,
 ) -> Path:
     """Copy a training script's adapter checkpoint to `target` (a shipped checkpoint); its card keeps the training
     run's own evaluation under the `development` label, adds `evaluation` (a benchmark's setting and table, one
-    markdown line each) and where it trained (`trained_on`)."""
+    markdown line each) and where it trained (`trained_on`). `generation` updates the shipped generation config,
+    and `decoding` is then the card's account of it."""
     import shutil
 
-    from transformers import AutoConfig
+    from transformers import AutoConfig, GenerationConfig
 
     from sumformers.hub import CARD_INFO_FILE, write_card
 
@@ -67,6 +74,13 @@ def ship_adapter_checkpoint(
     name = target.name
     card.update(model_name=name, repo_id=f"sumformers/{name}", training=f"{card['training']} Trained on {trained_on}.")
     card["evaluation"] = "\n".join([f"{development}: {card['evaluation']}", "", *evaluation])
+    if generation:
+        if not decoding:
+            raise ValueError("a changed generation config needs the card's account of it (decoding)")
+        settings = GenerationConfig.from_pretrained(target)
+        settings.update(**generation)
+        settings.save_pretrained(target)
+        card["decoding"] = decoding
     write_card(target, AutoConfig.from_pretrained(target), card)
     return target
 

@@ -449,7 +449,12 @@ def baseline_summaries(examples: list[dict], ranker: str) -> dict[str, list[str]
 
 
 def rouge_benchmark(
-    models: dict[str, str], cnndm_rows: int, ship: str | None = None, trained_on: str = "", blocking: int = 0
+    models: dict[str, str],
+    cnndm_rows: int,
+    ship: str | None = None,
+    trained_on: str = "",
+    blocking: int = 0,
+    ship_blocking_reason: str | None = None,
 ) -> None:
     import torch
     from transformers import pipeline
@@ -540,7 +545,17 @@ def rouge_benchmark(
         (checkpoint,) = models.values()
         evaluation = [text.split("\n\n")[1], "", markdown_table(header, rows)]
         development = "The training run's check"
-        shipped = ship_adapter_checkpoint(checkpoint, REPO / "checkpoints" / ship, evaluation, trained_on, development)
+        generation, decoding = None, None
+        if ship_blocking_reason:  # shipped with the blocking measured above, and the card says why
+            saved = json.loads((Path(checkpoint) / "sumformers_card.json").read_text())["decoding"]
+            if "no n-gram blocking" not in saved:
+                raise SystemExit(f"--ship_blocking_reason: {checkpoint} already blocks n-grams ({saved})")
+            generation = {"no_repeat_ngram_size": blocking}
+            blocked = f"repeated {blocking}-grams of WordPieces blocked ({ship_blocking_reason.strip()})"
+            decoding = saved.replace("no n-gram blocking", blocked)
+        shipped = ship_adapter_checkpoint(
+            checkpoint, REPO / "checkpoints" / ship, evaluation, trained_on, development, generation, decoding
+        )
         print(f"shipped: {shipped}")
 
 
@@ -674,6 +689,12 @@ def main() -> None:
         metavar="N",
         help="--part rouge: also decode each model with WordPiece N-gram blocking added to its generation config",
     )
+    parser.add_argument(
+        "--ship_blocking_reason",
+        metavar="WHY",
+        help="with --ship and --no_repeat_ngram_size: ship that blocking in the generation config; WHY (measured on "
+        "documents other than the reported ones) goes on the card",
+    )
     parser.add_argument("--tdmca", help="trained T-DMCA model (folder or shipped name) for --part perplexity")
     parser.add_argument("--td", help="trained T-D model (folder or shipped name) for --part perplexity")
     parser.add_argument("--start", type=int, default=1024, help="first L of the memory part")
@@ -697,7 +718,12 @@ def main() -> None:
             models = dict(item.split("=", 1) for item in args.model)
             if args.ship and len(models) != 1:
                 raise SystemExit("--ship takes exactly one --model")
-            rouge_benchmark(models, args.rouge_rows, args.ship, args.trained_on, args.no_repeat_ngram_size)
+            if args.ship_blocking_reason and not (args.ship and args.no_repeat_ngram_size):
+                raise SystemExit("--ship_blocking_reason needs --ship and --no_repeat_ngram_size")
+            rouge_benchmark(
+                models, args.rouge_rows, args.ship, args.trained_on, args.no_repeat_ngram_size,
+                args.ship_blocking_reason,
+            )
         elif part == "init":
             init_benchmark(args.init_steps, args.init_train_rows, args.init_eval_rows, args.init_L)
         elif part == "perplexity":

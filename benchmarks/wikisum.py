@@ -457,8 +457,9 @@ def rouge_benchmark(
     ship_blocking_reason: str | None = None,
 ) -> None:
     import torch
-    from transformers import pipeline
+    from transformers import GenerationConfig, pipeline
 
+    from sumformers.cards import decoding_settings
     from sumformers.hub import resolve_model
     from sumformers.text.scoring import bootstrap_interval
     from sumformers.text.sentences import has_repeated_trigram, to_sentences
@@ -547,12 +548,12 @@ def rouge_benchmark(
         development = "The training run's check"
         generation, decoding = None, None
         if ship_blocking_reason:  # shipped with the blocking measured above, and the card says why
-            saved = json.loads((Path(checkpoint) / "sumformers_card.json").read_text())["decoding"]
-            if "no n-gram blocking" not in saved:
-                raise SystemExit(f"--ship_blocking_reason: {checkpoint} already blocks n-grams ({saved})")
+            settings = GenerationConfig.from_pretrained(checkpoint)
+            if settings.no_repeat_ngram_size:
+                raise SystemExit(f"--ship_blocking_reason: {checkpoint} already blocks n-grams")
             generation = {"no_repeat_ngram_size": blocking}
-            blocked = f"repeated {blocking}-grams of WordPieces blocked ({ship_blocking_reason.strip()})"
-            decoding = saved.replace("no n-gram blocking", blocked)
+            settings.update(**generation)
+            decoding = decoding_settings(settings, ship_blocking_reason)
         shipped = ship_adapter_checkpoint(
             checkpoint, REPO / "checkpoints" / ship, evaluation, trained_on, development, generation, decoding
         )

@@ -52,6 +52,7 @@ import torch
 from transformers import GenerationConfig
 
 from sumformers import WikiSumConfig, WikiSumForCausalLM
+from sumformers.cards import decoding_settings
 from sumformers.generation.length_penalty import resolve_length_penalty_type
 from sumformers.hub import save_fp16_copy
 from sumformers.modeling.pretrained_encoder import portable_encoder_name
@@ -244,19 +245,6 @@ def generation_config(model_config: WikiSumConfig, args: WikiSumArguments) -> Ge
         eos_token_id=model_config.eos_token_id,
         pad_token_id=model_config.pad_token_id,
         **blocking,
-    )
-
-
-def decoding_settings(generation_config: GenerationConfig, blocking_reason: str | None = None) -> str:
-    """The beam search the generation config holds, as the card names it (with why n-grams are blocked, if they
-    are)."""
-    penalty = getattr(generation_config, "length_penalty_type", None) or "transformers"
-    formula = "((5 + |Y|) / 6) ** alpha, GNMT's" if penalty == "gnmt" else "|Y| ** alpha, transformers'"
-    blocking = generation_config.no_repeat_ngram_size
-    because = f" ({blocking_reason.strip()})" if blocking and blocking_reason else ""
-    return (
-        f"beam {generation_config.num_beams}, length penalty alpha {generation_config.length_penalty} ({formula}), "
-        + (f"repeated {blocking}-grams of WordPieces blocked{because}" if blocking else "no n-gram blocking")
     )
 
 

@@ -22,14 +22,16 @@ other, with `training_scripts/train_abstractive.py` and the recipe of `training_
 16 x `--steps` random CNN/DM `train_large` articles for every variant, batch 16, Adam 1e-3 with 200 warm-up steps
 then constant, label smoothing 0.1, bf16 autocast; the BERT variants over frozen features cached once per input
 length); a run resumes from its newest checkpoint. Without `--train`, a missing variant's row says so, unless
-`--reuse_earlier JSON` finds its row in an earlier report's JSON over the same documents (marked "earlier run"). The
+`--reuse_earlier JSON` finds its row in an earlier report's JSON over the same documents (marked "earlier run"); with
+`--variants`, the other rows of the tables come from there too, so a sweep grows one trained variant at a time. The
 report states each variant's optimizer steps (from its card); all ran on CPU.
 
     python benchmarks/quality_windowed.py --tables 1 --train --steps 600 --threads 2
     python benchmarks/quality_windowed.py --tables 1,sweep --train --train_only      # training queue, no report
     python benchmarks/quality_windowed.py --tables 1,2,4,sweep --limit 20 --output /tmp/qw.md   # a quick look
-    python benchmarks/quality_windowed.py --tables sweep --train --reuse_earlier \
-        benchmarks/results/quality_windowed.json --output benchmarks/results/quality_windowed_sweep.md
+    python benchmarks/quality_windowed.py --tables sweep --variants conv_1d_window9 --train \
+        --reuse_earlier benchmarks/results/quality_windowed_sweep.json \
+        --reuse_earlier benchmarks/results/quality_windowed.json --output benchmarks/results/quality_windowed_sweep.md
 
 `--ship VARIANT` ships a scored variant: it is decoded again with word trigram blocking, then written to
 `checkpoints/copytransformer-bert-minilm-cnndm` (`--ship_to`) with fp16 weights, blocking on in its config, and a card
@@ -125,11 +127,12 @@ def parse_args():
                         help="also decode VARIANT with word trigram blocking and write its final model, fp16 and with "
                         "blocking on, to --ship_to with a card of this run's scores")
     parser.add_argument("--ship_to", default=str(REPO / "checkpoints" / SHIPPED_NAME))
-    parser.add_argument("--reuse_earlier", metavar="JSON", default=None,
-                        help="an earlier report's JSON (e.g. benchmarks/results/quality_windowed.json): a variant "
-                        "whose final folder is missing keeps its row from it when that run scored the same documents "
-                        "(the row says so); training folders do not outlive a machine, so a sweep trained later "
-                        "still compares with the rows trained before")
+    parser.add_argument("--reuse_earlier", metavar="JSON", action="append", default=[],
+                        help="an earlier report's JSON (e.g. benchmarks/results/quality_windowed.json; repeatable, "
+                        "the first with a row wins): a table variant not decoded in this run (its final folder is "
+                        "missing, or it is outside --variants) keeps its row from it when that run scored the same "
+                        "documents (the row says so); training folders do not outlive a machine, so a sweep trained "
+                        "later still compares with the rows trained before")
     args = parser.parse_args()
     args.tables = [table.strip() for table in args.tables.split(",") if table.strip()]
     unknown = sorted(set(args.tables) - set(TABLES) - {"memory"})
@@ -189,6 +192,20 @@ def earlier_result(variant: str, earlier: dict, documents: str, count: int) -> d
     if len(result.get("rouge1_per_document", ())) != count:
         return None
     return {**result, "earlier_run": True}
+
+
+def earlier_rows(variants: list[str], decoded: list[str], reports: list[dict], documents: str, count: int,
+                 runs_dir: str) -> dict:
+    """Rows of `variants` reused from earlier `reports` (the first that scored the same documents): every variant not
+    in `decoded` (outside --variants) and every decoded one whose final folder is missing, so it is not trained."""
+    rows = {}
+    for variant in variants:
+        if variant in decoded and find_checkpoint([str(Path(runs_dir) / variant / "final")]) is not None:
+            continue
+        reused = next(filter(None, (earlier_result(variant, report, documents, count) for report in reports)), None)
+        if reused is not None:
+            rows[variant] = reused
+    return rows
 
 
 def training_summary(checkpoint: Path) -> str:
@@ -350,17 +367,12 @@ def main():
 
     output = Path(args.output)
     title = f"{data_file.name}[{args.start}:{args.start + len(examples)}]"
-    earlier = json.loads(Path(args.reuse_earlier).read_text()) if args.reuse_earlier else {}
-    results, checkpoints, example_lines = {}, {}, []
-    needed = list(dict.fromkeys(variant for table in args.tables if table in TABLES for variant in TABLES[table][1]))
-    if args.variants is not None:  # the other rows of the tables say "not evaluated"
-        needed = [variant for variant in needed if variant in args.variants]
-    # a variant without a final folder but with an earlier row is neither trained nor decoded again
-    for variant in needed:
-        if find_checkpoint([str(Path(args.runs_dir) / variant / "final")]) is None:
-            reused = earlier_result(variant, earlier, title, len(examples))
-            if reused is not None:
-                results[variant] = reused
+    reports = [json.loads(Path(path).read_text()) for path in args.reuse_earlier]
+    checkpoints, example_lines = {}, []
+    in_tables = list(dict.fromkeys(variant for table in args.tables if table in TABLES for variant in TABLES[table][1]))
+    # without an earlier row, the variants outside --variants say "not evaluated"
+    needed = in_tables if args.variants is None else [variant for variant in in_tables if variant in args.variants]
+    results = earlier_rows(in_tables, needed, reports, title, len(examples), args.runs_dir)
     needed = [variant for variant in needed if variant not in results]
     if args.train_only:  # e.g. a background queue: every variant trained before any is decoded
         for variant in needed:

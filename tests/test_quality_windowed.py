@@ -73,6 +73,23 @@ def test_an_earlier_row_is_reused_only_for_the_same_documents_and_says_so(script
     assert lines[4].endswith("| 600 steps, earlier run |")
 
 
+def test_rows_outside_the_decoded_variants_come_from_the_first_earlier_report_that_has_them(script, tmp_path):
+    def row(rouge1):
+        return {"rouge1": rouge1, "rouge1_per_document": [rouge1, rouge1], "documents": "validation[0:2]"}
+
+    sweep = {"conv_1d_window5": row(20.0), "copy_transformer": row(15.0)}
+    table_1 = {"copy_transformer": row(16.0), "conv_1d": row(18.0), "conv_1d_window9": row(19.0)}
+    (tmp_path / "conv_1d_window9" / "final").mkdir(parents=True)
+    (tmp_path / "conv_1d_window9" / "final" / "config.json").write_text("{}")
+    variants = ["copy_transformer", "conv_1d_window5", "conv_1d_window9", "conv_1d", "conv_1d_window17"]
+    rows = script.earlier_rows(variants, ["conv_1d_window9", "conv_1d_window17"], [sweep, table_1],
+                               "validation[0:2]", 2, str(tmp_path))
+    # window 9 is decoded (its folder exists); window 17 has no folder and no earlier row; the first report wins
+    assert {variant: value["rouge1"] for variant, value in rows.items()} == {
+        "copy_transformer": 15.0, "conv_1d_window5": 20.0, "conv_1d": 18.0}
+    assert all(value["earlier_run"] for value in rows.values())
+
+
 def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path))
     command = script.training_arguments("bert_concat_full", args, Path("/data"))

@@ -156,7 +156,10 @@ class WikiSumProcessor(SummarizationProcessor):
 
     def collate(self, features: list[dict], summary_loss_only: bool = False) -> dict:
         """Right-padded ``[input ; separator ; summary]`` with labels on every real token (the paper's T-D loss), or
-        with `summary_loss_only` on the summary tokens and the end token alone (a conditional language model)."""
+        with `summary_loss_only` on the summary tokens and the end token alone (a conditional language model); then
+        the model scores only the positions that predict a label (`logits_to_keep`, from the batch's earliest
+        separator on, with the labels cut to match): the vocabulary softmax over the input tokens is most of a
+        step's output layer and has no label to serve."""
         sequences = [feature["input_ids"] + feature["summary_ids"] for feature in features]
         width = max(len(sequence) for sequence in sequences)
         input_ids = torch.full((len(features), width), self.config.pad_token_id, dtype=torch.long)
@@ -165,10 +168,14 @@ class WikiSumProcessor(SummarizationProcessor):
             input_ids[row, : len(sequence)] = torch.tensor(sequence)
             attention_mask[row, : len(sequence)] = 1
         labels = input_ids.masked_fill(attention_mask == 0, -100)
-        if summary_loss_only:
-            for row, feature in enumerate(features):
-                labels[row, : feature["summary_start"]] = -100
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        if not summary_loss_only:
+            return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+        for row, feature in enumerate(features):
+            labels[row, : feature["summary_start"]] = -100
+        # the position before a row's first label predicts it (the model shifts the labels)
+        keep = width - min(feature["summary_start"] for feature in features) + 1
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels[:, -keep:],
+                "logits_to_keep": keep}
 
     def __call__(self, inputs, ranker: str | None = None, max_input_tokens: int | None = None) -> dict:
         input_ids, fed = self.encode(inputs, ranker, max_input_tokens)

@@ -205,11 +205,43 @@ def test_summary_loss_only_labels_the_summary_tokens_and_the_end_token(minilm_to
     for row, feature in enumerate(features):
         start, end = feature["summary_start"], feature["summary_start"] + len(feature["summary_ids"])
         assert every["labels"][row, :end].tolist() == feature["input_ids"] + feature["summary_ids"]
-        # the separator's output predicts the first summary token: labels from the summary on, the end token last
-        assert summary["labels"][row].tolist() == [-100] * start + feature["summary_ids"] + [-100] * (
-            summary["labels"].shape[1] - end
-        )
+        # the separator's output predicts the first summary token: labels from the summary on, the end token last,
+        # cut to the positions the model scores
+        width = every["labels"].shape[1]
+        labelled = [-100] * start + feature["summary_ids"] + [-100] * (width - end)
+        assert summary["labels"][row].tolist() == labelled[-summary["logits_to_keep"]:]
     assert features[0]["summary_ids"][-1] == minilm_tokenizer.sep_token_id
+
+
+@pytest.mark.parametrize("copy_mechanism", [False, True])
+def test_the_summary_loss_scores_only_the_positions_that_predict_a_label(minilm_tokenizer, copy_mechanism):
+    from sumformers import WikiSumForCausalLM
+    from sumformers.processing.processing_wikisum import WikiSumProcessor
+
+    from conftest import tiny_wikisum_config
+
+    config = tiny_wikisum_config(attention_layers=["local", "compressed", "full"], copy_mechanism=copy_mechanism)
+    processor = WikiSumProcessor(minilm_tokenizer, config)
+    features = [  # separator 3 ends each input, end token 2 each summary
+        {"input_ids": [5, 6, 7, 8, 9, 10, 11, 3], "summary_start": 8, "summary_ids": [12, 13, 2]},
+        {"input_ids": [5, 6, 7, 9, 3], "summary_start": 5, "summary_ids": [14, 15, 16, 7, 2]},
+    ]
+    batch = processor.collate(features, summary_loss_only=True)
+    # width 11; the second row's first summary token (position 5) is predicted from position 4: 11 - 4 = 7 kept
+    assert batch["logits_to_keep"] == 7 and batch["labels"].shape == (2, 7)
+    torch.manual_seed(0)
+    model = WikiSumForCausalLM._from_config(config).eval()
+    with torch.no_grad():
+        kept = model(**batch)
+        every = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits.float().log_softmax(-1)
+    assert kept.logits.shape[:2] == (2, 7)
+    # the loss by hand from every position's distribution: the mean negative log-likelihood of the summary tokens
+    terms = [
+        -every[row, position - 1, batch["input_ids"][row, position]]
+        for row, feature in enumerate(features)
+        for position in range(feature["summary_start"], feature["summary_start"] + len(feature["summary_ids"]))
+    ]
+    torch.testing.assert_close(kept.loss, torch.stack(terms).mean())
 
 
 def test_no_repeat_ngram_size_is_saved_only_when_given_and_named_on_the_card_with_its_reason():

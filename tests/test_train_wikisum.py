@@ -215,10 +215,9 @@ def test_summary_loss_only_labels_the_summary_tokens_and_the_end_token(minilm_to
 
 @pytest.mark.parametrize("copy_mechanism", [False, True])
 def test_the_summary_loss_scores_only_the_positions_that_predict_a_label(minilm_tokenizer, copy_mechanism):
+    from conftest import tiny_wikisum_config
     from sumformers import WikiSumForCausalLM
     from sumformers.processing.processing_wikisum import WikiSumProcessor
-
-    from conftest import tiny_wikisum_config
 
     config = tiny_wikisum_config(attention_layers=["local", "compressed", "full"], copy_mechanism=copy_mechanism)
     processor = WikiSumProcessor(minilm_tokenizer, config)

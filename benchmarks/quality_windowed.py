@@ -269,7 +269,8 @@ def sweep_plot(results: dict, output: Path) -> Path | None:
     axis.set_ylabel("ROUGE-1 F1")
     axis.legend()
     figure.tight_layout()
-    path = output.with_name(output.stem + "_window_sweep.png")
+    # beside the report; a report of its own (quality_windowed_sweep.md) does not repeat "sweep" in the name
+    path = output.with_suffix(".png") if output.stem.endswith("_sweep") else output.with_name(f"{output.stem}_sweep.png")
     figure.savefig(path, dpi=120)
     return path
 

@@ -270,7 +270,8 @@ def sweep_plot(results: dict, output: Path) -> Path | None:
     axis.legend()
     figure.tight_layout()
     # beside the report; a report of its own (quality_windowed_sweep.md) does not repeat "sweep" in the name
-    path = output.with_suffix(".png") if output.stem.endswith("_sweep") else output.with_name(f"{output.stem}_sweep.png")
+    stem = output.stem if output.stem.endswith("_sweep") else f"{output.stem}_sweep"
+    path = output.with_name(f"{stem}.png")
     figure.savefig(path, dpi=120)
     return path
 

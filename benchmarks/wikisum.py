@@ -10,12 +10,16 @@
    --rouge_rows untouched CNN/DM validation_large articles and on FewSum's validation sets (amazon, yelp; the mean
    over their three references), beside Lead-3 and the extractive stage alone (the model's ranker, cut at the
    reference's length in words): ROUGE-1/2/Lsum F1 with a 95% bootstrap interval on ROUGE-Lsum, the share of
-   summaries repeating a word trigram across sentences, and the first summaries next to their references.
+   summaries repeating a word trigram across sentences, and the first summaries next to their references. Each
+   `--decoding JSON` (generate() options, e.g. '{"min_new_tokens": 40}') adds a row per model decoded with them
+   added to its saved generation config.
 5. init: the decoder's start on CNN/DM (the first stage of the paper's two-stage setup): log-perplexity of the
    validation_large highlights given the article's ranked sentences, for a decoder from scratch (the default
    sizes), one of MiniLM's shape from scratch and one started from MiniLM (`decoder_init="encoder"`), at step 0 and
    after equal numbers of training steps on the first train_large articles; and at step 0 the perplexity of each
    summary token read from its own position (what a BERT state describes), which shows whether the copy is faithful.
+6. dev: the rouge part's rows on CNN/DM articles that no reported table reads (`validation.jsonl[500:600]`), where
+   decoding choices are made before the rouge part reports them.
 
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rankers
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part perplexity \
@@ -23,6 +27,8 @@
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part memory
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rouge --model T-DMCA=runs/wikisum-cnndm/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part init --init_steps 40 --init_L 256
+    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part dev --model shipped=wikisum-tdmca-copy-minilm-cnndm \
+        --decoding '{"min_new_tokens": 40}'
 
 Tables are printed and written to benchmarks/results/wikisum_<part>.md (with the raw numbers in .json); the memory
 part also writes wikisum_memory.png.
@@ -47,6 +53,9 @@ VALIDATION_FILES = {
     "qmsum": DATA_DIR / "qmsum" / "validation.jsonl",
     "fewsum": DATA_DIR / "fewsum" / "validation.jsonl",
 }
+
+# validation.jsonl articles that no reported table reads (the training script's check reads its first 50)
+DEV_ROWS = (500, 600)
 
 RECALL_BUDGETS = (100, 500, 2000)
 PERPLEXITY_LENGTHS = (256, 512, 1024, 2048, 4096)
@@ -421,6 +430,22 @@ def rouge_sets(cnndm_rows: int) -> dict[str, tuple[list[dict], list[list[str]]]]
     return sets
 
 
+def dev_sets() -> dict[str, tuple[list[dict], list[list[str]]]]:
+    """The development articles (`DEV_ROWS` of CNN/DM validation.jsonl) as `rouge_sets` gives its sets."""
+    from sumformers.processing.processing_wikisum import read_wikisum_examples
+
+    path = DATA_DIR / "cnn_dailymail" / "validation.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"development data not found: {path} (set SUMFORMERS_DATA_DIR)")
+    first, end = DEV_ROWS
+    examples = read_wikisum_examples(str(path), ranking_unit="sentence", max_rows=end)[first:]
+    return {f"CNN/DM validation.jsonl[{first}:{end}]": (examples, [[example["summary"]] for example in examples])}
+
+
+def options_label(options: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in options.items())
+
+
 def reference_rouge(summaries: list[str], references: list[list[str]]) -> list[dict[str, float]]:
     """Per example ROUGE-1/2/Lsum F1 x 100, the mean over its references."""
     from sumformers.text.scoring import rouge_per_example
@@ -453,9 +478,12 @@ def rouge_benchmark(
     cnndm_rows: int,
     ship: str | None = None,
     trained_on: str = "",
-    blocking: int = 0,
-    ship_blocking_reason: str | None = None,
+    decodings: list[dict] = (),
+    ship_reason: str | None = None,
+    development: bool = False,
 ) -> None:
+    """The rouge part (or with `development` the dev part); with `ship`, one model is shipped with this table on its
+    card, and with `ship_reason` the last of `decodings` goes into its generation config, the reason on the card."""
     import torch
     from transformers import GenerationConfig, pipeline
 
@@ -467,21 +495,21 @@ def rouge_benchmark(
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     summarizers = {label: pipeline("wikisum", model=str(resolve_model(path))) for label, path in models.items()}
 
-    # each model with its saved generation config, and with `blocking` also with n-gram blocking added
-    decodings = {f"{label} ({path})": (label, {}) for label, path in models.items()}
-    if blocking:
-        decodings.update({
-            f"{label}, no_repeat_ngram_size={blocking} ({path})": (label, {"no_repeat_ngram_size": blocking})
-            for label, path in models.items()
-        })
+    # each model with its saved generation config, then with each of `decodings` added to it
+    systems_of_models = {f"{label} ({path})": (label, {}) for label, path in models.items()}
+    systems_of_models.update({
+        f"{label}, {options_label(options)} ({path})": (label, options)
+        for options in decodings
+        for label, path in models.items()
+    })
 
     rankers = sorted({summarizer.model.config.ranker for summarizer in summarizers.values()}) or ["tfidf"]
     results = []
-    for dataset, (examples, references) in rouge_sets(cnndm_rows).items():
+    for dataset, (examples, references) in (dev_sets() if development else rouge_sets(cnndm_rows)).items():
         systems = {}
         for ranker in rankers:
             systems.update({name: (texts, 0.0) for name, texts in baseline_summaries(examples, ranker).items()})
-        for system, (label, options) in decodings.items():
+        for system, (label, options) in systems_of_models.items():
             started = time.perf_counter()
             inputs = [{"title": example["title"], "documents": example["documents"]} for example in examples]
             texts = [output["summary"] for output in summarizers[label](inputs, **options)]
@@ -527,11 +555,12 @@ def rouge_benchmark(
     shown = [
         f"**{r['dataset']}, {item['id']}**\n\n- {r['system']}: {item['summary']!r}\n- reference: {item['reference']!r}"
         for r in results
-        if r["system"] in decodings
+        if r["system"] in systems_of_models
         for item in r["shown"]
     ]
+    documents = "development articles, for decoding choices" if development else "validation, untouched"
     text = (
-        "## WikiSum: ROUGE of generated summaries (validation, untouched)\n\n"
+        f"## WikiSum: ROUGE of generated summaries ({documents})\n\n"
         "rouge-score F1 x 100 with stemming, one sentence a line (ROUGE-Lsum, the summary-level ROUGE-L), the mean "
         "over the references (FewSum has three), and the 95% bootstrap interval over examples. Models decode with "
         "their saved generation config through the `wikisum` pipeline; documents are split one sentence a line so "
@@ -541,19 +570,17 @@ def rouge_benchmark(
         + "\n\n### The first summaries next to their references\n\n"
         + "\n\n".join(shown)
     )
-    write_results("rouge", text, results)
+    write_results("dev" if development else "rouge", text, results)
     if ship:  # one model (main checks): its card gets the setting and the whole table
         (checkpoint,) = models.values()
         evaluation = [text.split("\n\n")[1], "", markdown_table(header, rows)]
         development = "The training run's check"
         generation, decoding = None, None
-        if ship_blocking_reason:  # shipped with the blocking measured above, and the card says why
+        if ship_reason:  # shipped with the last decoding measured above, and the card says why
+            generation = dict(decodings[-1])
             settings = GenerationConfig.from_pretrained(checkpoint)
-            if settings.no_repeat_ngram_size:
-                raise SystemExit(f"--ship_blocking_reason: {checkpoint} already blocks n-grams")
-            generation = {"no_repeat_ngram_size": blocking}
             settings.update(**generation)
-            decoding = decoding_settings(settings, ship_blocking_reason)
+            decoding = decoding_settings(settings, ship_reason)
         shipped = ship_adapter_checkpoint(
             checkpoint, REPO / "checkpoints" / ship, evaluation, trained_on, development, generation, decoding
         )
@@ -669,11 +696,24 @@ def own_token_log_perplexity(model, encoded: list[dict]) -> float:
     return summary_log_perplexity(model, encoded, shift=0)
 
 
+def generate_options(text: str) -> dict:
+    """A --decoding value: a JSON object of generate() options."""
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+    if not isinstance(options, dict) or not options:
+        raise argparse.ArgumentTypeError(f"expected a JSON object of generate() options, got {text!r}")
+    return options
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("rankers", "perplexity", "memory", "rouge", "init"), action="append")
     parser.add_argument(
-        "--model", action="append", default=[], metavar="LABEL=PATH", help="trained model for --part rouge"
+        "--part", choices=("rankers", "perplexity", "memory", "rouge", "init", "dev"), action="append"
+    )
+    parser.add_argument(
+        "--model", action="append", default=[], metavar="LABEL=PATH", help="trained model for --part rouge or dev"
     )
     parser.add_argument("--rouge_rows", type=int, default=500, help="CNN/DM validation_large articles of --part rouge")
     parser.add_argument(
@@ -684,17 +724,19 @@ def main() -> None:
     )
     parser.add_argument("--trained_on", default="CPU", help="where the shipped model trained, for its card")
     parser.add_argument(
-        "--no_repeat_ngram_size",
-        type=int,
-        default=0,
-        metavar="N",
-        help="--part rouge: also decode each model with WordPiece N-gram blocking added to its generation config",
+        "--decoding",
+        action="append",
+        default=[],
+        type=generate_options,
+        metavar="JSON",
+        help="--part rouge or dev: also decode each model with these generate() options added to its generation "
+        "config (repeatable), e.g. '{\"no_repeat_ngram_size\": 3}'",
     )
     parser.add_argument(
-        "--ship_blocking_reason",
+        "--ship_decoding_reason",
         metavar="WHY",
-        help="with --ship and --no_repeat_ngram_size: ship that blocking in the generation config; WHY (measured on "
-        "documents other than the reported ones) goes on the card",
+        help="with --ship: ship the last --decoding's options in the generation config; WHY (measured on the dev "
+        "part's articles, not the reported ones) goes on the card",
     )
     parser.add_argument("--tdmca", help="trained T-DMCA model (folder or shipped name) for --part perplexity")
     parser.add_argument("--td", help="trained T-D model (folder or shipped name) for --part perplexity")
@@ -713,17 +755,17 @@ def main() -> None:
     for part in args.part or ("rankers", "perplexity", "memory"):
         if part == "rankers":
             ranker_benchmark()
-        elif part == "rouge":
+        elif part in ("rouge", "dev"):
             if not args.model or not all("=" in item for item in args.model):
-                raise SystemExit("--part rouge needs --model LABEL=PATH (one or more)")
+                raise SystemExit(f"--part {part} needs --model LABEL=PATH (one or more)")
             models = dict(item.split("=", 1) for item in args.model)
             if args.ship and len(models) != 1:
                 raise SystemExit("--ship takes exactly one --model")
-            if args.ship_blocking_reason and not (args.ship and args.no_repeat_ngram_size):
-                raise SystemExit("--ship_blocking_reason needs --ship and --no_repeat_ngram_size")
+            if args.ship_decoding_reason and not (args.ship and args.decoding):
+                raise SystemExit("--ship_decoding_reason needs --ship and --decoding")
             rouge_benchmark(
-                models, args.rouge_rows, args.ship, args.trained_on, args.no_repeat_ngram_size,
-                args.ship_blocking_reason,
+                models, args.rouge_rows, args.ship if part == "rouge" else None, args.trained_on, args.decoding,
+                args.ship_decoding_reason, development=part == "dev",
             )
         elif part == "init":
             init_benchmark(args.init_steps, args.init_train_rows, args.init_eval_rows, args.init_L)

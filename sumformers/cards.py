@@ -26,17 +26,21 @@ def scores_text(scores: dict) -> str:
     return ", ".join(f"{METRIC_NAMES[metric]} {scores[metric]:.2f}" for metric in reported)
 
 
-def decoding_settings(generation_config, blocking_reason: str | None = None) -> str:
-    """The beam search the generation config holds, as the card names it (with why n-grams are blocked, if they
-    are)."""
+def decoding_settings(generation_config, reason: str | None = None) -> str:
+    """The beam search the generation config holds, as the card names it, with why it departs from the defaults
+    (n-gram blocking, a minimum length) when it does."""
     penalty = getattr(generation_config, "length_penalty_type", None) or "transformers"
     formula = "((5 + |Y|) / 6) ** alpha, GNMT's" if penalty == "gnmt" else "|Y| ** alpha, transformers'"
-    blocking = generation_config.no_repeat_ngram_size
-    because = f" ({blocking_reason.strip()})" if blocking and blocking_reason else ""
-    return (
-        f"beam {generation_config.num_beams}, length penalty alpha {generation_config.length_penalty} ({formula}), "
-        + (f"repeated {blocking}-grams of WordPieces blocked{because}" if blocking else "no n-gram blocking")
-    )
+    blocking, minimum = generation_config.no_repeat_ngram_size, generation_config.min_new_tokens
+    settings = [
+        f"beam {generation_config.num_beams}",
+        f"length penalty alpha {generation_config.length_penalty} ({formula})",
+        f"repeated {blocking}-grams of WordPieces blocked" if blocking else "no n-gram blocking",
+    ]
+    if minimum:
+        settings.append(f"at least {minimum} WordPieces written")
+    because = f" ({reason.strip()})" if (blocking or minimum) and reason else ""
+    return ", ".join(settings) + because
 
 
 def card_template(model_type: str) -> Path:

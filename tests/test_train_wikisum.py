@@ -261,6 +261,12 @@ def test_no_repeat_ngram_size_is_saved_only_when_given_and_named_on_the_card_wit
     decoding = script.decoding_settings(blocking, arguments.no_repeat_ngram_reason)
     assert decoding.endswith(f"repeated 3-grams of WordPieces blocked ({reason})")
     assert f"{decoding}." in str(build_model_card(config, {"decoding": decoding}))
+    # a minimum length is named too, the one reason after both departures from the defaults
+    blocking.min_new_tokens = 40
+    assert script.decoding_settings(blocking, reason).endswith(
+        f"repeated 3-grams of WordPieces blocked, at least 40 WordPieces written ({reason})"
+    )
+    assert "(" + reason not in script.decoding_settings(default, reason)  # nothing departs: no reason shown
 
 
 def test_lora_is_refused_where_it_cannot_give_a_loadable_adapter(tiny_encoder_folder, minilm_tokenizer, tmp_path):

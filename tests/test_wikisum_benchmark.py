@@ -1,6 +1,8 @@
 """benchmarks/wikisum.py --part rouge: the per-example ROUGE over several references, the Lead-3 and extractive
 rows, and the table a model's summaries give (a tiny saved model on hand-written examples)."""
 
+import argparse
+
 import pytest
 import torch
 
@@ -95,7 +97,7 @@ def test_rouge_part_adds_a_row_decoded_with_ngram_blocking(script, minilm_tokeni
 
     save_tiny_model(tmp_path, minilm_tokenizer, max_new_tokens=24)  # a random model repeats itself at this length
     written = record_results(script, monkeypatch)
-    script.rouge_benchmark({"tiny": str(tmp_path)}, 2, blocking=2)
+    script.rouge_benchmark({"tiny": str(tmp_path)}, 2, decodings=[{"no_repeat_ngram_size": 2}])
     rows = {row["system"]: row for row in written["data"]}
     saved, blocked = rows[f"tiny ({tmp_path})"], rows[f"tiny, no_repeat_ngram_size=2 ({tmp_path})"]
     inputs = [{"title": example["title"], "documents": example["documents"]} for example in EXAMPLES[:2]]
@@ -106,3 +108,33 @@ def test_rouge_part_adds_a_row_decoded_with_ngram_blocking(script, minilm_tokeni
     for summary in expected:  # no WordPiece bigram twice
         pieces = minilm_tokenizer.tokenize(summary)
         assert len(set(zip(pieces, pieces[1:]))) == len(pieces) - 1
+
+
+def test_dev_part_decodes_the_development_articles_with_each_added_option(
+    script, minilm_tokenizer, tmp_path, monkeypatch
+):
+    from transformers import pipeline
+
+    save_tiny_model(tmp_path, minilm_tokenizer, max_new_tokens=12)
+    written = record_results(script, monkeypatch)
+    development = EXAMPLES[1:]
+    monkeypatch.setattr(script, "dev_sets", lambda: {"dev": (development, [[development[0]["summary"]]])})
+    options = [{"min_new_tokens": 10}, {"num_beams": 1, "length_penalty": 2.0}]
+    script.rouge_benchmark({"tiny": str(tmp_path)}, 2, decodings=options, development=True)
+    assert written["part"] == "dev" and "(development articles, for decoding choices)" in written["text"]
+    rows = {row["system"]: row for row in written["data"]}
+    assert {row["dataset"] for row in rows.values()} == {"dev"}  # the reported sets are not read
+    summarizer = pipeline("wikisum", model=str(tmp_path))
+    inputs = [{"title": example["title"], "documents": example["documents"]} for example in development]
+    for system, added in [("tiny", {}), ("tiny, min_new_tokens=10", options[0]),
+                          ("tiny, num_beams=1, length_penalty=2.0", options[1])]:  # fmt: skip
+        expected = [output["summary"] for output in summarizer(inputs, **added)]
+        assert [item["summary"] for item in rows[f"{system} ({tmp_path})"]["shown"]] == expected
+
+
+def test_decoding_options_are_a_json_object(script):
+    assert script.generate_options('{"min_new_tokens": 40}') == {"min_new_tokens": 40}
+    for text, message in [("min_new_tokens=40", "not JSON"), ("[40]", "expected a JSON object"),
+                          ("{}", "expected a JSON object")]:  # fmt: skip
+        with pytest.raises(argparse.ArgumentTypeError, match=message):
+            script.generate_options(text)

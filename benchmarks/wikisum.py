@@ -574,7 +574,7 @@ def rouge_benchmark(
     if ship:  # one model (main checks): its card gets the setting and the whole table
         (checkpoint,) = models.values()
         evaluation = [text.split("\n\n")[1], "", markdown_table(header, rows)]
-        development = "The training run's check"
+        training_check = "The training run's check"
         generation, decoding = None, None
         if ship_reason:  # shipped with the last decoding measured above, and the card says why
             generation = dict(decodings[-1])
@@ -582,7 +582,7 @@ def rouge_benchmark(
             settings.update(**generation)
             decoding = decoding_settings(settings, ship_reason)
         shipped = ship_adapter_checkpoint(
-            checkpoint, REPO / "checkpoints" / ship, evaluation, trained_on, development, generation, decoding
+            checkpoint, REPO / "checkpoints" / ship, evaluation, trained_on, training_check, generation, decoding
         )
         print(f"shipped: {shipped}")
 

@@ -847,10 +847,12 @@ def test_shipped_checkpoint_is_a_small_fp16_adapter_that_writes_from_the_article
     model = load_model(SHIPPED)
     config = model.config
     assert model.dtype == torch.float32 and config.variant == "T-DMCA" and config.decoder_init == "encoder"
-    # trigram blocking is shipped, and the card says why, with the measurement behind it
-    assert config.copy_mechanism and model.generation_config.no_repeat_ngram_size == 3
+    # trigram blocking and a minimum length are shipped, and the card says why, with the measurements behind them
+    settings = model.generation_config
+    assert config.copy_mechanism and settings.no_repeat_ngram_size == 3 and settings.min_new_tokens == 50
     card = (folder / "README.md").read_text()
-    assert "repeated 3-grams of WordPieces blocked (measured on 100 CNN articles not reported here" in card
+    assert ("repeated 3-grams of WordPieces blocked, at least 50 WordPieces written (both chosen on 100 CNN articles "
+            "not reported here") in card
     import sumformers
 
     article = ARTICLE.read_text()

@@ -777,6 +777,20 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         # generate() must not hand us a DynamicCache: the first forward creates a WikiSumCache itself
         return False
 
+    def with_caller_maximum_length(self, generation_config: GenerationConfig | None, kwargs: dict) -> dict:
+        """`generate()` keywords with `min_new_tokens` lowered to the caller's `max_new_tokens` where only the saved
+        generation config asks for more: a length given at the call wins over a checkpoint's default minimum (a
+        minimum the caller gives too is checked as given)."""
+
+        def given(name):
+            value = kwargs.get(name)
+            return value if value is not None else getattr(generation_config, name, None)
+
+        maximum, saved_minimum = given("max_new_tokens"), self.generation_config.min_new_tokens
+        if given("min_new_tokens") is not None or not (_is_integer(maximum) and _is_integer(saved_minimum)):
+            return kwargs
+        return {**kwargs, "min_new_tokens": maximum} if saved_minimum > maximum else kwargs
+
     def check_generation_settings(
         self, prompt_length: int, generation_config: GenerationConfig | None = None, **kwargs
     ) -> None:
@@ -847,6 +861,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
             (tensor for tensor in (inputs, kwargs.get("input_ids"), kwargs.get("inputs_embeds")) if tensor is not None),
             None,
         )
+        kwargs = self.with_caller_maximum_length(generation_config, kwargs)
         # no input: generate() starts from the bos token alone
         self.check_generation_settings(1 if prompt is None else prompt.shape[1], generation_config, **kwargs)
         return super().generate(inputs, generation_config, length_penalty_type=length_penalty_type, **kwargs)

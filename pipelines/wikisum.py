@@ -65,6 +65,7 @@ class WikiSumPipeline(SummarizationPipeline):
             preprocess["max_input_tokens"] = int(max_input_tokens)
         generation = dict(generate_kwargs or {})
         generation.update({name: value for name, value in options.items() if value is not None})
+        generation = self.model.with_caller_maximum_length(None, generation)
         # Refuse absurd settings now rather than deep inside generate(): against the longest decoder input these
         # options allow (L tokens and the separator), with the default summary length _forward would use.
         longest_input = preprocess.get("max_input_tokens", self.model.config.max_input_tokens) + 1

@@ -244,6 +244,18 @@ def test_generate_refuses_absurd_settings_before_any_work(settings, message, mon
     assert str(error.value) == message
 
 
+def test_a_maximum_length_given_at_the_call_lowers_the_saved_minimum():
+    model = tiny_model(max_position_embeddings=64, max_input_tokens=16)
+    model.generation_config.update(min_new_tokens=20, max_new_tokens=30, num_beams=1, do_sample=False)
+    ids = random_ids(1, 10)
+    assert model.generate(ids).shape[1] - 10 >= 20  # the saved minimum holds without a maximum at the call
+    short = model.generate(ids, max_new_tokens=5)
+    assert torch.equal(short, model.generate(ids, max_new_tokens=5, min_new_tokens=5)) and short.shape == (1, 15)
+    # a minimum given at the call is checked as given
+    with pytest.raises(ValueError, match=r"^min_new_tokens \(20\) must not exceed max_new_tokens \(5\)$"):
+        model.generate(ids, max_new_tokens=5, min_new_tokens=20)
+
+
 def test_generate_limit_counts_the_input_and_the_summary():
     model = tiny_model(max_position_embeddings=64, max_input_tokens=16)
     settings = {"min_new_tokens": 54, "do_sample": False, "num_beams": 1}
@@ -740,6 +752,15 @@ def test_pipeline_refuses_absurd_settings_before_any_work(options, message, save
         with pytest.raises(ValueError) as error:
             summarizer(inputs, **options)
         assert str(error.value) == message
+
+
+def test_pipeline_maximum_length_lowers_the_saved_minimum(saved_wikisum):
+    import sumformers
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    summarizer.model.generation_config.min_new_tokens = 6  # the saved maximum is 6 too
+    inputs = {"title": TITLE, "documents": DOCUMENTS}
+    assert summarizer(inputs, max_new_tokens=3) == summarizer(inputs, max_new_tokens=3, min_new_tokens=3)
 
 
 def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):

@@ -60,7 +60,7 @@ BERT_STACKED = {"encoder_input": "bert_windowed"}
 # variant -> (row name, CopyTransformerConfig overrides, document tokens)
 VARIANTS = {
     "copy_transformer": ("CopyTransformer, 512 tokens", {}, 512),
-    "conv_1d": ("+ 1D convolution", {"convolution": "1d"}, 512),
+    "conv_1d": ("+ 1D convolution, window 13", {"convolution": "1d"}, 512),
     "conv_2d": ("+ 2D convolution", {"convolution": "2d"}, 512),
     "conv_circular_2d": ("+ circular 2D convolution", {"convolution": "circular_2d"}, 512),
     **{

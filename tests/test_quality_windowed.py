@@ -54,7 +54,7 @@ def test_missing_variants_are_marked_and_the_first_row_has_no_difference(script)
              "rouge1_per_document": [30.0, 30.0], "training": "600 steps"}
     lines = script.format_table("T", ["copy_transformer", "conv_1d"], {"copy_transformer": first})
     assert lines[4] == "| CopyTransformer, 512 tokens | 30.00 | 10.00 | 27.00 | - | 5.00 | 50.0 | 600 steps |"
-    assert lines[5].startswith("| + 1D convolution | not evaluated |")
+    assert lines[5].startswith("| + 1D convolution, window 13 | not evaluated |")
 
 
 def test_an_earlier_row_is_reused_only_for_the_same_documents_and_says_so(script):
@@ -180,7 +180,7 @@ def test_the_shipped_variant_must_be_the_best_that_fits(script, tmp_path, monkey
                "transformer": "not trained"}
     text = script.shipping_choice("copy_transformer", results, checkpoints)
     assert text.endswith("(0.0 MiB in fp16); these score higher (ROUGE-1 without blocking, fp16 size) but do not fit: "
-                         "+ 1D convolution (19.00, 0.0 MiB).")
+                         "+ 1D convolution, window 13 (19.00, 0.0 MiB).")
     with pytest.raises(SystemExit, match="copy_transformer scores higher and fits"):
         script.shipping_choice("bert_stacked", results, checkpoints)
     with pytest.raises(SystemExit, match="over the"):

@@ -361,11 +361,20 @@ def train(model, training_args: TrainingArguments, features=None, data_collator=
 
 
 def train_resuming(trainer, training_args: TrainingArguments):
-    """`trainer.train()`, resumed from `last_checkpoint` when there is one; returns the `TrainOutput`."""
+    """`trainer.train()`, resumed from `last_checkpoint` when there is one; returns the `TrainOutput`, whose metrics
+    (saved as train_results.json, read by the cards) then name the step the run resumed at: its runtime and data
+    describe only the steps after it."""
+    from transformers import TrainerState
+    from transformers.trainer import TRAINER_STATE_NAME
+
     checkpoint = last_checkpoint(training_args)
-    if checkpoint:
-        logger.info("resuming from %s", checkpoint)
-    return trainer.train(resume_from_checkpoint=checkpoint)
+    if not checkpoint:
+        return trainer.train()
+    logger.info("resuming from %s", checkpoint)
+    resumed_at = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE_NAME)).global_step
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    result.metrics["resumed_from_step"] = resumed_at
+    return result
 
 
 def trained_length(trainer) -> str:
@@ -375,10 +384,13 @@ def trained_length(trainer) -> str:
 
 def final_training_loss(trainer, result) -> str:
     """"final training loss X, T s" for a card: X is the last logged loss (`result.training_loss` is the mean over
-    this process's steps, 0 for a resumed run with no step left), T this process's training time."""
+    this process's steps, 0 for a resumed run with no step left), T this process's training time, which for a resumed
+    run is said to count only the steps after the one it resumed at."""
     losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
     loss = f"{losses[-1]:.4f}" if losses else "not logged"
-    return f"final training loss {loss}, {result.metrics.get('train_runtime', 0):.0f} s"
+    text = f"final training loss {loss}, {result.metrics.get('train_runtime', 0):.0f} s"
+    resumed_at = result.metrics.get("resumed_from_step")
+    return text if resumed_at is None else f"{text} (the steps after {resumed_at}: the run resumed there)"
 
 
 def new_card_info(training_args: TrainingArguments, data_args: DataArguments, datasets: list[str]) -> dict:

@@ -72,6 +72,10 @@ def test_two_process_training_resumes_and_saves_a_loadable_checkpoint(tmp_path, 
     resumed = json.loads((output / "checkpoint-4" / "trainer_state.json").read_text())
     # 4 steps x 2 processes x 2 documents = 16 documents = one epoch of the corpus.
     assert resumed["global_step"] == 4 and resumed["epoch"] == pytest.approx(1.0)
+    # the card's time counts this launch's two steps, and says so
+    assert json.loads((output / "train_results.json").read_text())["resumed_from_step"] == 2
+    assert "(the steps after 2: the run resumed there)" in json.loads(
+        (output / "final" / "sumformers_card.json").read_text())["training"]
 
     final = output / "final"
     assert (final / "adapter_model.safetensors").stat().st_size < 20 * 2**20
@@ -148,5 +152,9 @@ def test_the_card_gives_the_last_logged_loss_also_for_a_resumed_run_with_no_step
     # a run resumed at its last step: the Trainer reports a mean loss of 0 over no steps
     resumed = TrainOutput(global_step=20, training_loss=0.0, metrics={"train_runtime": 1.4})
     assert final_training_loss(SimpleNamespace(state=state), resumed) == "final training loss 3.2500, 1 s"
+    resumed.metrics["resumed_from_step"] = 12  # as `train_resuming` records it
+    assert final_training_loss(SimpleNamespace(state=state), resumed) == (
+        "final training loss 3.2500, 1 s (the steps after 12: the run resumed there)"
+    )
     unlogged = TrainOutput(global_step=3, training_loss=2.0, metrics={})
     assert final_training_loss(SimpleNamespace(state=TrainerState()), unlogged) == "final training loss not logged, 0 s"

@@ -63,6 +63,9 @@ VARIANTS = {
     "conv_1d": ("+ 1D convolution, window 13", {"convolution": "1d"}, 512),
     "conv_2d": ("+ 2D convolution", {"convolution": "2d"}, 512),
     "conv_circular_2d": ("+ circular 2D convolution", {"convolution": "circular_2d"}, 512),
+    # the circular 2D row with ALBERT's factorized word table: the one way a strong variant fits the shipping limit
+    "conv_circular_2d_words128": ("+ circular 2D convolution, 128-wide word table",
+                                  {"convolution": "circular_2d", "word_embedding_size": 128}, 512),
     **{
         f"conv_1d_window{window}": (f"+ 1D convolution, window {window}", {"convolution": "1d",
                                                                             "convolution_window": window}, 512)
@@ -95,6 +98,8 @@ TABLES = {
           [f"{name}{suffix}" for suffix in ("", "_full") for name in
            ("transformer", "copy_transformer", "bert_decoder", "bert_stacked", "bert_stacked_bert_decoder")]),
     "4": ("Table 4: stacking against concatenation (full length)", ["bert_stacked_full", "bert_concat_full"]),
+    "small": ("The word table factorized to fit the shipping limit (512 tokens)",
+              ["conv_circular_2d", "conv_circular_2d_words128"]),
     "sweep": ("The 1D convolution's window (512 tokens)",
               ["copy_transformer", "conv_1d_window5", "conv_1d_window9", "conv_1d_window11", "conv_1d",
                "conv_1d_window17"]),
@@ -286,15 +291,30 @@ def shipped_size(checkpoint: Path) -> int:
     return weight_bytes + sum(path.stat().st_size for path in others)
 
 
+def counted_fp16_size(variant: str) -> int:
+    """Bytes of `variant`'s weights in fp16 counted from its config (the model built on the meta device, the frozen
+    BERT left out as checkpoints leave it): the size of a row reused from an earlier run whose folder is gone."""
+    import torch
+
+    from sumformers import CopyTransformerConfig, CopyTransformerForConditionalGeneration
+
+    with torch.device("meta"):
+        model = CopyTransformerForConditionalGeneration(CopyTransformerConfig(**VARIANTS[variant][1]))
+    return 2 * sum(parameter.numel() for name, parameter in model.named_parameters()
+                   if not name.startswith("encoder.bert.encoder."))
+
+
 def shipping_choice(variant: str, results: dict, checkpoints: dict) -> str:
-    """Why `variant` ships: the best ROUGE-1 of this run's variants within the size limit (an error when another
-    variant scores higher and fits as well), with the higher-scoring ones that do not fit."""
-    mib = {name: shipped_size(checkpoint) / 2**20 for name, checkpoint in checkpoints.items()}
-    if mib[variant] > SHIPPING_LIMIT_MIB:
-        raise SystemExit(f"--ship {variant}: {mib[variant]:.1f} MiB in fp16, over the {SHIPPING_LIMIT_MIB} MiB limit")
+    """Why `variant` ships: the best ROUGE-1 of the run's rows (decoded or reused) within the size limit (an error
+    when another variant scores higher and fits as well), with the higher-scoring ones that do not fit. Sizes are
+    measured on this run's folders, counted from the config (weights alone) for reused rows."""
     better = sorted((name for name, result in results.items()
                      if isinstance(result, dict) and result["rouge1"] > results[variant]["rouge1"]),
                     key=lambda name: -results[name]["rouge1"])
+    mib = {name: (shipped_size(checkpoints[name]) if name in checkpoints else counted_fp16_size(name)) / 2**20
+           for name in (variant, *better)}
+    if mib[variant] > SHIPPING_LIMIT_MIB:
+        raise SystemExit(f"--ship {variant}: {mib[variant]:.1f} MiB in fp16, over the {SHIPPING_LIMIT_MIB} MiB limit")
     fitting = [name for name in better if mib[name] <= SHIPPING_LIMIT_MIB]
     if fitting:
         raise SystemExit(f"--ship {variant}: {fitting[0]} scores higher and fits in {SHIPPING_LIMIT_MIB} MiB too")

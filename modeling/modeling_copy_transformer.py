@@ -11,10 +11,12 @@ with a pointer-generator head (See et al. 2017).
   ("bert_concat"); `decoder_embeddings="bert"` reads the decoder inputs through BERT's word embeddings. The frozen
   BERT lives at `encoder.bert.encoder`; `save_pretrained` leaves it out and `from_pretrained` reloads it from
   `config.bert_name_or_path` (as `from_encoder` loads it), and `forward(bert_features=...)` takes cached features.
+- Word embeddings: a vocabulary x d_model table, or with `word_embedding_size` a narrower table and a linear map to
+  d_model (ALBERT's factorization; the tied output layer reads the same product).
 - Decoder: the same word embeddings (one vocabulary), positions, `decoder_layers` layers of causal self-attention
   (KV cache), cross-attention and feed-forward, a final LayerNorm; P_vocab = softmax(lm_head(h_t)), the output layer
-  tied to the decoder's word embeddings unless `tie_word_embeddings=False` (with `decoder_embeddings="bert"`, BERT's
-  projected ones: `ProjectedEmbeddingsOutput`).
+  tied to the decoder's word embeddings unless `tie_word_embeddings=False` (BERT's projected ones with
+  `decoder_embeddings="bert"`, a factorized table's product: `ProjectedEmbeddingsOutput`).
 - Pointer: a copy attention of its own (one head, as OpenNMT's copy generator reads one, but with parameters apart
   from the decoder's cross-attention) over the encoder states gives a_t over the source positions and the context
   c_t = sum_i a_ti e_i; p_gen = sigmoid(w [h_t; c_t; x_t] + b), x_t the decoder input's embedding.
@@ -283,7 +285,10 @@ class CopyTransformerEncoder(nn.Module):
         self.config = config
         # the stacked BERT variant with BERT's embeddings in the decoder reads no tokens of its own
         if not (config.encoder_input == "bert_windowed" and config.decoder_embeddings == "bert"):
-            self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, padding_idx=config.pad_token_id)
+            width = config.word_embedding_size or config.d_model
+            self.embed_tokens = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+            if config.word_embedding_size is not None:
+                self.embed_projection = WordEmbeddingProjection(width, config.d_model, bias=False)
         self.embed_scale = math.sqrt(config.d_model)
         self.positions = PositionEmbedding(config, config.max_source_positions, "a document")
         self.dropout = nn.Dropout(config.dropout)
@@ -307,7 +312,10 @@ class CopyTransformerEncoder(nn.Module):
     def embed(self, token_ids: torch.LongTensor) -> torch.Tensor:
         """Word embeddings scaled by sqrt(d_model); ids past the vocabulary (copied unknown words) read as [UNK]."""
         token_ids = token_ids.masked_fill(token_ids >= self.config.vocab_size, self.config.unk_token_id)
-        return self.embed_tokens(token_ids) * self.embed_scale
+        embeddings = self.embed_tokens(token_ids)
+        if self.config.word_embedding_size is not None:
+            embeddings = self.embed_projection(embeddings)
+        return embeddings * self.embed_scale
 
     def convolutional_pattern(self, attention_mask, shape, device) -> ConvolutionalPattern | None:
         """The convolutional layers' pattern over this batch (built once, shared by them), None without one."""
@@ -403,10 +411,17 @@ class CopyTransformerDecoder(nn.Module):
         return self.norm(states)
 
 
+class WordEmbeddingProjection(nn.Linear):
+    """The map from a factorized word table (`word_embedding_size`) to `d_model`. Initialised with std
+    1/sqrt(in_features) rather than the model's 0.02, so that the projected embeddings start at the 0.02 scale of an
+    unfactorized table."""
+
+
 class ProjectedEmbeddingsOutput(nn.Module):
-    """The output layer tied to the BERT-conditioned decoder's word embeddings P e_w + c (e_w BERT's frozen
-    embedding, P and c the decoder's trainable projection, shared with its input side): logits_w = (P^T h) . e_w +
-    b_w. The term h . c is the same for every word, so softmax over the vocabulary drops it; the per-word bias b is
+    """The output layer tied to word embeddings that reach `d_model` through a projection, P e_w + c: the
+    BERT-conditioned decoder's (e_w BERT's frozen embedding, P and c the decoder's trainable projection) or a
+    factorized word table's (e_w a row of the table, P its `WordEmbeddingProjection`, c = 0). logits_w = (P^T h) . e_w
+    + b_w: the term h . c is the same for every word, so softmax over the vocabulary drops it; the per-word bias b is
     this layer's only parameter (the untied output layer's bias)."""
 
     def __init__(self, vocab_size: int):
@@ -439,6 +454,8 @@ class CopyTransformerPreTrainedModel(SummarizerMixin, PreTrainedModel):
             module.weight[module.padding_idx].zero_()
         if isinstance(module, ProjectedEmbeddingsOutput):
             module.bias.zero_()
+        if isinstance(module, WordEmbeddingProjection):
+            module.weight.normal_(mean=0.0, std=module.in_features**-0.5)
 
 
 class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, GenerationMixin):
@@ -458,7 +475,8 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         self.encoder = CopyTransformerEncoder(config)
         self.decoder = CopyTransformerDecoder(config)
         self.pointer = PointerGenerator(config.d_model) if config.copy_mechanism else None
-        if config.decoder_embeddings == "bert" and config.tie_word_embeddings:
+        projected_words = config.decoder_embeddings == "bert" or config.word_embedding_size is not None
+        if projected_words and config.tie_word_embeddings:
             self.lm_head = ProjectedEmbeddingsOutput(config.vocab_size)
             self._tied_weights_keys = {}  # tied through its forward, not by sharing a parameter
         else:
@@ -545,7 +563,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             self.encoder.embed_tokens = value
 
     def get_output_embeddings(self):
-        # the output layer tied to BERT's projected embeddings has no table of its own to resize or tie
+        # an output layer tied to projected embeddings (BERT's, a factorized table's) has no table to resize or tie
         return None if isinstance(self.lm_head, ProjectedEmbeddingsOutput) else self.lm_head
 
     def set_output_embeddings(self, value):
@@ -562,10 +580,12 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
 
     def vocab_logits(self, states: torch.Tensor) -> torch.Tensor:
         """P_vocab's logits from the decoder states: the output layer (tied to the decoder's word embeddings)."""
-        if isinstance(self.lm_head, ProjectedEmbeddingsOutput):
+        if not isinstance(self.lm_head, ProjectedEmbeddingsOutput):
+            return self.lm_head(states)
+        if self.config.decoder_embeddings == "bert":
             embeddings = self.frozen_bert.get_input_embeddings().weight
             return self.lm_head(states, embeddings, getattr(self.decoder, "bert_embedding_projection", None))
-        return self.lm_head(states)
+        return self.lm_head(states, self.encoder.embed_tokens.weight, self.encoder.embed_projection)
 
     def copy_loss(self, log_probs: torch.Tensor, labels: torch.LongTensor) -> torch.Tensor:
         """Mean over the labelled tokens (-100: ignored) of (1 - eps) (-log p(y)) + eps mean_w (-log p(w)), w over

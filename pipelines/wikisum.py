@@ -74,10 +74,12 @@ class WikiSumPipeline(SummarizationPipeline):
 
     def _with_default_length(self, generate_kwargs: dict) -> dict:
         """`generate_kwargs` with `max_new_tokens` = DEFAULT_MAX_NEW_TOKENS where neither they nor the model's
-        generation config set it."""
+        generation config set it, raised to the minimum they ask for (a default must not contradict it)."""
         settings = dict(generate_kwargs)
         if "max_new_tokens" not in settings and self.model.generation_config.max_new_tokens is None:
-            settings["max_new_tokens"] = DEFAULT_MAX_NEW_TOKENS
+            minimum = settings.get("min_new_tokens", self.model.generation_config.min_new_tokens)
+            minimum = minimum if isinstance(minimum, numbers.Integral) and not isinstance(minimum, bool) else 0
+            settings["max_new_tokens"] = max(DEFAULT_MAX_NEW_TOKENS, minimum)
         return settings
 
     def preprocess(self, inputs, ranker=None, max_input_tokens=None):

@@ -62,6 +62,14 @@ class TestPlainTransformer(TestCopyTransformer):
         return tiny_copy_transformer_config(copy_mechanism=False)
 
 
+class TestCopyTransformerFactorizedWordTable(TestCopyTransformer):
+    """A factorized word table (`word_embedding_size`, the tied output layer through its projection) through the same
+    checks."""
+
+    def get_config(self):
+        return tiny_copy_transformer_config(word_embedding_size=16)
+
+
 def tiny(seed=0, noise=0.05, **overrides):
     torch.manual_seed(seed)
     model = CopyTransformerForConditionalGeneration(tiny_copy_transformer_config(**overrides)).eval()
@@ -546,6 +554,9 @@ def test_defaults_are_the_papers_small_model_and_its_decoding():
         (dict(position_embedding_type="rotary"), "position_embedding_type='rotary' is not supported"),
         (dict(d_model=30), "attention_heads=4 must divide d_model=30"),
         (dict(coverage_penalty=-1.0), "coverage_penalty must be at least 0"),
+        (dict(word_embedding_size=0), "word_embedding_size must be a positive integer, got 0"),
+        (dict(word_embedding_size=64, encoder_input="bert_windowed", decoder_embeddings="bert"),
+         "word_embedding_size: stacking with the BERT-conditioned decoder keeps no word table"),
     ],
 )
 def test_unsupported_settings_are_one_line_errors(setting, message):
@@ -567,3 +578,55 @@ def test_learned_positions_and_untied_output_layer():
     assert model.lm_head.weight is not model.encoder.embed_tokens.weight
     with pytest.raises(ValueError, match="a summary of 65 tokens is longer than the model's 64"):
         model(input_ids=torch.tensor([[1996, 4743]]), decoder_input_ids=torch.ones(1, 65, dtype=torch.long))
+
+
+@pytest.mark.parametrize("copy_mechanism", [False, True])
+def test_a_factorized_word_table_is_read_and_written_through_its_projection(copy_mechanism):
+    model = tiny(word_embedding_size=8, copy_mechanism=copy_mechanism)
+    table, projection = model.encoder.embed_tokens.weight, model.encoder.embed_projection.weight
+    assert table.shape == (VOCAB, 8) and projection.shape == (32, 8) and model.get_output_embeddings() is None
+    ids = torch.tensor([[1, 1996, 4743, VOCAB + 2]])  # an id past the vocabulary (a copied word) reads as [UNK]
+    expected = table[[1, 1996, 4743, 100]] @ projection.T * math.sqrt(32)
+    torch.testing.assert_close(model.embed_decoder_inputs(ids), expected[None], rtol=0, atol=1e-6)
+    hidden = []
+    model.decoder.norm.register_forward_hook(lambda module, args, output: hidden.append(output))
+    with torch.no_grad():
+        outputs = model(input_ids=torch.tensor([[1996, 4743, 2003]]), labels=torch.tensor([[1996, 2]]),
+                        output_attentions=False)
+        # by hand: P_vocab's logits are h . (P e_w) + b_w, the input side's product unscaled (the tie)
+        vocab_log_probs = torch.log_softmax(hidden[0] @ (table @ projection.T).T + model.lm_head.bias, dim=-1)
+    if not copy_mechanism:
+        torch.testing.assert_close(outputs.logits, vocab_log_probs, rtol=0, atol=1e-5)
+    else:  # off the source's words the mixture is (1 - p_gen) P_vocab: equal up to one factor per step
+        ratio = outputs.logits[..., :VOCAB].exp() / vocab_log_probs.exp()
+        ratio[..., [1996, 4743, 2003]] = ratio[..., :1]
+        torch.testing.assert_close(ratio, ratio[..., :1].expand_as(ratio), rtol=1e-3, atol=0)
+
+
+def test_a_factorized_word_table_saves_the_parameters_it_should(tmp_path):
+    from safetensors import safe_open
+
+    full, factorized = tiny(), tiny(word_embedding_size=8)
+    count = lambda model: sum(parameter.numel() for parameter in model.parameters())  # noqa: E731
+    # the table loses VOCAB x (32 - 8) and the projection adds 8 x 32; both keep the output layer's per-word bias
+    assert count(full) - count(factorized) == VOCAB * (32 - 8) - 8 * 32
+    factorized.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as saved:
+        shapes = {key: saved.get_slice(key).get_shape() for key in saved.keys()}
+    assert {key: shape for key, shape in shapes.items() if VOCAB in shape} == {
+        "encoder.embed_tokens.weight": [VOCAB, 8], "lm_head.bias": [VOCAB]}
+    reloaded = CopyTransformerForConditionalGeneration.from_pretrained(tmp_path).eval()
+    ids = torch.tensor([[1996, 4743, 2003]])
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(input_ids=ids, labels=ids).logits,
+                                   factorized(input_ids=ids, labels=ids).logits)
+
+
+def test_a_factorized_word_table_starts_at_the_scale_of_a_full_one():
+    torch.manual_seed(0)
+    model = CopyTransformerForConditionalGeneration(tiny_copy_transformer_config(word_embedding_size=8))
+    with torch.no_grad():
+        projected = model.encoder.embed_tokens.weight @ model.encoder.embed_projection.weight.T
+    # the full table's rows are normal(0, 0.02): the product keeps that scale (with a 0.02 projection it would be
+    # 0.02 * 0.02 * sqrt(8) = 0.001)
+    assert abs(projected.std().item() - 0.02) < 0.002

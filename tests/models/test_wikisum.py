@@ -763,6 +763,29 @@ def test_pipeline_maximum_length_lowers_the_saved_minimum(saved_wikisum):
     assert summarizer(inputs, max_new_tokens=3) == summarizer(inputs, max_new_tokens=3, min_new_tokens=3)
 
 
+@pytest.mark.parametrize("where", ["saved", "given"])
+def test_pipeline_default_maximum_rises_to_a_longer_minimum(where, saved_wikisum, monkeypatch):
+    import sumformers
+    from sumformers.pipelines.wikisum import DEFAULT_MAX_NEW_TOKENS
+
+    summarizer = sumformers.load_pipeline(str(saved_wikisum))
+    summarizer.model.generation_config.update(max_new_tokens=None, num_beams=1, do_sample=False)
+    minimum = DEFAULT_MAX_NEW_TOKENS + 5
+    if where == "saved":
+        summarizer.model.generation_config.min_new_tokens = minimum
+    generate, lengths = summarizer.model.generate, []
+
+    def recording_generate(input_ids, **kwargs):
+        output = generate(input_ids, **kwargs)
+        lengths.append(output.shape[1] - input_ids.shape[1])
+        return output
+
+    monkeypatch.setattr(summarizer.model, "generate", recording_generate)
+    summarizer({"title": TITLE, "documents": DOCUMENTS}, **({"min_new_tokens": minimum} if where == "given" else {}))
+    # the default maximum of 160 would contradict the minimum: it rises to it and the summary is that long
+    assert lengths == [minimum]
+
+
 def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):
     from sumformers.cli import main
 

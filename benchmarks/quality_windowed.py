@@ -12,6 +12,8 @@ Tables (each row a variant; `--tables` picks them):
   full-length articles (up to `FULL_LENGTH` tokens; the BERT variants read them in windows of 512 every 256).
 - `4`: stacking against concatenation of the BERT features, full length.
 - `sweep`: the 1D window (the paper's Figure 4), 512 tokens; a PNG beside the report.
+- `small`: the circular 2D row against the same with a 128-wide factorized word table (`word_embedding_size`), the
+  cost of fitting a token-input variant in the 20 MB shipping limit.
 
 Each table gives ROUGE-1/2/Lsum F1 x 100 with 95% bootstrap intervals over the documents and, for every row but the
 first, the paired bootstrap interval of its ROUGE-1 difference to the table's first row (the component's effect).
@@ -34,11 +36,13 @@ report states each variant's optimizer steps (from its card); all ran on CPU.
         --reuse_earlier benchmarks/results/quality_windowed.json --output benchmarks/results/quality_windowed_sweep.md
 
 `--ship VARIANT` ships a scored variant: it is decoded again with word trigram blocking, then written to
-`checkpoints/copytransformer-bert-minilm-cnndm` (`--ship_to`) with fp16 weights, blocking on in its config, and a card
+`checkpoints/copytransformer-circular2d-cnndm` (`--ship_to`) with fp16 weights, blocking on in its config, and a card
 with both decodings' scores and the variant's table rows; it must be the best-scoring variant of the run's tables
 within 20 MiB:
 
-    python benchmarks/quality_windowed.py --tables 1,2 --ship bert_stacked_bert_decoder --threads 2
+    python benchmarks/quality_windowed.py --tables 1,2,small --variants conv_circular_2d_words128 \
+        --reuse_earlier benchmarks/results/quality_windowed.json --output benchmarks/results/quality_windowed_small.md \
+        --ship conv_circular_2d_words128
 
 Speed and peak memory of windowed encoding against truncation (512 to 100,000 tokens) are `windowed_memory.py`'s
 measurements (`benchmarks/results/windowed_memory.md`); `--tables memory` reruns it.
@@ -106,7 +110,7 @@ TABLES = {
 }
 DEV_SPLIT = "validation[1000:1100]"  # the training script's end-of-run check; never the reported documents
 COLUMNS = ("rouge1", "rouge2", "rougeLsum", "repeated_trigrams", "mean_words")
-SHIPPED_NAME = "copytransformer-bert-minilm-cnndm"
+SHIPPED_NAME = "copytransformer-circular2d-cnndm"
 SHIPPED_BLOCKING = 3  # word trigrams: without blocking most summaries of these small models repeat one
 SHIPPING_LIMIT_MIB = 20  # a shipped checkpoint's folder
 

@@ -124,13 +124,19 @@ class StepwiseHiBertPlannerConfig(ContentPlannerConfigMixin, StepwiseHiBertConfi
     sentences, without document-sentence positions (the records' order carries no meaning; summary positions are
     kept); the plan is decoded greedily. Defaults as in [`~summarizer_config.ContentPlannerConfigMixin`], otherwise
     [`StepwiseHiBertConfig`]'s.
+
+    Args (besides those):
+        summary_positions_from_end (`bool`, *optional*, defaults to `False`):
+            Number the plan's units from the latest (0) back instead of from the first (the paper's): a plan runs
+            to 100 units, and counted from the first the unit just chosen sits at a different position every step.
     """
 
     model_type = "stepwise_hibert_planner"
 
-    def __init__(self, document_positions: bool = False, **kwargs):
+    def __init__(self, document_positions: bool = False, summary_positions_from_end: bool = False, **kwargs):
         if document_positions:
             raise ValueError("a content planner's records have no order: document_positions must be False")
+        self.summary_positions_from_end = bool(summary_positions_from_end)
         ContentPlannerConfigMixin.__init__(self, document_positions=False, **kwargs)
 
 

@@ -218,11 +218,15 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
         vectors[real] = pooled
         return vectors
 
-    def _embed_sentences(self, vectors: torch.Tensor, positions: nn.Embedding | None) -> torch.Tensor:
+    def _embed_sentences(self, vectors: torch.Tensor, positions: nn.Embedding | None,
+                         position_ids: torch.LongTensor | None = None) -> torch.Tensor:
+        """Vectors plus their position embeddings (`position_ids`, default 0, 1, ... from the first), normalized."""
         # Precomputed `sentence_vectors` (e.g. a float32 cache) take the model's dtype, as the LayerNorm needs.
         vectors = vectors.to(self.document_norm.weight.dtype)
         if positions is not None:
-            vectors = vectors + positions(torch.arange(vectors.shape[1], device=vectors.device))
+            if position_ids is None:
+                position_ids = torch.arange(vectors.shape[1], device=vectors.device)
+            vectors = vectors + positions(position_ids)
         return self.dropout(self.document_norm(vectors))
 
     def _check_inputs(self, input_ids, cls_positions, sentence_mask, sentence_vectors):
@@ -365,7 +369,7 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         if summary_indices.shape[1] > 0:
             summary_mask = summary_indices >= 0
             picked = row_vectors.gather(1, summary_indices.clamp(min=0)[..., None].expand(-1, -1, hidden))
-            summary = self._embed_sentences(picked, self.summary_positions)
+            summary = self._embed_sentences(picked, self.summary_positions, self.summary_position_ids(summary_mask))
         for layer in self.document_layers:
             states, summary = layer(states, keys, summary, summary_mask)
 
@@ -380,6 +384,11 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         return HiBertSummarizerOutput(loss=loss, logits=logits, document_states=states[:, :num_sentences])
 
 
+    def summary_position_ids(self, summary_mask: torch.BoolTensor) -> torch.LongTensor | None:
+        """The partial summary's position ids [rows, k]; None: 0, 1, ... in selection order (the paper's)."""
+        return None
+
+
 class StepwiseHiBertForContentPlanning(StepwiseHiBertForExtractiveSummarization):
     """Stepwise HiBERT as a Rotowire content planner (Narayan et al. 2020, section 7): the document sentences are a
     game's templated records and the sentence-break unit (`processing.planner_inputs`), read without document
@@ -390,6 +399,14 @@ class StepwiseHiBertForContentPlanning(StepwiseHiBertForExtractiveSummarization)
     processor_class = HiBertPlannerProcessor
     new_modules = tuple(name for name in StepwiseHiBertForExtractiveSummarization.new_modules
                         if name != "sentence_positions")
+
+    def summary_position_ids(self, summary_mask: torch.BoolTensor) -> torch.LongTensor | None:
+        """With `summary_positions_from_end`, each plan unit's position is the number of units chosen after it (the
+        latest is 0), so that every step reads the unit just chosen at one position whatever the plan's length."""
+        if not self.config.summary_positions_from_end:
+            return super().summary_position_ids(summary_mask)
+        real = summary_mask.long()
+        return real.flip(-1).cumsum(-1).flip(-1) - real
 
 
 __all__ = [

@@ -144,6 +144,13 @@ class TestStepwiseHiBertPlanner(PlannerTester):
         return StepwiseHiBertPlannerConfig(**ENCODER, **HIBERT)
 
 
+class TestStepwiseHiBertPlannerPositionsFromEnd(TestStepwiseHiBertPlanner):
+    """The plan's units numbered from the latest back, through the same checks (batches of padded plans included)."""
+
+    def get_config(self):
+        return StepwiseHiBertPlannerConfig(**ENCODER, **HIBERT, summary_positions_from_end=True)
+
+
 class TestStepwiseETCSumPlanner(PlannerTester):
     model_class = StepwiseETCSumForContentPlanning
 
@@ -292,6 +299,29 @@ def test_hibert_planner_scores_do_not_depend_on_the_records_order(tokenizer, gam
     with_positions, _ = unit_scores(positional, tokenizer, game, prefix)
     shuffled_positions, _ = unit_scores(positional, tokenizer, shuffled, prefix)
     assert max(abs(with_positions[unit] - shuffled_positions[unit]) for unit in scores) > 1e-2
+
+
+def test_positions_from_the_end_count_the_units_chosen_after_each(tokenizer, game):
+    model = planner(summary_positions_from_end=True)
+    with torch.no_grad():  # larger weights, so that where a summary unit sits shows in the scores
+        for parameter in model.parameters():
+            parameter.add_(0.2 * torch.randn_like(parameter))
+    mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    assert model.summary_position_ids(mask).tolist() == [[2, 1, 0, 0], [0, 0, 0, 0]]
+    prefix = ["Bucks|TEAM-NAME", "Kevin Love|PTS", EOS]
+    # the same weights counting from the first unit, with the position table's first three rows reversed: the
+    # same scores after this three-unit prefix, and other scores after a two-unit one (positions relative to its end)
+    from_start = planner()
+    from_start.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        from_start.summary_positions.weight[:3] = model.summary_positions.weight[:3].flip(0)
+    scores, end = unit_scores(model, tokenizer, game, prefix)
+    start_scores, start_end = unit_scores(from_start, tokenizer, game, prefix)
+    assert all(start_scores[unit] == pytest.approx(score, abs=1e-4) for unit, score in scores.items())
+    assert start_end == pytest.approx(end, abs=1e-4)
+    scores, _ = unit_scores(model, tokenizer, game, prefix[1:])
+    start_scores, _ = unit_scores(from_start, tokenizer, game, prefix[1:])
+    assert max(abs(start_scores[unit] - score) for unit, score in scores.items()) > 1e-2
 
 
 # --- the pipeline ------------------------------------------------------------------------------------------------

@@ -124,6 +124,9 @@ def parse_args():
     parser.add_argument("--train_only", action="store_true", help="with --train: train, then stop before decoding")
     parser.add_argument("--steps", type=int, default=600, help="training updates per variant (default 600)")
     parser.add_argument("--runs_dir", default=str(REPO / "runs" / "copy-ablation"))
+    parser.add_argument("--seed", type=int, default=42,
+                        help="the training runs' seed (initialisation, dropout, batch order; the documents stay the "
+                        "same): another seed in another --runs_dir repeats a variant to see the run-to-run spread")
     parser.add_argument("--train_file", default=None, help="default: the shared cnn_dailymail/train_large.jsonl.gz")
     parser.add_argument("--data_file", default=None, help="default: the shared cnn_dailymail/validation_large")
     parser.add_argument("--start", type=int, default=0, help="first document (default 0)")
@@ -175,7 +178,7 @@ def training_arguments(variant: str, args, data_dir: Path) -> list[str]:
         "--num_beams", "4", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant_with_warmup",
         "--warmup_steps", "200", "--weight_decay", "0.0", "--max_steps", str(args.steps),
         "--per_device_train_batch_size", "16", "--bf16", "--use_cpu", "--save_steps", "100", "--save_total_limit", "2",
-        "--logging_steps", "10", "--seed", "42", "--output_dir", str(Path(args.runs_dir) / variant),
+        "--logging_steps", "10", "--seed", str(args.seed), "--output_dir", str(Path(args.runs_dir) / variant),
         # the BERT variants of one input length read the same frozen features: computed once, then shared
         *(["--bert_feature_cache", str(Path(args.runs_dir) / f"bert-features-{max_length}-{16 * args.steps}.u16")]
           if overrides.get("encoder_input", "tokens") != "tokens" else []),
@@ -435,6 +438,9 @@ def main():
     if args.ship is not None:
         if not isinstance(results.get(args.ship), dict):
             raise SystemExit(f"--ship {args.ship}: not evaluated in this run (add its table to --tables)")
+        if args.ship not in checkpoints:
+            raise SystemExit(f"--ship {args.ship}: its row was reused from an earlier report; decode it in this run "
+                             "(name it in --variants, its final folder present)")
         shipped_tables = [line for table, lines in tables.items() if args.ship in TABLES[table][1] for line in lines]
         target = ship(args.ship, results, checkpoints, examples, title, shipped_tables, args)
         body += [f"Shipped: {VARIANTS[args.ship][0]} as `{display_path(target)}` (fp16, word trigram blocking; its "

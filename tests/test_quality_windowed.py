@@ -91,7 +91,7 @@ def test_rows_outside_the_decoded_variants_come_from_the_first_earlier_report_th
 
 
 def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
-    args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path))
+    args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path), seed=7)
     command = script.training_arguments("bert_concat_full", args, Path("/data"))
     arguments = command[2:]
     # each flag with the value after it (None for a switch such as --do_train)
@@ -106,6 +106,7 @@ def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     assert options["--output_dir"] == str(tmp_path / "bert_concat_full")
     # one epoch over the same random documents for every variant
     assert (options["--max_train_samples"], options["--train_subset_seed"]) == ("9600", "0")
+    assert options["--seed"] == "7"  # the run's own seed: initialisation, dropout and order, not the documents
     # the BERT variants of one length share one feature cache; the token variants have none
     assert options["--bert_feature_cache"] == str(tmp_path / "bert-features-2048-9600.u16")
     stacked = script.training_arguments("bert_stacked_full", args, Path("/data"))

@@ -149,18 +149,19 @@ def test_etc_checkpoints_keep_the_design_they_were_trained_with(name):
     assert float(logits[logits > torch.finfo(logits.dtype).min].sum()) == pytest.approx(total, abs=1e-3)
 
 
-def test_the_shipped_copy_transformer_holds_its_trained_weights_only_and_blocks_word_trigrams():
-    """The stacking + BERT-conditioned-decoder CopyTransformer: fp16 weights of its trained modules (the frozen MiniLM
-    comes from its own package and the output layer is tied to it: no vocabulary table ships), loaded back exactly by
-    `pipeline(task, model=folder)`; with the config's word trigram blocking its summary repeats no word trigram, and
-    without it (the benchmark tables' decoding) the summary does repeat one."""
+def test_the_shipped_copy_transformer_holds_fp16_weights_a_factorized_table_and_blocks_word_trigrams():
+    """The circular 2D CopyTransformer with a 128-wide factorized word table: fp16 weights whose only vocabulary-sized
+    tensors are the 30,522 x 128 table and the output layer's per-word bias (the output layer reads the table through
+    its projection), loaded back exactly by `pipeline(task, model=folder)`; with the config's word trigram blocking its
+    summary repeats no word trigram, and without it (the benchmark tables' decoding) the summary does repeat one."""
     from safetensors.torch import load_file
 
-    folder = shipped_checkpoints()["copytransformer-bert-minilm-cnndm"]
+    folder = shipped_checkpoints()["copytransformer-circular2d-cnndm"]
     shipped = load_file(folder / "model.safetensors")
     assert all(tensor.dtype == torch.float16 for tensor in shipped.values() if tensor.is_floating_point())
-    assert not any(name.startswith("encoder.bert.encoder.") for name in shipped)
-    assert not any(tensor.dim() == 2 and 30522 in tensor.shape for tensor in shipped.values())
+    assert {name: list(tensor.shape) for name, tensor in shipped.items() if 30522 in tensor.shape} == {
+        "encoder.embed_tokens.weight": [30522, 128], "lm_head.bias": [30522]}
+    assert AutoConfig.from_pretrained(folder).convolution == "circular_2d"
     summarizer = pipeline("abstractive-summarization", model=str(folder))
     state = summarizer.model.state_dict()
     assert all(torch.equal(state[name], tensor.float()) for name, tensor in shipped.items())

@@ -722,7 +722,7 @@ INTEGER_GENERATION_SETTINGS = (
 )
 
 
-def _is_integer(value) -> bool:
+def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -787,7 +787,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
             return value if value is not None else getattr(generation_config, name, None)
 
         maximum, saved_minimum = given("max_new_tokens"), self.generation_config.min_new_tokens
-        if given("min_new_tokens") is not None or not (_is_integer(maximum) and _is_integer(saved_minimum)):
+        if given("min_new_tokens") is not None or not (is_integer(maximum) and is_integer(saved_minimum)):
             return kwargs
         return {**kwargs, "min_new_tokens": maximum} if saved_minimum > maximum else kwargs
 
@@ -808,7 +808,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         for source in (kwargs, generation_config, self.generation_config):
             for name in INTEGER_GENERATION_SETTINGS:
                 value = source.get(name) if isinstance(source, dict) else getattr(source, name, None)
-                if value is not None and not _is_integer(value):
+                if value is not None and not is_integer(value):
                     raise ValueError(f"{name} must be an integer, got {value!r}")
         # transformers' own merge of the model's defaults, `generation_config` and the keywords, which runs
         # GenerationConfig.validate() (it refuses e.g. max_new_tokens <= 0)

@@ -1,10 +1,9 @@
 """The `wikisum` pipeline: a title and documents in, the ranked paragraphs that fit in L tokens fed to a WikiSum
 decoder, its generated summary out (Liu et al. 2018's two stages)."""
 
-import numbers
-
 import torch
 
+from ..modeling.modeling_wikisum import is_integer
 from ..text.ranking import RANKERS
 from .base import SummarizationPipeline
 
@@ -54,7 +53,7 @@ class WikiSumPipeline(SummarizationPipeline):
             preprocess["ranker"] = ranker
         limit = self.model.config.max_position_embeddings
         if max_input_tokens is not None:
-            if isinstance(max_input_tokens, bool) or not isinstance(max_input_tokens, numbers.Integral):
+            if not is_integer(max_input_tokens):
                 raise ValueError(f"max_input_tokens must be an integer, got {max_input_tokens!r}")
             # the decoder input is L tokens and the separator, and the summary needs at least one more position
             if not 2 <= max_input_tokens <= limit - 2:
@@ -78,7 +77,7 @@ class WikiSumPipeline(SummarizationPipeline):
         settings = dict(generate_kwargs)
         if "max_new_tokens" not in settings and self.model.generation_config.max_new_tokens is None:
             minimum = settings.get("min_new_tokens", self.model.generation_config.min_new_tokens)
-            minimum = minimum if isinstance(minimum, numbers.Integral) and not isinstance(minimum, bool) else 0
+            minimum = minimum if is_integer(minimum) else 0
             settings["max_new_tokens"] = max(DEFAULT_MAX_NEW_TOKENS, minimum)
         return settings
 

@@ -2,8 +2,10 @@
 
 1. rankers: ROUGE-L (rougeLsum F1) of each stage-1 ranker alone against the reference, its ranked paragraphs cut at
    the reference's length in words (matched length), and ROUGE-L recall of the first L words (the paper's Figure 2).
-2. perplexity: log-perplexity (nats per WordPiece) of the reference summary tokens under trained T-D and T-DMCA
-   models, their input cut at growing L (models trained at one L; the paper trains one model per L).
+2. perplexity: log-perplexity (nats per WordPiece) of QMSum's reference summary tokens under trained T-D, T-DMCA
+   and T-DMCA-MoE models (`--model LABEL=PATH`, the first the reference of paired bootstrap differences), their input
+   cut at growing L (each model trained at one L; the paper trains one model per L), with a PNG; with
+   `--perplexity_start`, also the model they all continued from under each layout before training.
 3. memory: peak resident memory and wall time of one training step (batch 1, forward + backward + AdamW) at growing
    L for T-D and T-DMCA, each case in a fresh subprocess (one thread), and the largest L each fits in 8 GB.
 4. rouge: summaries of trained models (their `wikisum` pipeline and saved generation config) on the first
@@ -22,8 +24,9 @@
    decoding choices are made before the rouge part reports them.
 
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rankers
-    OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part perplexity \
-        --tdmca runs/wikisum-tdmca/final --td runs/wikisum-td/final
+    OMP_NUM_THREADS=2 python benchmarks/wikisum.py --part perplexity --model T-D=runs/wikisum-qmsum-td/final \
+        --model T-DMCA=runs/wikisum-qmsum-tdmca/final --model T-DMCA-MoE=runs/wikisum-qmsum-moe/final \
+        --perplexity_start runs/wikisum-cnndm-copy/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part memory
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rouge --model T-DMCA=runs/wikisum-cnndm/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part init --init_steps 40 --init_L 256
@@ -31,7 +34,7 @@
         --decoding '{"min_new_tokens": 40}'
 
 Tables are printed and written to benchmarks/results/wikisum_<part>.md (with the raw numbers in .json); the memory
-part also writes wikisum_memory.png.
+and perplexity parts also write wikisum_memory.png and wikisum_perplexity.png.
 """
 
 import argparse
@@ -170,62 +173,153 @@ def ranker_benchmark() -> None:
 # ------------------------------------------------------------------------------------------------------------------
 
 
-def perplexity_benchmark(models: dict[str, str]) -> None:
+def perplexity_examples(queries_per_meeting: int) -> list[dict]:
+    """QMSum validation: each meeting's general summary and its first `queries_per_meeting` query/answer pairs (the
+    only long-input set here: FewSum's eight reviews and most CNN/DM articles fit in 1,024 tokens)."""
+    from sumformers.processing.processing_wikisum import read_wikisum_examples
+
+    path = VALIDATION_FILES["qmsum"]
+    if not path.is_file():
+        raise SystemExit(f"validation data not found: {path} (set SUMFORMERS_DATA_DIR)")
+    examples = read_wikisum_examples(str(path), specific_queries=True)
+    return [e for e in examples if "-q" not in e["id"] or int(e["id"].rsplit("-q", 1)[1]) < queries_per_meeting]
+
+
+def summary_token_losses(model, tokenizer, examples: list[dict], length: int) -> list[tuple[float, int]]:
+    """(summed negative log-likelihood in nats, token count) of each reference summary (its first 192 WordPieces and
+    the end token) given the title and the model's ranked paragraphs cut at `length` tokens."""
     import torch
 
-    from sumformers.hub import load_model, load_tokenizer
     from sumformers.processing.processing_wikisum import encode_wikisum_input
     from sumformers.text.ranking import rank_paragraphs, split_paragraphs
 
-    torch.set_num_threads(1)
-    examples = validation_examples()
-    results = []
-    for label, path in models.items():
-        model, tokenizer = load_model(path), load_tokenizer(path)
+    losses = []
+    for example in examples:
+        ranking = rank_paragraphs(split_paragraphs(example["documents"]), example["title"], model.config.ranker)
+        summary = tokenizer(example["summary"], add_special_tokens=False, verbose=False)["input_ids"][:192]
+        summary = summary + [model.config.eos_token_id]
+        input_ids, _ = encode_wikisum_input(tokenizer, model.config, example["title"], ranking, length)
+        with torch.no_grad():
+            logits = model(torch.tensor([input_ids + summary]), logits_to_keep=len(summary) + 1).logits[0, :-1]
+        loss = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(summary), reduction="sum").item()
+        losses.append((loss, len(summary)))
+    return losses
+
+
+def paired_difference_interval(losses, reference, resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval (over examples) of the difference in token-weighted log-perplexity between two models
+    scored on the same summaries (`losses` minus `reference`, each a list of (nats, tokens))."""
+    import numpy as np
+
+    difference = np.array([loss for loss, _ in losses]) - np.array([loss for loss, _ in reference])
+    tokens = np.array([count for _, count in losses], dtype=float)
+    rows = np.random.default_rng(seed).integers(0, len(tokens), size=(resamples, len(tokens)))
+    values = difference[rows].sum(axis=1) / tokens[rows].sum(axis=1)
+    return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
+
+
+def perplexity_benchmark(models: dict[str, str], start: str | None, queries_per_meeting: int) -> None:
+    """Each model (the first is the reference of the paired differences) at every L; with `start`, also that
+    trained model under each distinct attention layout of `models` before any training (`from_trained_decoder`)."""
+    from sumformers.hub import load_model, load_tokenizer
+    from sumformers.modeling.modeling_wikisum import WikiSumForCausalLM
+
+    examples = perplexity_examples(queries_per_meeting)
+    loaded = {label: load_model(path).eval() for label, path in models.items()}
+    tokenizers = {label: load_tokenizer(path) for label, path in models.items()}
+    if start:
+        layouts = {tuple(model.config.attention_layers): model.config for model in loaded.values()}
+        for layers, config in layouts.items():
+            label = f"{config.variant.removesuffix('-MoE')} at the start"
+            loaded[label] = WikiSumForCausalLM.from_trained_decoder(
+                load_model(start), attention_layers=list(layers), local_block_size=config.local_block_size
+            ).eval()
+            tokenizers[label] = load_tokenizer(start)
+    results = {}
+    for label, model in loaded.items():
         # blocked attention keeps the long inputs linear in memory (results equal eager's)
-        model.config._attn_implementation = "blocked" if model.config.variant != "T-D" else "sdpa"
-        ranker = model.config.ranker
-        for dataset, rows in examples.items():
-            ranked = [rank_paragraphs(split_paragraphs(e["documents"]), e["title"], ranker) for e in rows]
-            summaries = [
-                tokenizer(e["summary"], add_special_tokens=False, verbose=False)["input_ids"][:192]
-                + [model.config.eos_token_id]
-                for e in rows
-            ]
-            for length in PERPLEXITY_LENGTHS:
-                total, count, started = 0.0, 0, time.perf_counter()
-                for example, ranking, summary in zip(rows, ranked, summaries):
-                    input_ids, _ = encode_wikisum_input(tokenizer, model.config, example["title"], ranking, length)
-                    ids = torch.tensor([input_ids + summary])
-                    with torch.no_grad():
-                        logits = model(ids, logits_to_keep=len(summary) + 1).logits[0, :-1].float()
-                    total += torch.nn.functional.cross_entropy(logits, torch.tensor(summary), reduction="sum").item()
-                    count += len(summary)
-                results.append(
-                    {
-                        "model": label,
-                        "path": path,
-                        "dataset": dataset,
-                        "L": length,
-                        "log_perplexity": total / count,
-                        "tokens": count,
-                        "seconds": time.perf_counter() - started,
-                    }
-                )
-                print(results[-1], flush=True)
+        model.config._attn_implementation = "blocked" if model.config.variant.startswith("T-DMCA") else "sdpa"
+        for length in PERPLEXITY_LENGTHS:
+            started = time.perf_counter()
+            results[label, length] = summary_token_losses(model, tokenizers[label], examples, length)
+            print(
+                label,
+                length,
+                f"{log_perplexity(results[label, length]):.4f}",
+                f"{time.perf_counter() - started:.0f}s",
+                flush=True,
+            )
+    write_perplexity_results(models, loaded, results, examples, start)
+
+
+def log_perplexity(losses: list[tuple[float, int]]) -> float:
+    return sum(loss for loss, _ in losses) / sum(count for _, count in losses)
+
+
+def write_perplexity_results(models, loaded, results, examples, start) -> None:
     lengths = list(PERPLEXITY_LENGTHS)
-    rows = []
-    for label in models:
-        for dataset in examples:
-            values = {r["L"]: r["log_perplexity"] for r in results if r["model"] == label and r["dataset"] == dataset}
-            rows.append([label, dataset] + [f"{values[length]:.3f}" for length in lengths])
+    header = ["model", "parameters"] + [f"L={length}" for length in lengths]
+    rows = [
+        [label, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M"]
+        + [f"{log_perplexity(results[label, length]):.3f}" for length in lengths]
+        for label, model in loaded.items()
+    ]
+    reference, *others = list(models)
+    differences = []
+    for label in others:
+        cells = []
+        for length in lengths:
+            low, high = paired_difference_interval(results[label, length], results[reference, length])
+            value = log_perplexity(results[label, length]) - log_perplexity(results[reference, length])
+            cells.append(f"{value:+.3f} [{low:+.3f}, {high:+.3f}]")
+        differences.append([f"{label} - {reference}"] + cells)
+    meetings = sum("-q" not in example["id"] for example in examples)
+    tokens = sum(count for _, count in results[reference, lengths[0]])
     text = (
-        "## WikiSum stage 2: log-perplexity of the reference summaries (validation, untouched)\n\n"
-        "Nats per WordPiece of the summary tokens (and the end token) given title + tf-idf-ranked paragraphs cut at L "
-        "tokens. Both models were trained at L = 1024 (same data, steps and sizes); the paper instead trains one "
-        "model per L.\n\n" + markdown_table(["model", "dataset"] + [f"L={length}" for length in lengths], rows)
+        "## WikiSum stage 2: log-perplexity of the reference summaries at growing L (QMSum validation, untouched)\n\n"
+        f"Nats per WordPiece of {tokens} summary tokens (each summary's first 192 and the end token) of "
+        f"{len(examples)} examples: the {meetings} meetings' general summaries and their first query/answer "
+        "pairs (the query as title), given the title and the tf-idf-ranked transcript turns cut at L tokens. "
+        f"`at the start` rows are {start} under that layout before any QMSum training (an upcycled mixture of "
+        "experts starts equal to its dense model, so it has no row of its own).\n\n"
+        + markdown_table(header, rows)
+        + f"\n\nPaired differences to {reference} (negative: lower perplexity than {reference}), with the 95% "
+        "bootstrap interval over examples:\n\n"
+        + markdown_table(["models"] + [f"L={length}" for length in lengths], differences)
     )
-    write_results("perplexity", text, results)
+    data = [
+        {
+            "model": label,
+            "path": models.get(label, start),
+            "L": length,
+            "log_perplexity": log_perplexity(losses),
+            "examples": [{"id": e["id"], "nats": loss, "tokens": count} for e, (loss, count) in zip(examples, losses)],
+        }
+        for (label, length), losses in results.items()
+    ]
+    write_results("perplexity", text, data)
+    plot_perplexity(loaded, results, lengths)
+
+
+def plot_perplexity(loaded, results, lengths) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.5, 4.2))
+    for label in loaded:
+        style = "--" if label.endswith("at the start") else "-"
+        values = [log_perplexity(results[label, length]) for length in lengths]
+        axis.plot(lengths, values, style, marker="o", label=label)
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("L (input tokens)")
+    axis.set_ylabel("log-perplexity (nats per WordPiece)")
+    axis.set_title("WikiSum on QMSum validation: summary log-perplexity vs L")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    figure.tight_layout()
+    figure.savefig(RESULTS_DIR / "wikisum_perplexity.png", dpi=120)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -497,11 +591,13 @@ def rouge_benchmark(
 
     # each model with its saved generation config, then with each of `decodings` added to it
     systems_of_models = {f"{label} ({path})": (label, {}) for label, path in models.items()}
-    systems_of_models.update({
-        f"{label}, {options_label(options)} ({path})": (label, options)
-        for options in decodings
-        for label, path in models.items()
-    })
+    systems_of_models.update(
+        {
+            f"{label}, {options_label(options)} ({path})": (label, options)
+            for options in decodings
+            for label, path in models.items()
+        }
+    )
 
     rankers = sorted({summarizer.model.config.ranker for summarizer in summarizers.values()}) or ["tfidf"]
     results = []
@@ -709,9 +805,7 @@ def generate_options(text: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--part", choices=("rankers", "perplexity", "memory", "rouge", "init", "dev"), action="append"
-    )
+    parser.add_argument("--part", choices=("rankers", "perplexity", "memory", "rouge", "init", "dev"), action="append")
     parser.add_argument(
         "--model", action="append", default=[], metavar="LABEL=PATH", help="trained model for --part rouge or dev"
     )
@@ -738,8 +832,14 @@ def main() -> None:
         help="with --ship: ship the last --decoding's options in the generation config; WHY (measured on the dev "
         "part's articles, not the reported ones) goes on the card",
     )
-    parser.add_argument("--tdmca", help="trained T-DMCA model (folder or shipped name) for --part perplexity")
-    parser.add_argument("--td", help="trained T-D model (folder or shipped name) for --part perplexity")
+    parser.add_argument(
+        "--perplexity_start",
+        help="--part perplexity: the trained model the --model variants continued from (train_wikisum.py "
+        "--start_from), scored under each of their layouts before training",
+    )
+    parser.add_argument(
+        "--queries_per_meeting", type=int, default=2, help="--part perplexity: QMSum query/answer pairs per meeting"
+    )
     parser.add_argument("--start", type=int, default=1024, help="first L of the memory part")
     parser.add_argument("--stop", type=int, default=65536, help="last L tried by the memory part")
     parser.add_argument("--init_steps", type=int, default=100, help="training steps of the init part")
@@ -764,16 +864,22 @@ def main() -> None:
             if args.ship_decoding_reason and not (args.ship and args.decoding):
                 raise SystemExit("--ship_decoding_reason needs --ship and --decoding")
             rouge_benchmark(
-                models, args.rouge_rows, args.ship if part == "rouge" else None, args.trained_on, args.decoding,
-                args.ship_decoding_reason, development=part == "dev",
+                models,
+                args.rouge_rows,
+                args.ship if part == "rouge" else None,
+                args.trained_on,
+                args.decoding,
+                args.ship_decoding_reason,
+                development=part == "dev",
             )
         elif part == "init":
             init_benchmark(args.init_steps, args.init_train_rows, args.init_eval_rows, args.init_L)
         elif part == "perplexity":
-            models = {label: path for label, path in (("T-DMCA", args.tdmca), ("T-D", args.td)) if path}
-            if not models:
-                raise SystemExit("--part perplexity needs --tdmca and/or --td")
-            perplexity_benchmark(models)
+            if not args.model:
+                raise SystemExit("--part perplexity needs --model LABEL=PATH (one or more; the first is the reference)")
+            perplexity_benchmark(
+                dict(item.split("=", 1) for item in args.model), args.perplexity_start, args.queries_per_meeting
+            )
         else:
             memory_benchmark(args.start, args.stop)
 

@@ -17,6 +17,7 @@ that starts at position 0 runs the sparse backends; one that continues from a ca
 functions on the new queries' absolute positions, so both paths see exactly the same keys.
 """
 
+import copy
 import math
 import numbers
 from dataclasses import dataclass
@@ -201,8 +202,8 @@ class WikiSumCache(Cache):
     def add_copy_memory(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Append the new positions' (keys, states, ids); return all positions' so far."""
         previous = self.copy_memory
-        self.copy_memory = tensors if previous is None else tuple(
-            torch.cat(pair, dim=1) for pair in zip(previous, tensors)
+        self.copy_memory = (
+            tensors if previous is None else tuple(torch.cat(pair, dim=1) for pair in zip(previous, tensors))
         )
         return self.copy_memory
 
@@ -722,6 +723,19 @@ INTEGER_GENERATION_SETTINGS = (
 )
 
 
+@torch.no_grad()
+def start_compression_as_averages(attention: "WikiSumAttention", stride: int) -> None:
+    """A compressed layer's start: its key and value convolutions the average over each stride (a slot is the mean
+    key and mean value of its positions, so attention to a slot first behaves like attention to the group's average),
+    and the always-visible null slot zero (score 0, contributes nothing)."""
+    identity = torch.eye(attention.key_compression.weight.shape[0])
+    for convolution in (attention.key_compression, attention.value_compression):
+        convolution.weight.copy_(identity[:, :, None].expand(-1, -1, stride) / stride)
+        convolution.bias.zero_()
+    attention.null_slot.key.zero_()
+    attention.null_slot.value.zero_()
+
+
 def is_integer(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -975,12 +989,50 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
                 expert.up.load_state_dict(source.intermediate.dense.state_dict())
                 expert.down.load_state_dict(source.output.dense.state_dict())
             if attention.layer_type == "compressed":
-                stride = config.compression_stride
-                for convolution in (attention.key_compression, attention.value_compression):
-                    convolution.weight.copy_(identity[:, :, None].expand(-1, -1, stride) / stride)
-                    convolution.bias.zero_()
-                attention.null_slot.key.zero_()
-                attention.null_slot.value.zero_()
+                start_compression_as_averages(attention, config.compression_stride)
+
+    @classmethod
+    @torch.no_grad()
+    def from_trained_decoder(cls, source: "WikiSumForCausalLM", **layout) -> "WikiSumForCausalLM":
+        """A decoder with `source`'s weights under another layout: `layout` replaces config entries (for the T-D /
+        T-DMCA / MoE comparison: `attention_layers`, `moe_layers`, `num_experts`, `max_input_tokens`, ...), so that
+        the variants start from one trained model. The embeddings, output, copy head and every layer's attention
+        projections and LayerNorms are copied by name; a mixture-of-experts layer's experts all start as `source`'s
+        feed-forward block of that layer (sparse upcycling, as `copy_encoder` does) with a random router; a compressed
+        layer keeps `source`'s convolutions and null slot where `source`'s layer was compressed too, else they start
+        as stride averages and zero (`copy_encoder`'s start). A full or local layer has no such parts: `source`'s are
+        dropped. Sizes (hidden, heads, vocabulary, depth) must stay `source`'s."""
+        fixed = ("hidden_size", "num_attention_heads", "vocab_size", "embedding_size", "copy_mechanism")
+        changed = [name for name in fixed if name in layout and layout[name] != getattr(source.config, name)]
+        if changed:
+            raise ValueError(f"from_trained_decoder keeps the source's sizes; cannot change {changed}")
+        layers = layout.get("attention_layers", source.config.attention_layers)
+        if len(layers) != len(source.config.attention_layers):
+            raise ValueError(
+                f"from_trained_decoder keeps the source's depth ({len(source.config.attention_layers)} layers), "
+                f"got {len(layers)} attention_layers"
+            )
+        config = copy.deepcopy(source.config)
+        for name, value in layout.items():
+            setattr(config, name, value)
+        config = type(config)(**config.to_dict())  # re-validated
+        model = cls._from_config(config, attn_implementation=source.config._attn_implementation)
+        weights, uncopied = source.state_dict(), []
+        for name, target in model.state_dict().items():
+            origin = name
+            if ".feed_forward.experts." in name:  # layers.i.feed_forward.experts.j.up <- layers.i.feed_forward.up
+                head, tail = name.split(".experts.")
+                origin = f"{head}.{tail.split('.', 1)[1]}"
+            if origin in weights and weights[origin].shape == target.shape:
+                target.copy_(weights[origin])
+            elif not any(part in name for part in (".router.", "_compression.", ".null_slot.")):
+                uncopied.append(name)
+        if uncopied:
+            raise ValueError(f"from_trained_decoder found no weights of the right shape for {uncopied}")
+        for layer, source_type in zip(model.model.layers, source.config.attention_layers):
+            if layer.attention.layer_type == "compressed" and source_type != "compressed":
+                start_compression_as_averages(layer.attention, config.compression_stride)
+        return model
 
     def copy_log_probs(self, input_ids, states, attention_mask, past_length: int, cache, logits_to_keep: int = 0):
         """The copy head's log p(w) [batch, kept positions, vocab] (float32) for positions `past_length` on: from a

@@ -129,8 +129,17 @@ def test_cnndm_training_from_the_encoder_lowers_the_loss_and_loads_in_the_pipeli
 def test_lora_training_saves_an_adapter_checkpoint_that_the_pipeline_loads(tmp_path, tiny_encoder_folder):
     from safetensors import safe_open
 
-    output, losses = run_training(tmp_path, tiny_encoder_folder, "--use_lora", "--lora_r", "4", "--ship_to",
-                                  str(tmp_path / "shipped"), "--loss_on", "summary")
+    output, losses = run_training(
+        tmp_path,
+        tiny_encoder_folder,
+        "--use_lora",
+        "--lora_r",
+        "4",
+        "--ship_to",
+        str(tmp_path / "shipped"),
+        "--loss_on",
+        "summary",
+    )
     final = output / "final"
     # LoRA r=4 on a tiny random encoder learns slower than full training: the last steps average over a nat lower
     assert sum(losses[-3:]) / 3 < losses[0] - 1.0
@@ -143,12 +152,19 @@ def test_lora_training_saves_an_adapter_checkpoint_that_the_pipeline_loads(tmp_p
     lora = {name for name in names if ".lora_" in name}
     projections = ("q_proj", "k_proj", "v_proj", "o_proj")
     modules = [f"attention.{name}" for name in projections] + ["feed_forward.up", "feed_forward.down"]
-    assert lora == {f"model.layers.{i}.{module}.lora_{half}.weight" for i in range(3) for module in modules
-                    for half in "AB"}
+    assert lora == {
+        f"model.layers.{i}.{module}.lora_{half}.weight" for i in range(3) for module in modules for half in "AB"
+    }
     assert names - lora == {
-        "model.embed_projection.weight", "output_projection.weight", "model.layers.1.attention.null_slot.key",
-        "model.layers.1.attention.null_slot.value", *(f"model.layers.1.attention.{kind}_compression.{weight}"
-                                                      for kind in ("key", "value") for weight in ("weight", "bias")),
+        "model.embed_projection.weight",
+        "output_projection.weight",
+        "model.layers.1.attention.null_slot.key",
+        "model.layers.1.attention.null_slot.value",
+        *(
+            f"model.layers.1.attention.{kind}_compression.{weight}"
+            for kind in ("key", "value")
+            for weight in ("weight", "bias")
+        ),
     }
     card, _ = check_saved_decoding(final)
     assert "LoRA r=4 (alpha 32) on q_proj,k_proj,v_proj,o_proj,up,down of every layer" in card["training"]
@@ -175,6 +191,49 @@ def test_lora_training_saves_an_adapter_checkpoint_that_the_pipeline_loads(tmp_p
     assert {path.name: path.read_bytes() for path in shipped.iterdir()} == {
         path.name: path.read_bytes() for path in final.iterdir()
     }
+
+
+def test_start_from_continues_a_trained_decoder_under_the_runs_layout(tmp_path, tiny_encoder_folder, minilm_tokenizer):
+    """--start_from: a saved T-DMCA continues as a T-D with experts; its copied weights are the start and the card
+    says so."""
+    from sumformers import WikiSumForCausalLM
+
+    source = WikiSumForCausalLM.from_encoder(
+        str(tiny_encoder_folder), decoder_init="encoder", attention_layers=["local", "compressed", "local"],
+        local_block_size=8, hidden_dropout=0.0,
+    )  # fmt: skip
+    source.save_pretrained(tmp_path / "trained")
+    minilm_tokenizer.save_pretrained(tmp_path / "trained")
+    output, losses = run_training(
+        tmp_path, tiny_encoder_folder, "--start_from", str(tmp_path / "trained"), "--attention_layers",
+        "full,full,full", "--moe_layers", "1", "--num_experts", "2", "--learning_rate", "0",
+    )  # fmt: skip
+    final = output / "final"
+    model = WikiSumForCausalLM.from_pretrained(str(final))
+    assert model.config.attention_layers == ["full"] * 3 and model.config.moe_layers == [1]
+    assert model.config.max_input_tokens == 40
+    # learning rate 0: the saved weights are the start, the source's own where the names match
+    weights = model.state_dict()
+    for name, weight in source.state_dict().items():
+        if "_compression" not in name and "null_slot" not in name:
+            origin = name.replace("layers.1.feed_forward.", "layers.1.feed_forward.experts.1.")
+            assert torch.equal(weights[origin], weight), name
+    card = json.loads((final / "sumformers_card.json").read_text())
+    assert f"continued from the trained model {tmp_path / 'trained'} under this layout" in card["training"]
+    assert card["training"].startswith("T-D-MoE (full, full, full;")
+
+
+def test_start_from_refuses_what_is_not_a_trained_wikisum_model(tmp_path, tiny_encoder_folder):
+    data = tmp_path / "train.jsonl.gz"
+    write_cnndm_rows(data, 2)
+    command = [sys.executable, str(REPO_ROOT / "training_scripts" / "train_wikisum.py"), "--start_from",
+               str(tiny_encoder_folder), "--train_file", str(data), "--output_dir", str(tmp_path / "run"),
+               "--do_train", "--use_cpu"]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert completed.returncode != 0
+    assert completed.stderr.strip().splitlines()[-1] == (
+        f"ValueError: --start_from needs a trained WikiSum model folder, got {str(tiny_encoder_folder)!r}"
+    )
 
 
 def test_sampled_examples_are_split_into_sentences_once_per_meeting():
@@ -209,7 +268,7 @@ def test_summary_loss_only_labels_the_summary_tokens_and_the_end_token(minilm_to
         # cut to the positions the model scores
         width = every["labels"].shape[1]
         labelled = [-100] * start + feature["summary_ids"] + [-100] * (width - end)
-        assert summary["labels"][row].tolist() == labelled[-summary["logits_to_keep"]:]
+        assert summary["labels"][row].tolist() == labelled[-summary["logits_to_keep"] :]
     assert features[0]["summary_ids"][-1] == minilm_tokenizer.sep_token_id
 
 

@@ -32,6 +32,14 @@ and from the embedding width, the compressed layers' convolutions and null slots
 full; `<output_dir>/final` then holds only those in fp16, and loading rebuilds the decoder from the encoder. Or
 training continues (in full) from a saved WikiSum model.
 
+`--start_from` a trained WikiSum model continues from it under this run's layout (`--attention_layers`,
+`--moe_layers`, ...), so that T-D, T-DMCA and T-DMCA with experts start from one trained decoder (the perplexity part
+of benchmarks/wikisum.py; trained in full):
+
+    OMP_NUM_THREADS=1 python training_scripts/train_wikisum.py --start_from runs/wikisum-cnndm-copy-s16/final \
+        --attention_layers full,full,full,full,full --train_file ../shared/data/qmsum/train.jsonl \
+        --max_input_tokens 2048 --loss_on summary --output_dir runs/wikisum-qmsum-td --max_steps 500 --do_train
+
 Decoding settings are saved in the generation config and named on the model card: --num_beams and --length_penalty
 under --length_penalty_type (gnmt, the paper's: ((5 + |Y|) / 6) ** alpha), and n-gram blocking only when
 --no_repeat_ngram_size is given, with --no_repeat_ngram_reason (the card says why the model needs it).
@@ -54,7 +62,7 @@ from transformers import GenerationConfig
 from sumformers import WikiSumConfig, WikiSumForCausalLM
 from sumformers.cards import decoding_settings
 from sumformers.generation.length_penalty import resolve_length_penalty_type
-from sumformers.hub import save_fp16_copy
+from sumformers.hub import is_sumformers_model, load_model, load_tokenizer, save_fp16_copy
 from sumformers.modeling.pretrained_encoder import portable_encoder_name
 from sumformers.processing.processing_wikisum import read_wikisum_examples, sentence_lines
 from sumformers.training import (
@@ -89,6 +97,15 @@ class WikiSumArguments:
         metadata={
             "help": "timing: the sinusoidal signal (the paper's, any length); learned: a learned table, with "
             "--decoder_init encoder the encoder's own (at most its 512 positions, input and summary together)."
+        },
+    )
+    start_from: str | None = field(
+        default=None,
+        metadata={
+            "help": "A trained WikiSum model (folder) to continue from under this run's layout (--attention_layers, "
+            "--moe_layers, --local_block_size, --max_input_tokens; its other settings kept): T-D, T-DMCA and MoE "
+            "variants compared from one start (`WikiSumForCausalLM.from_trained_decoder`). Replaces "
+            "--model_name_or_path."
         },
     )
     copy_mechanism: bool = field(
@@ -224,6 +241,27 @@ def new_model(encoder: str, tokenizer, source: str, args: WikiSumArguments) -> W
     return WikiSumForCausalLM.from_encoder(encoder, config=config)
 
 
+def relayout(path: str, args: WikiSumArguments) -> WikiSumForCausalLM:
+    """The trained model at `path` under `args`' layout (--start_from)."""
+    if not is_sumformers_model(path):
+        raise ValueError(f"--start_from needs a trained WikiSum model folder, got {path!r}")
+    trained = load_model(path)
+    if not isinstance(trained, WikiSumForCausalLM):
+        raise ValueError(f"--start_from needs a WikiSum model, {path!r} holds a {type(trained).__name__}")
+    model = WikiSumForCausalLM.from_trained_decoder(
+        trained,
+        attention_layers=[name.strip() for name in args.attention_layers.split(",")],
+        local_block_size=args.local_block_size,
+        moe_layers=[int(index) for index in args.moe_layers.split(",") if index.strip()],
+        num_experts=args.num_experts,
+        num_experts_per_token=args.num_experts_per_token,
+        hidden_dropout=args.hidden_dropout,
+        max_input_tokens=args.max_input_tokens,
+    )
+    model.config._attn_implementation = "blocked"  # memory linear in length on CPU, as new_model's
+    return model
+
+
 def generation_config(model_config: WikiSumConfig, args: WikiSumArguments) -> GenerationConfig:
     """The decoding settings saved with the model: beam, length penalty and its formula, summary length, and
     n-gram blocking only when --no_repeat_ngram_size is given (with its --no_repeat_ngram_reason)."""
@@ -273,9 +311,15 @@ def describe_training_scope(model, model_args: ModelArguments) -> str:
     )
 
 
-def describe_start(config: WikiSumConfig) -> str:
+def describe_start(config: WikiSumConfig, start_from: str | None = None) -> str:
     """How the decoder started, for the card."""
     start = describe_initialisation(config)
+    if start_from:
+        start = (
+            f"continued from the trained model {start_from} under this layout (weights copied by name, experts "
+            f"upcycled from its feed-forward blocks, compressed layers new to it started as stride averages), which "
+            + start
+        )
     if config.copy_mechanism:
         start += "; with a pointer-generator copy head over the input (not in the paper), trained from scratch"
     return start
@@ -310,9 +354,12 @@ def main():
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
     push = take_push_to_hub(training_args)
     source = model_args.model_name_or_path
-    model, tokenizer = model_and_tokenizer(
-        source, lambda encoder, tokenizer: new_model(encoder, tokenizer, source, args)
-    )
+    if args.start_from:
+        model, tokenizer = relayout(args.start_from, args), load_tokenizer(args.start_from)
+    else:
+        model, tokenizer = model_and_tokenizer(
+            source, lambda encoder, tokenizer: new_model(encoder, tokenizer, source, args)
+        )
     model.generation_config = generation_config(model.config, args)
     config, parameters = model.config, sum(p.numel() for p in model.parameters())
     logger.info("%s: %.2fM parameters", config.variant, parameters / 1e6)
@@ -354,7 +401,8 @@ def main():
         tokens = sum(len(item["input_ids"]) + len(item["summary_ids"]) for item in encoded)
         card_info["training"] = (
             f"{config.variant} ({', '.join(config.attention_layers)}; hidden {config.hidden_size}, "
-            f"embeddings {config.embedding_size} tied, {parameters / 1e6:.1f}M parameters) {describe_start(config)}; "
+            f"embeddings {config.embedding_size} tied, {parameters / 1e6:.1f}M parameters) "
+            f"{describe_start(config, args.start_from)}; "
             f"{describe_training_scope(model, model_args)}; trained on {len(encoded)} examples ({tokens} tokens) of "
             f"{data_args.train_file}; input = title + {args.ranker}-ranked {args.ranking_unit}s cut at "
             f"L={args.max_input_tokens} tokens; "

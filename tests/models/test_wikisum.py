@@ -895,8 +895,10 @@ def test_shipped_checkpoint_is_a_small_fp16_adapter_that_writes_from_the_article
     settings = model.generation_config
     assert config.copy_mechanism and settings.no_repeat_ngram_size == 3 and settings.min_new_tokens == 50
     card = (folder / "README.md").read_text()
-    assert ("repeated 3-grams of WordPieces blocked, at least 50 WordPieces written (both chosen on 100 CNN articles "
-            "not reported here") in card
+    assert (
+        "repeated 3-grams of WordPieces blocked, at least 50 WordPieces written (both chosen on 100 CNN articles "
+        "not reported here"
+    ) in card
     import sumformers
 
     article = ARTICLE.read_text()
@@ -1062,14 +1064,16 @@ def test_learned_positions_make_full_layers_berts_under_a_causal_mask(tiny_encod
     test above): full-attention layers compute causal BERT's hidden states exactly, at every position."""
     from transformers import BertModel
 
-    model = encoder_started(tiny_encoder_folder, attention_layers=["full", "full"], position_embeddings="learned",
-                            max_input_tokens=400)
+    model = encoder_started(
+        tiny_encoder_folder, attention_layers=["full", "full"], position_embeddings="learned", max_input_tokens=400
+    )
     assert model.config.max_position_embeddings == 512
     causal = BertModel.from_pretrained(tiny_encoder_folder, add_pooling_layer=False, is_decoder=True).eval()
     ids = word_ids(2, 40)
     with torch.no_grad():
-        torch.testing.assert_close(model.model(ids).last_hidden_state, causal(ids).last_hidden_state,
-                                   atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            model.model(ids).last_hidden_state, causal(ids).last_hidden_state, atol=1e-5, rtol=1e-5
+        )
     # a T-DMCA layout over the learned table still sees no later token, and the table survives saving
     tdmca = encoder_started(tiny_encoder_folder, position_embeddings="learned", max_input_tokens=400)
     assert_no_position_sees_a_later_token(tdmca, word_ids())
@@ -1178,7 +1182,12 @@ def test_contract_follows_the_decoder_start(tiny_encoder_folder):
     started = encoder_started(tiny_encoder_folder, moe_layers=[2], num_experts=2)
     assert started.pretrained_modules == ("model", "lm_head") and started.lora_layers == "model.layers"
     assert started.new_modules == (
-        "embed_projection", "output_projection", "key_compression", "value_compression", "null_slot", "router"
+        "embed_projection",
+        "output_projection",
+        "key_compression",
+        "value_compression",
+        "null_slot",
+        "router",
     )
     # only the modules a layout has
     full = encoder_started(tiny_encoder_folder, attention_layers=["full", "local"])
@@ -1433,3 +1442,77 @@ def test_pipeline_passes_the_length_penalty_type_to_generate(saved_wikisum, monk
     monkeypatch.setattr(type(summarizer.model), "generate", recording)
     summarizer({"title": TITLE, "documents": DOCUMENTS}, num_beams=2, length_penalty_type="gnmt")
     assert seen == ["gnmt"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# One trained decoder under another layout (from_trained_decoder: the T-D / T-DMCA / MoE comparison's common start)
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def trained_t_dmca(folder) -> WikiSumForCausalLM:
+    """An encoder-started T-DMCA whose new parts (convolutions, null slots) are no longer their start values."""
+    model = encoder_started(folder, copy_mechanism=True)
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "_compression" in name or "null_slot" in name:
+                parameter.add_(torch.randn_like(parameter) * 0.1)
+    return model
+
+
+def test_from_trained_decoder_under_its_own_layout_is_the_same_model(tiny_encoder_folder):
+    source = trained_t_dmca(tiny_encoder_folder)
+    copy = WikiSumForCausalLM.from_trained_decoder(source, max_input_tokens=700).eval()
+    assert copy.config.max_input_tokens == 700 and source.config.max_input_tokens == 1024
+    assert copy.config.attention_layers == DEEPER_T_DMCA and copy.config.copy_mechanism
+    for name, weight in source.state_dict().items():
+        torch.testing.assert_close(copy.state_dict()[name], weight, atol=0, rtol=0, msg=name)
+    ids = word_ids(2, 20)
+    torch.testing.assert_close(logits(copy, ids), logits(source, ids), atol=0, rtol=0)
+
+
+def test_from_trained_decoder_upcycles_experts_and_swaps_attention_types(tiny_encoder_folder):
+    source = trained_t_dmca(tiny_encoder_folder)
+    weights, ids = source.state_dict(), word_ids(2, 20)
+    # experts: every expert is the trained feed-forward block, so the output is the dense model's whatever the router
+    moe = WikiSumForCausalLM.from_trained_decoder(source, moe_layers=[1, 3], num_experts=3).eval()
+    for expert in range(3):
+        for part in ("up.weight", "down.bias"):
+            torch.testing.assert_close(
+                moe.state_dict()[f"model.layers.3.feed_forward.experts.{expert}.{part}"],
+                weights[f"model.layers.3.feed_forward.{part}"], atol=0, rtol=0,
+            )  # fmt: skip
+    torch.testing.assert_close(logits(moe, ids), logits(source, ids), atol=1e-5, rtol=1e-5)
+    # T-D: the compressed layers become full layers with the same projections; their convolutions are dropped
+    full = WikiSumForCausalLM.from_trained_decoder(source, attention_layers=["full"] * 5).eval()
+    assert not any("_compression" in name or "null_slot" in name for name in full.state_dict())
+    assert all(torch.equal(full.state_dict()[name], weights[name]) for name in full.state_dict())
+    layer = encoder_started(tiny_encoder_folder, attention_layers=["full"] * 5, copy_mechanism=True)
+    layer.load_state_dict(full.state_dict())
+    torch.testing.assert_close(logits(full, ids), logits(layer.eval(), ids), atol=0, rtol=0)
+    # a layer compressed only in the new layout starts as stride averages and a zero null slot, as from the encoder
+    back = WikiSumForCausalLM.from_trained_decoder(full, attention_layers=["compressed"] * 5)
+    attention = back.model.layers[0].attention
+    keys, values = torch.randn(1, 6, 32), torch.randn(1, 6, 32)
+    with torch.no_grad():
+        slot_keys, slot_values = attention.compress(keys, values)
+    torch.testing.assert_close(slot_keys, keys.view(1, 2, 3, 32).mean(2))
+    torch.testing.assert_close(slot_values, values.view(1, 2, 3, 32).mean(2))
+    assert not attention.null_slot.key.any() and not attention.null_slot.value.any()
+    # ... while a layer compressed in both keeps the trained convolution
+    kept = WikiSumForCausalLM.from_trained_decoder(source, attention_layers=["compressed"] * 5)
+    assert torch.equal(kept.state_dict()["model.layers.1.attention.key_compression.weight"],
+                       weights["model.layers.1.attention.key_compression.weight"])  # fmt: skip
+    assert torch.equal(kept.model.layers[0].attention.null_slot.key, torch.zeros(32))
+
+
+def test_from_trained_decoder_refuses_other_sizes(tiny_encoder_folder):
+    source = encoder_started(tiny_encoder_folder)
+    with pytest.raises(
+        ValueError, match=r"^from_trained_decoder keeps the source's sizes; cannot change \['hidden_size'\]"
+    ):
+        WikiSumForCausalLM.from_trained_decoder(source, hidden_size=64)
+    with pytest.raises(ValueError, match=r"^from_trained_decoder keeps the source's depth \(5 layers\), got 2"):
+        WikiSumForCausalLM.from_trained_decoder(source, attention_layers=["full", "full"])
+    with pytest.raises(ValueError, match="must index the 5 layers"):
+        WikiSumForCausalLM.from_trained_decoder(source, moe_layers=[7])

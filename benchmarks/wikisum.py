@@ -319,6 +319,7 @@ def plot_perplexity(loaded, results, lengths) -> None:
     axis.grid(alpha=0.3)
     axis.legend(fontsize=7)
     figure.tight_layout()
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     figure.savefig(RESULTS_DIR / "wikisum_perplexity.png", dpi=120)
 
 

@@ -138,3 +138,58 @@ def test_decoding_options_are_a_json_object(script):
                           ("{}", "expected a JSON object")]:  # fmt: skip
         with pytest.raises(argparse.ArgumentTypeError, match=message):
             script.generate_options(text)
+
+
+def test_perplexity_part_scores_each_model_and_start_as_computed_by_hand(
+    script, minilm_tokenizer, tmp_path, monkeypatch
+):
+    """Two variants of one model (T-DMCA and its T-D relayout, untrained) at two lengths: every table entry is the
+    summary tokens' cross-entropy of a plain forward pass, the start rows equal the untrained variants, and the
+    paired difference is the difference of the two."""
+    from sumformers.processing.processing_wikisum import encode_wikisum_input
+    from sumformers.text.ranking import rank_paragraphs, split_paragraphs
+
+    save_tiny_model(tmp_path / "tdmca", minilm_tokenizer, max_new_tokens=5)
+    tdmca = WikiSumForCausalLM.from_pretrained(tmp_path / "tdmca", attn_implementation="eager").eval()
+    WikiSumForCausalLM.from_trained_decoder(tdmca, attention_layers=["full"] * 3).save_pretrained(tmp_path / "td")
+    minilm_tokenizer.save_pretrained(tmp_path / "td")
+    monkeypatch.setattr(script, "perplexity_examples", lambda queries_per_meeting: EXAMPLES)
+    monkeypatch.setattr(script, "PERPLEXITY_LENGTHS", (16, 48))
+    monkeypatch.setattr(script, "RESULTS_DIR", tmp_path / "results")
+    written = record_results(script, monkeypatch)
+    models = {"T-D": str(tmp_path / "td"), "T-DMCA": str(tmp_path / "tdmca")}
+    script.perplexity_benchmark(models, start=str(tmp_path / "tdmca"), queries_per_meeting=2)
+
+    values = {(row["model"], row["L"]): row["log_perplexity"] for row in written["data"]}
+    assert set(values) == {
+        (m, L) for m in ("T-D", "T-DMCA", "T-D at the start", "T-DMCA at the start") for L in (16, 48)
+    }
+    td = WikiSumForCausalLM.from_pretrained(tmp_path / "td", attn_implementation="eager").eval()
+    for label, model in (("T-D", td), ("T-DMCA", tdmca)):
+        for length in (16, 48):
+            nats, tokens = 0.0, 0
+            for example in EXAMPLES:
+                ranking = rank_paragraphs(split_paragraphs(example["documents"]), example["title"], "tfidf")
+                input_ids, _ = encode_wikisum_input(minilm_tokenizer, model.config, example["title"], ranking, length)
+                summary = minilm_tokenizer(example["summary"], add_special_tokens=False)["input_ids"] + [102]
+                with torch.no_grad():
+                    all_logits = model(torch.tensor([input_ids + summary])).logits[0]
+                predicted = all_logits[len(input_ids) - 1 : -1]
+                nats += torch.nn.functional.cross_entropy(predicted, torch.tensor(summary), reduction="sum").item()
+                tokens += len(summary)
+            assert values[label, length] == pytest.approx(nats / tokens, rel=1e-5)
+            assert values[f"{label} at the start", length] == pytest.approx(values[label, length], rel=1e-5)
+    difference = values["T-DMCA", 48] - values["T-D", 48]
+    assert "| T-DMCA - T-D | " in written["text"] and f"{difference:+.3f} [" in written["text"]
+    assert (tmp_path / "results" / "wikisum_perplexity.png").is_file()
+
+
+def test_paired_difference_interval_over_examples(script):
+    reference = [(10.0, 4), (6.0, 2), (3.0, 1)]
+    # the same extra nats per token in every example: every resample gives it
+    shifted = [(nats + 0.5 * tokens, tokens) for nats, tokens in reference]
+    assert script.paired_difference_interval(shifted, reference) == pytest.approx((0.5, 0.5))
+    # two examples better by 1 nat a token, one worse by 1: the interval spans the token-weighted -5/7
+    mixed = [(6.0, 4), (4.0, 2), (4.0, 1)]
+    low, high = script.paired_difference_interval(mixed, reference)
+    assert -1.0 <= low < -5 / 7 < high <= 1.0

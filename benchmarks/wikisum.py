@@ -22,6 +22,7 @@
    summary token read from its own position (what a BERT state describes), which shows whether the copy is faithful.
 6. dev: the rouge part's rows on CNN/DM articles that no reported table reads (`validation.jsonl[500:600]`), where
    decoding choices are made before the rouge part reports them.
+7. card: the perplexity and memory parts' tables written into the shipped checkpoint's card (`--ship NAME`).
 
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rankers
     OMP_NUM_THREADS=2 python benchmarks/wikisum.py --part perplexity --model T-D=runs/wikisum-qmsum-td/final \
@@ -32,6 +33,7 @@
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part init --init_steps 40 --init_L 256
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part dev --model shipped=wikisum-tdmca-copy-minilm-cnndm \
         --decoding '{"min_new_tokens": 40}'
+    python benchmarks/wikisum.py --part card --ship wikisum-tdmca-copy-minilm-cnndm
 
 Tables are printed and written to benchmarks/results/wikisum_<part>.md (with the raw numbers in .json); the memory
 and perplexity parts also write wikisum_memory.png and wikisum_perplexity.png.
@@ -321,6 +323,30 @@ def plot_perplexity(loaded, results, lengths) -> None:
     figure.tight_layout()
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     figure.savefig(RESULTS_DIR / "wikisum_perplexity.png", dpi=120)
+
+
+def card_benchmark(name: str) -> None:
+    """The perplexity and memory parts' tables (their results files, as last written) in checkpoints/NAME's card,
+    under "The paper's comparisons"."""
+    from transformers import AutoConfig
+
+    from sumformers.hub import CARD_INFO_FILE, write_card
+
+    folder = REPO / "checkpoints" / name
+    if not (folder / CARD_INFO_FILE).is_file():
+        raise SystemExit(f"--part card: {folder} is not a shipped checkpoint with a card")
+    sections = []
+    for part in ("perplexity", "memory"):
+        path = RESULTS_DIR / f"wikisum_{part}.md"
+        if not path.is_file():
+            raise SystemExit(f"--part card: {path} is missing; run --part {part} first")
+        sections.append(path.read_text().strip().replace("## ", "### ", 1))
+    card = json.loads((folder / CARD_INFO_FILE).read_text())
+    card["comparisons"] = (
+        "From `benchmarks/wikisum.py` on CPU. The perplexity models are not this checkpoint: they continued from "
+        "it on QMSum, one per layout, as the table says.\n\n" + "\n\n".join(sections)
+    )
+    write_card(folder, AutoConfig.from_pretrained(folder), card)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -806,7 +832,9 @@ def generate_options(text: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("rankers", "perplexity", "memory", "rouge", "init", "dev"), action="append")
+    parser.add_argument(
+        "--part", choices=("rankers", "perplexity", "memory", "rouge", "init", "dev", "card"), action="append"
+    )
     parser.add_argument(
         "--model", action="append", default=[], metavar="LABEL=PATH", help="trained model for --part rouge or dev"
     )
@@ -815,7 +843,7 @@ def main() -> None:
         "--ship",
         metavar="NAME",
         help="--part rouge with one --model (an adapter checkpoint): copy it to checkpoints/NAME with this run's "
-        "table on its card",
+        "table on its card; --part card: the checkpoint whose card gets the perplexity and memory tables",
     )
     parser.add_argument("--trained_on", default="CPU", help="where the shipped model trained, for its card")
     parser.add_argument(
@@ -875,6 +903,10 @@ def main() -> None:
             )
         elif part == "init":
             init_benchmark(args.init_steps, args.init_train_rows, args.init_eval_rows, args.init_L)
+        elif part == "card":
+            if not args.ship:
+                raise SystemExit("--part card needs --ship NAME (the shipped checkpoint whose card gets the tables)")
+            card_benchmark(args.ship)
         elif part == "perplexity":
             if not args.model:
                 raise SystemExit("--part perplexity needs --model LABEL=PATH (one or more; the first is the reference)")

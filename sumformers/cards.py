@@ -57,7 +57,8 @@ def exported_repo_requirements(config) -> list[str]:
 def build_model_card(config, card_info: dict) -> ModelCard:
     """`card_info` (all optional): `model_name`, `repo_id`, `datasets` (Hub ids), `dataset_name`, `split`,
     `results` ({metric: value x 100}), `training` (markdown), `decoding` (markdown: the generation config's settings
-    where a template shows them), `evaluation` (markdown)."""
+    where a template shows them), `evaluation` (markdown), `comparisons` (markdown: benchmark tables beyond the model's
+    own scores, where a template shows them)."""
     encoder = portable_encoder_name(getattr(config, "encoder_name_or_path", None))
     results = card_info.get("results", {})
     eval_results = [
@@ -105,5 +106,6 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         training=card_info.get("training"),
         decoding=card_info.get("decoding"),
         evaluation=card_info.get("evaluation"),
+        comparisons=card_info.get("comparisons"),
         config=config,
     )

@@ -193,3 +193,34 @@ def test_paired_difference_interval_over_examples(script):
     mixed = [(6.0, 4), (4.0, 2), (4.0, 1)]
     low, high = script.paired_difference_interval(mixed, reference)
     assert -1.0 <= low < -5 / 7 < high <= 1.0
+
+
+def test_card_part_writes_the_perplexity_and_memory_tables_into_the_shipped_card(
+    script, minilm_tokenizer, tmp_path, monkeypatch
+):
+    import json
+
+    from sumformers.hub import CARD_INFO_FILE, write_card
+
+    folder = tmp_path / "repo" / "checkpoints" / "wikisum-shipped"
+    save_tiny_model(folder, minilm_tokenizer, max_new_tokens=5)
+    config = WikiSumForCausalLM.config_class.from_pretrained(folder)
+    write_card(folder, config, {"model_name": "wikisum-shipped", "evaluation": "ROUGE-L 25"})
+    results = tmp_path / "results"
+    results.mkdir()
+    monkeypatch.setattr(script, "REPO", tmp_path / "repo")
+    monkeypatch.setattr(script, "RESULTS_DIR", results)
+    (results / "wikisum_perplexity.md").write_text("## Perplexity at growing L\n\n| model | L=256 |\n|---|---|\n")
+    with pytest.raises(SystemExit, match="wikisum_memory.md is missing; run --part memory first"):
+        script.card_benchmark("wikisum-shipped")
+    (results / "wikisum_memory.md").write_text("## Memory\n\n| variant | largest L |\n|---|---|\n| T-D | 5120 |\n")
+    script.card_benchmark("wikisum-shipped")
+    readme = (folder / "README.md").read_text()
+    assert "ROUGE-L 25" in readme
+    section = readme.split("## The paper's comparisons\n", 1)[1].split("## Limitations", 1)[0]
+    assert "### Perplexity at growing L\n\n| model | L=256 |" in section
+    assert "### Memory\n\n| variant | largest L |\n|---|---|\n| T-D | 5120 |" in section
+    assert json.loads((folder / CARD_INFO_FILE).read_text())["comparisons"].endswith("| T-D | 5120 |")
+    # a card without comparisons has no such section
+    write_card(folder, config, {"model_name": "wikisum-shipped"})
+    assert "## The paper's comparisons" not in (folder / "README.md").read_text()

@@ -1002,6 +1002,9 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         layer keeps `source`'s convolutions and null slot where `source`'s layer was compressed too, else they start
         as stride averages and zero (`copy_encoder`'s start). A full or local layer has no such parts: `source`'s are
         dropped. Sizes (hidden, heads, vocabulary, depth) must stay `source`'s."""
+        unknown = [name for name in layout if not hasattr(source.config, name)]
+        if unknown:
+            raise ValueError(f"from_trained_decoder: {unknown} are not WikiSumConfig settings")
         fixed = ("hidden_size", "num_attention_heads", "vocab_size", "embedding_size", "copy_mechanism")
         changed = [name for name in fixed if name in layout and layout[name] != getattr(source.config, name)]
         if changed:

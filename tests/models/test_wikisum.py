@@ -1516,3 +1516,7 @@ def test_from_trained_decoder_refuses_other_sizes(tiny_encoder_folder):
         WikiSumForCausalLM.from_trained_decoder(source, attention_layers=["full", "full"])
     with pytest.raises(ValueError, match="must index the 5 layers"):
         WikiSumForCausalLM.from_trained_decoder(source, moe_layers=[7])
+    with pytest.raises(
+        ValueError, match=r"^from_trained_decoder: \['attention_layer'\] are not WikiSumConfig settings$"
+    ):
+        WikiSumForCausalLM.from_trained_decoder(source, attention_layer=["full"] * 5)

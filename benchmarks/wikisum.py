@@ -5,7 +5,8 @@
 2. perplexity: log-perplexity (nats per WordPiece) of QMSum's reference summary tokens under trained T-D, T-DMCA
    and T-DMCA-MoE models (`--model LABEL=PATH`, the first the reference of paired bootstrap differences), their input
    cut at growing L (each model trained at one L; the paper trains one model per L), with a PNG; with
-   `--perplexity_start`, also the model they all continued from under each layout before training.
+   `--perplexity_start`, also the model they all continued from under each layout before training (`--perplexity_note`:
+   how the models trained, for the table's text).
 3. memory: peak resident memory and wall time of one training step (batch 1, forward + backward + AdamW) at growing
    L for T-D and T-DMCA, each case in a fresh subprocess (one thread), and the largest L each fits in 8 GB.
 4. rouge: summaries of trained models (their `wikisum` pipeline and saved generation config) on the first
@@ -220,7 +221,9 @@ def paired_difference_interval(losses, reference, resamples: int = 1000, seed: i
     return float(np.percentile(values, 2.5)), float(np.percentile(values, 97.5))
 
 
-def perplexity_benchmark(models: dict[str, str], start: str | None, queries_per_meeting: int) -> None:
+def perplexity_benchmark(
+    models: dict[str, str], start: str | None, queries_per_meeting: int, note: str | None = None
+) -> None:
     """Each model (the first is the reference of the paired differences) at every L; with `start`, also that
     trained model under each distinct attention layout of `models` before any training (`from_trained_decoder`)."""
     from sumformers.hub import load_model, load_tokenizer
@@ -251,18 +254,18 @@ def perplexity_benchmark(models: dict[str, str], start: str | None, queries_per_
                 f"{time.perf_counter() - started:.0f}s",
                 flush=True,
             )
-    write_perplexity_results(models, loaded, results, examples, start)
+    write_perplexity_results(models, loaded, results, examples, start, note)
 
 
 def log_perplexity(losses: list[tuple[float, int]]) -> float:
     return sum(loss for loss, _ in losses) / sum(count for _, count in losses)
 
 
-def write_perplexity_results(models, loaded, results, examples, start) -> None:
+def write_perplexity_results(models, loaded, results, examples, start, note=None) -> None:
     lengths = list(PERPLEXITY_LENGTHS)
-    header = ["model", "parameters"] + [f"L={length}" for length in lengths]
+    header = ["model", "parameters", "trained at"] + [f"L={length}" for length in lengths]
     rows = [
-        [label, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M"]
+        [label, f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M", f"L={model.config.max_input_tokens}"]
         + [f"{log_perplexity(results[label, length]):.3f}" for length in lengths]
         for label, model in loaded.items()
     ]
@@ -284,6 +287,7 @@ def write_perplexity_results(models, loaded, results, examples, start) -> None:
         "pairs (the query as title), given the title and the tf-idf-ranked transcript turns cut at L tokens. "
         f"`at the start` rows are {start} under that layout before any QMSum training (an upcycled mixture of "
         "experts starts equal to its dense model, so it has no row of its own).\n\n"
+        + (f"{note}\n\n" if note else "")
         + markdown_table(header, rows)
         + f"\n\nPaired differences to {reference} (negative: lower perplexity than {reference}), with the 95% "
         "bootstrap interval over examples:\n\n"
@@ -866,6 +870,7 @@ def main() -> None:
         help="--part perplexity: the trained model the --model variants continued from (train_wikisum.py "
         "--start_from), scored under each of their layouts before training",
     )
+    parser.add_argument("--perplexity_note", help="--part perplexity: how the models trained (the table's text)")
     parser.add_argument(
         "--queries_per_meeting", type=int, default=2, help="--part perplexity: QMSum query/answer pairs per meeting"
     )
@@ -911,7 +916,10 @@ def main() -> None:
             if not args.model:
                 raise SystemExit("--part perplexity needs --model LABEL=PATH (one or more; the first is the reference)")
             perplexity_benchmark(
-                dict(item.split("=", 1) for item in args.model), args.perplexity_start, args.queries_per_meeting
+                dict(item.split("=", 1) for item in args.model),
+                args.perplexity_start,
+                args.queries_per_meeting,
+                args.perplexity_note,
             )
         else:
             memory_benchmark(args.start, args.stop)

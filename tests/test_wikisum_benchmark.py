@@ -180,6 +180,9 @@ def test_perplexity_part_scores_each_model_and_start_as_computed_by_hand(
             assert values[label, length] == pytest.approx(nats / tokens, rel=1e-5)
             assert values[f"{label} at the start", length] == pytest.approx(values[label, length], rel=1e-5)
     difference = values["T-DMCA", 48] - values["T-D", 48]
+    parameters = sum(p.numel() for p in tdmca.parameters()) / 1e6
+    row = f"| T-DMCA | {parameters:.2f}M | L=48 | {values['T-DMCA', 16]:.3f} | {values['T-DMCA', 48]:.3f} |"
+    assert row in written["text"]  # trained at its max_input_tokens, 48
     assert "| T-DMCA - T-D | " in written["text"] and f"{difference:+.3f} [" in written["text"]
     assert (tmp_path / "results" / "wikisum_perplexity.png").is_file()
 

@@ -201,21 +201,28 @@ def summary_log_perplexity(model, encoded: list[dict]) -> float:
     return total / max(count, 1)
 
 
+def layout_settings(args: WikiSumArguments) -> dict:
+    """The config settings of this run's layout: a new decoder's, or a --start_from model's new ones."""
+    return dict(
+        attention_layers=[name.strip() for name in args.attention_layers.split(",")],
+        local_block_size=args.local_block_size,
+        moe_layers=[int(index) for index in args.moe_layers.split(",") if index.strip()],
+        num_experts=args.num_experts,
+        num_experts_per_token=args.num_experts_per_token,
+        hidden_dropout=args.hidden_dropout,
+        max_input_tokens=args.max_input_tokens,
+    )
+
+
 def new_model(encoder: str, tokenizer, source: str, args: WikiSumArguments) -> WikiSumForCausalLM:
     """A new decoder: with --decoder_init encoder, the encoder's (its vocabulary, sizes and layers), else one with
     `args`' shape, its word embeddings from `encoder`'s (PCA), `tokenizer`'s special tokens."""
     if tokenizer.mask_token_id is None or tokenizer.sep_token_id is None:
         raise ValueError("the tokenizer needs a mask token (the input/summary separator) and a sep token")
     layout = dict(
-        attention_layers=[name.strip() for name in args.attention_layers.split(",")],
-        local_block_size=args.local_block_size,
+        **layout_settings(args),
         position_embeddings=args.position_embeddings,
         copy_mechanism=args.copy_mechanism,
-        moe_layers=[int(index) for index in args.moe_layers.split(",") if index.strip()],
-        num_experts=args.num_experts,
-        num_experts_per_token=args.num_experts_per_token,
-        hidden_dropout=args.hidden_dropout,
-        max_input_tokens=args.max_input_tokens,
         ranker=args.ranker,
         encoder_name_or_path=portable_encoder_name(source),
         # blocked attention trains on CPU with memory linear in length
@@ -248,16 +255,7 @@ def relayout(path: str, args: WikiSumArguments) -> WikiSumForCausalLM:
     trained = load_model(path)
     if not isinstance(trained, WikiSumForCausalLM):
         raise ValueError(f"--start_from needs a WikiSum model, {path!r} holds a {type(trained).__name__}")
-    model = WikiSumForCausalLM.from_trained_decoder(
-        trained,
-        attention_layers=[name.strip() for name in args.attention_layers.split(",")],
-        local_block_size=args.local_block_size,
-        moe_layers=[int(index) for index in args.moe_layers.split(",") if index.strip()],
-        num_experts=args.num_experts,
-        num_experts_per_token=args.num_experts_per_token,
-        hidden_dropout=args.hidden_dropout,
-        max_input_tokens=args.max_input_tokens,
-    )
+    model = WikiSumForCausalLM.from_trained_decoder(trained, **layout_settings(args))
     model.config._attn_implementation = "blocked"  # memory linear in length on CPU, as new_model's
     return model
 

@@ -1023,8 +1023,11 @@ def test_encoder_started_decoder_holds_the_encoders_weights(tiny_encoder_folder)
     assert timing.pow(2).mean().sqrt().item() == pytest.approx(
         (positions - positions.mean(0)).pow(2).mean().sqrt().item(), rel=1e-4
     )
-    # a compressed layer's slot is the mean key and the mean value of its three positions; the null slot is zero
-    attention = model.model.layers[1].attention
+    assert_compression_starts_as_averages(model.model.layers[1].attention)
+
+
+def assert_compression_starts_as_averages(attention) -> None:
+    """A compressed layer's slot is the mean key and the mean value of its three positions; the null slot is zero."""
     keys, values = torch.randn(2, 6, 32), torch.randn(2, 6, 32)
     with torch.no_grad():
         slot_keys, slot_values = attention.compress(keys, values)
@@ -1492,13 +1495,7 @@ def test_from_trained_decoder_upcycles_experts_and_swaps_attention_types(tiny_en
     torch.testing.assert_close(logits(full, ids), logits(layer.eval(), ids), atol=0, rtol=0)
     # a layer compressed only in the new layout starts as stride averages and a zero null slot, as from the encoder
     back = WikiSumForCausalLM.from_trained_decoder(full, attention_layers=["compressed"] * 5)
-    attention = back.model.layers[0].attention
-    keys, values = torch.randn(1, 6, 32), torch.randn(1, 6, 32)
-    with torch.no_grad():
-        slot_keys, slot_values = attention.compress(keys, values)
-    torch.testing.assert_close(slot_keys, keys.view(1, 2, 3, 32).mean(2))
-    torch.testing.assert_close(slot_values, values.view(1, 2, 3, 32).mean(2))
-    assert not attention.null_slot.key.any() and not attention.null_slot.value.any()
+    assert_compression_starts_as_averages(back.model.layers[0].attention)
     # ... while a layer compressed in both keeps the trained convolution
     kept = WikiSumForCausalLM.from_trained_decoder(source, attention_layers=["compressed"] * 5)
     assert torch.equal(kept.state_dict()["model.layers.1.attention.key_compression.weight"],

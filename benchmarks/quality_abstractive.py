@@ -92,6 +92,7 @@ def parse_args():
                         help="block repeated word n-grams of this size (default: the model's config)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu", help="where the abstractive pipelines decode (cpu, cuda, ...)")
     parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_abstractive"))
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "quality_abstractive.md"))
     return parser.parse_args()
@@ -190,17 +191,22 @@ def extractive_summaries(checkpoint: Path, documents: list[str], args) -> tuple[
 
 
 def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], args) -> tuple[list[str], str]:
+    """`checkpoint`'s summaries of `documents` through its pipeline on `args.device` (cached), and the seconds per
+    document."""
     options = generation_options(args)
+    device = getattr(args, "device", "cpu")
 
     def decode():
         import transformers
 
         import sumformers  # noqa: F401 (registers the abstractive-summarization task)
 
-        summarizer = transformers.pipeline("abstractive-summarization", model=str(checkpoint))
+        summarizer = transformers.pipeline("abstractive-summarization", model=str(checkpoint), device=device)
         return timed_summaries(summarizer, documents, **options, batch_size=args.batch_size)
 
-    key = ["abstractive-summarization", *checkpoint_key(checkpoint), options, documents]
+    # a GPU's summaries may differ from the CPU's in the last bits of a beam score: cached apart
+    key = ["abstractive-summarization", *checkpoint_key(checkpoint), options, documents,
+           *([device] if device != "cpu" else [])]
     return cached_summaries(args.cache_dir, flag, key, decode, args.threads)
 
 

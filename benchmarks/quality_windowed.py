@@ -128,6 +128,13 @@ def parse_args():
                         help="the training runs' seed (initialisation, dropout, batch order; the documents stay the "
                         "same): another seed in another --runs_dir repeats a variant to see the run-to-run spread")
     parser.add_argument("--train_file", default=None, help="default: the shared cnn_dailymail/train_large.jsonl.gz")
+    parser.add_argument("--train_presampled", action="store_true",
+                        help="--train_file holds the recipe's 16 x --steps documents already, in the order the subset "
+                        "seed draws them from train_large (benchmarks/carry_data.py writes it for a GPU machine): "
+                        "read as they are, so a run there trains on the same batches as one here")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where variants train and decode; on cuda the BERT variants run the frozen BERT in every "
+                        "step (a GPU does it in milliseconds) instead of caching its features")
     parser.add_argument("--data_file", default=None, help="default: the shared cnn_dailymail/validation_large")
     parser.add_argument("--start", type=int, default=0, help="first document (default 0)")
     parser.add_argument("--limit", type=int, default=1000, help="documents (default 1000)")
@@ -172,16 +179,18 @@ def training_arguments(variant: str, args, data_dir: Path) -> list[str]:
         "--train_file", args.train_file or str(cnndm / "train_large.jsonl.gz"),
         "--validation_file", str(cnndm / "validation_large.jsonl.gz"),
         # one epoch over the same random documents for every variant (train_large is ordered CNN, then Daily Mail)
-        "--train_split", "train", "--max_train_samples", str(16 * args.steps), "--train_subset_seed", "0",
+        "--train_split", "train", "--max_train_samples", str(16 * args.steps),
+        *([] if args.train_presampled else ["--train_subset_seed", "0"]),
         "--eval_split", DEV_SPLIT, "--do_train", "--do_eval",
         "--preprocessing_num_workers", "2", "--max_length", str(max_length), "--max_target_length", "100",
         "--num_beams", "4", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant_with_warmup",
         "--warmup_steps", "200", "--weight_decay", "0.0", "--max_steps", str(args.steps),
-        "--per_device_train_batch_size", "16", "--bf16", "--use_cpu", "--save_steps", "100", "--save_total_limit", "2",
+        "--per_device_train_batch_size", "16", "--bf16", *(["--use_cpu"] if args.device == "cpu" else []),
+        "--save_steps", "100", "--save_total_limit", "2",
         "--logging_steps", "10", "--seed", str(args.seed), "--output_dir", str(Path(args.runs_dir) / variant),
-        # the BERT variants of one input length read the same frozen features: computed once, then shared
+        # on CPU the BERT variants of one input length read the same frozen features: computed once, then shared
         *(["--bert_feature_cache", str(Path(args.runs_dir) / f"bert-features-{max_length}-{16 * args.steps}.u16")]
-          if overrides.get("encoder_input", "tokens") != "tokens" else []),
+          if overrides.get("encoder_input", "tokens") != "tokens" and args.device == "cpu" else []),
     ]
 
 
@@ -203,7 +212,10 @@ def earlier_result(variant: str, earlier: dict, documents: str, count: int) -> d
         return None
     if len(result.get("rouge1_per_document", ())) != count:
         return None
-    return {**result, "earlier_run": True}
+    training = result.get("training", "-")
+    if training != "-" and "," not in training:  # "600 steps": reports from before rows named the hardware (CPU)
+        training = f"{training}, CPU"
+    return {**result, "training": training, "earlier_run": True}
 
 
 def earlier_rows(variants: list[str], decoded: list[str], reports: list[dict], documents: str, count: int,
@@ -221,11 +233,32 @@ def earlier_rows(variants: list[str], decoded: list[str], reports: list[dict], d
 
 
 def training_summary(checkpoint: Path) -> str:
-    """The variant's optimizer steps, from the card the training script writes."""
+    """The variant's optimizer steps and hardware, from the card the training script writes (cards from before the
+    hardware was written name none: those runs trained on CPU, the only recipe then)."""
     card = checkpoint / "sumformers_card.json"
     training = json.loads(card.read_text()).get("training", "") if card.is_file() else ""
-    steps = re.search(r"(\d+) optimizer steps", training)
-    return f"{steps.group(1)} steps" if steps else "-"
+    steps = re.search(r"(\d+) optimizer steps(?: \([^)]*\) on ([^,;]+))?", training)
+    return f"{steps.group(1)} steps, {steps.group(2) or 'CPU'}" if steps else "-"
+
+
+def hardware(result: dict) -> str:
+    """What a row's model trained on: the part of its training cell after the steps ("600 steps, NVIDIA H200")."""
+    return result.get("training", "-").partition(", ")[2] or "-"
+
+
+def hardware_checks(results: dict, reports: list[dict], documents: str, count: int) -> list[str]:
+    """For each row, the same variant trained on other hardware in an earlier report (the same documents): both
+    ROUGE-1 scores and the paired difference, which says whether a run on a GPU reproduces one on CPU."""
+    lines = []
+    for variant, result in results.items():
+        if not isinstance(result, dict):
+            continue
+        others = (earlier_result(variant, report, documents, count) for report in reports)
+        other = next((row for row in others if row is not None and hardware(row) != hardware(result)), None)
+        if other is not None:
+            lines.append(f"- {VARIANTS[variant][0]}: {hardware(result)} {result['rouge1']:.2f}, {hardware(other)} "
+                         f"{other['rouge1']:.2f}; paired difference {paired_difference(result, other)}")
+    return lines
 
 
 def paired_difference(result: dict, base: dict) -> str:
@@ -428,13 +461,20 @@ def main():
         "ROUGE F1 x 100 (rouge-score, stemming, rougeLsum over the summary's sentences) with 95% bootstrap intervals "
         "(1,000 resamples of the documents); ROUGE-1 - first row: the mean per-document difference to the table's "
         "first row with its paired bootstrap interval; repeated trigrams = % of summaries with a word trigram twice; "
-        "words = mean summary length. Small models (hidden 256, 4 heads, 3 + 3 layers) trained from scratch on CPU "
-        "with one recipe (see the script); the BERT rows read the frozen bundled all-MiniLM-L6-v2.",
+        "words = mean summary length. Small models (hidden 256, 4 heads, 3 + 3 layers) trained from scratch with one "
+        "recipe (see the script) on the hardware their training column names; the BERT rows read the frozen bundled "
+        "all-MiniLM-L6-v2 (on CPU its features cached once in bfloat16, on a GPU computed in every step under bf16 "
+        "autocast).",
         "",
     ]
     tables = {table: format_table(*TABLES[table], results) for table in args.tables if table in TABLES}
     for lines in tables.values():
         body += lines
+    checks = hardware_checks({variant: results[variant] for variant in in_tables if variant in results}, reports,
+                             title, len(examples))
+    if checks:
+        body += ["The same variant trained on other hardware (an earlier report, the same documents; ROUGE-1, paired "
+                 "difference of the table's run minus the other):", "", *checks, ""]
     if args.ship is not None:
         if not isinstance(results.get(args.ship), dict):
             raise SystemExit(f"--ship {args.ship}: not evaluated in this run (add its table to --tables)")

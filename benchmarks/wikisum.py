@@ -8,7 +8,9 @@
    `--perplexity_start`, also the model they all continued from under each layout before training (`--perplexity_note`:
    how the models trained, for the table's text).
 3. memory: peak resident memory and wall time of one training step (batch 1, forward + backward + AdamW) at growing
-   L for T-D and T-DMCA, each case in a fresh subprocess (one thread), and the largest L each fits in 8 GB.
+   L for T-D and T-DMCA, each case in a fresh subprocess (one thread), and the largest L each fits in 8 GB; with
+   `--device cuda`, the same on the GPU: peak allocated memory, each case's allocations capped at --gpu_memory_gb
+   (0: the whole card).
 4. rouge: summaries of trained models (their `wikisum` pipeline and saved generation config) on the first
    --rouge_rows untouched CNN/DM validation_large articles and on FewSum's validation sets (amazon, yelp; the mean
    over their three references), beside Lead-3 and the extractive stage alone (the model's ranker, cut at the
@@ -30,6 +32,7 @@
         --model T-DMCA=runs/wikisum-qmsum-tdmca/final --model T-DMCA-MoE=runs/wikisum-qmsum-moe/final \
         --perplexity_start runs/wikisum-cnndm-copy/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part memory
+    python benchmarks/wikisum.py --part memory --device cuda --gpu_memory_gb 8     # wikisum_memory_gpu8gb.md
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part rouge --model T-DMCA=runs/wikisum-cnndm/final
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part init --init_steps 40 --init_L 256
     OMP_NUM_THREADS=1 python benchmarks/wikisum.py --part dev --model shipped=wikisum-tdmca-copy-minilm-cnndm \
@@ -362,25 +365,43 @@ def _rss_peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def memory_worker(layout: str, implementation: str, length: int) -> None:
-    """One training step in this process; prints a JSON line with peak RSS and time."""
-    cap = ADDRESS_SPACE_CAP_MB * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+def memory_worker(layout: str, implementation: str, length: int, gpu_gb: float | None = None) -> None:
+    """One training step in this process, on CPU (one thread) or, with `gpu_gb`, on the GPU with this process's
+    allocations capped at `gpu_gb` GB (0: the whole card); prints a JSON line with the peak memory (CPU: resident set;
+    GPU: allocated bytes), the memory before the step and its time."""
     import torch
 
     from sumformers import WikiSumConfig, WikiSumForCausalLM
 
-    torch.set_num_threads(1)
+    if gpu_gb is None:
+        cap = ADDRESS_SPACE_CAP_MB * 2**20
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        torch.set_num_threads(1)
+        device = torch.device("cpu")
+    else:
+        device = torch.device("cuda")
+        if gpu_gb:
+            total = torch.cuda.get_device_properties(device).total_memory
+            torch.cuda.set_per_process_memory_fraction(min(1.0, gpu_gb * 2**30 / total), device)
     layers = ["full"] * 5 if layout == "full" else ["local", "compressed", "local", "compressed", "local"]
     config = WikiSumConfig(attention_layers=layers, **MODEL_SIZES)
-    model = WikiSumForCausalLM._from_config(config, attn_implementation=implementation).train()
+    model = WikiSumForCausalLM._from_config(config, attn_implementation=implementation).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(1000, 30000, (1, length), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(1000, 30000, (1, length), generator=torch.Generator().manual_seed(0)).to(device)
     # a short step first, so that allocator and optimizer state exist before the measured one
     model(ids[:, :64], labels=ids[:, :64]).loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    before = _rss_peak_mb()
+
+    def used_mb() -> float:
+        if device.type == "cpu":
+            return _rss_peak_mb()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() / 2**20
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    before = used_mb()
     started = time.perf_counter()
     try:
         model(ids, labels=ids).loss.backward()
@@ -390,20 +411,13 @@ def memory_worker(layout: str, implementation: str, length: int) -> None:
         if "memory" not in str(error).lower() and not isinstance(error, MemoryError):
             raise
         status = "out of memory"
-    print(
-        json.dumps(
-            {
-                "status": status,
-                "peak_rss_mb": _rss_peak_mb(),
-                "rss_before_step_mb": before,
-                "seconds": time.perf_counter() - started,
-            }
-        )
-    )
+    print(json.dumps({"status": status, "peak_mb": used_mb(), "before_step_mb": before,
+                      "seconds": time.perf_counter() - started}))
 
 
-def _run_case(layout: str, implementation: str, length: int) -> dict:
-    command = [sys.executable, __file__, "--worker", layout, implementation, str(length)]
+def _run_case(layout: str, implementation: str, length: int, gpu_gb: float | None) -> dict:
+    where = "cpu" if gpu_gb is None else f"cuda:{gpu_gb:g}"
+    command = [sys.executable, __file__, "--worker", layout, implementation, str(length), where]
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=STEP_TIMEOUT_SECONDS)
@@ -428,80 +442,109 @@ def _predicted_peak(measured: dict[int, float], length: int) -> float:
     return float(max(np.polyval(coefficients, length), peaks[-1]))
 
 
-def _measure(results: list, measured: dict, label: str, length: int) -> bool | None:
-    """Run (or, when extrapolation from `measured` says it would need far more than the limit, skip) one case and
-    record it; True when it fits, False when it does not for lack of memory, None when it failed otherwise."""
+def _measure(results: list, measured: dict, label: str, length: int, run_case, limit_mb: float,
+             skip_predicted: bool) -> bool | None:
+    """Run (or, with `skip_predicted`, skip when extrapolation from `measured` says it would need far more than
+    `limit_mb`) one case and record it; True when it fits, False when it does not for lack of memory, None when it
+    failed otherwise."""
     layout, implementation = VARIANTS[label]
-    predicted = _predicted_peak(measured, length)
-    if predicted > 1.5 * MEMORY_LIMIT_MB:
+    predicted = _predicted_peak(measured, length) if skip_predicted else 0.0
+    if predicted > 1.5 * limit_mb:
         case = {"variant": label, "L": length, "status": f"skipped: predicted {predicted / 1024:.1f} GB"}
     else:
-        case = {"variant": label, "L": length, **_run_case(layout, implementation, length)}
+        case = {"variant": label, "L": length, **run_case(layout, implementation, length)}
     results.append(case)
     print(case, flush=True)
     if case["status"] == "ok":
-        measured[length] = case["peak_rss_mb"]
-        return case["peak_rss_mb"] <= MEMORY_LIMIT_MB
+        measured[length] = case["peak_mb"]
+        return case["peak_mb"] <= limit_mb
     return False if case["status"].startswith(("skipped", "out of memory")) else None
 
 
-def memory_benchmark(start: int, stop: int) -> None:
-    results = []
-    largest = {}
+def largest_lengths(start: int, stop: int, run_case, limit_mb: float, skip_predicted: bool) -> tuple[list, dict]:
+    """Every case measured (`run_case(layout, implementation, L)`) and each variant's largest L within `limit_mb`:
+    L doubles from `start` up to `stop` until a case does not fit, then BISECTION_STEPS bisections (multiples of
+    256) between the last L that fits and the first that does not."""
+    results, largest = [], {}
     for label in VARIANTS:
         measured = {}
         fits, failed_at, length = None, None, start
         while length <= stop:
-            outcome = _measure(results, measured, label, length)
+            outcome = _measure(results, measured, label, length, run_case, limit_mb, skip_predicted)
             if not outcome:
                 failed_at = length if outcome is False else None
                 break
             fits, length = length, length * 2
-        # bisection between the last length that fits and the first that does not fit in memory
         for _ in range(BISECTION_STEPS if fits and failed_at else 0):
             middle = (fits + failed_at) // 2 // 256 * 256
             if middle in (fits, failed_at):
                 break
-            outcome = _measure(results, measured, label, middle)
+            outcome = _measure(results, measured, label, middle, run_case, limit_mb, skip_predicted)
             if outcome is None:
                 break
             fits, failed_at = (middle, failed_at) if outcome else (fits, middle)
         largest[label] = fits
+    return results, largest
+
+
+def memory_benchmark(start: int, stop: int, gpu_gb: float | None = None) -> None:
+    """The memory part on CPU (resident set within 8 GB, as before) or on the GPU (`gpu_gb`: each case's allocations
+    capped there, 0 for the whole card), written to wikisum_memory.md, or wikisum_memory_gpu<gb>gb.md /
+    wikisum_memory_gpu.md."""
+    if gpu_gb is None:
+        limit_mb, suffix, where = MEMORY_LIMIT_MB, "", "CPU, 1 thread"
+    else:
+        import torch
+
+        properties = torch.cuda.get_device_properties(0)
+        card_mb = properties.total_memory / 2**20
+        limit_mb = gpu_gb * 1024 if gpu_gb else card_mb
+        suffix = f"_gpu{gpu_gb:g}gb" if gpu_gb else "_gpu"
+        where = f"{properties.name}, fp32"
+    results, largest = largest_lengths(
+        start, stop, lambda *case: _run_case(*case, gpu_gb), limit_mb, skip_predicted=gpu_gb is None
+    )
     rows = []
     for case in results:
         if case["status"] == "ok":
-            rows.append(
-                [
-                    case["variant"],
-                    case["L"],
-                    f"{case['peak_rss_mb'] / 1024:.2f}",
-                    f"{(case['peak_rss_mb'] - case['rss_before_step_mb']) / 1024:.2f}",
-                    f"{case['seconds']:.1f}",
-                ]
-            )
+            rows.append([case["variant"], case["L"], f"{case['peak_mb'] / 1024:.2f}",
+                         f"{(case['peak_mb'] - case['before_step_mb']) / 1024:.2f}", f"{case['seconds']:.2f}"])
         else:
             rows.append([case["variant"], case["L"], case["status"], "", ""])
+    budget = f"{limit_mb / 1024:.0f} GB"
     summary = [[label, largest[label] or "none"] for label in VARIANTS]
     td_eager, td_sdpa, tdmca = (largest[label] or 0 for label in VARIANTS)
+    if gpu_gb is None:
+        measure = ("Peak RSS of a fresh process (ru_maxrss, includes the ~0.5 GB of imported libraries); 'step' = peak "
+                   "minus the RSS before the measured step. ")
+        columns = ["peak RSS (GB)", "step (GB)", "step time (s)"]
+        skipping = "; a case whose extrapolated peak exceeds 12 GB is skipped. Timings on a shared 2-core machine "
+        skipping += "under load are indicative only."
+    else:
+        cap = f"capped at {gpu_gb:g} GB" if gpu_gb else "the whole card"
+        measure = (f"Each case in a fresh process whose GPU allocations are {cap} "
+                   "(`torch.cuda.set_per_process_memory_fraction`): a case fits when its step raises no out-of-memory "
+                   "error. Peak = `torch.cuda.max_memory_allocated` over the step (weights, AdamW state, activations; "
+                   "not the CUDA context or the allocator's cache); 'step' = peak minus the memory allocated before "
+                   "it. ")
+        columns = ["peak allocated (GB)", "step (GB)", "step time (s)"]
+        skipping = "."
     text = (
-        "## WikiSum: one training step at growing L (CPU, 1 thread, batch 1)\n\n"
+        f"## WikiSum: one training step at growing L ({where}, batch 1)\n\n"
         "Model: 5 layers, hidden 256, 4 heads, feed-forward 1024, 30,522-token vocabulary tied through a 128-wide "
-        "embedding. Peak RSS of a fresh process (ru_maxrss, includes the ~0.5 GB of imported libraries); "
-        "'step' = peak minus the RSS before the measured step. Step = forward, loss over every token, backward, "
-        f"AdamW. Lengths double from {start}; {BISECTION_STEPS} bisection steps refine the limit; a case whose "
-        "extrapolated peak exceeds 12 GB is skipped. Timings on a shared 2-core "
-        "machine under load are indicative only.\n\n"
-        + markdown_table(["variant", "L", "peak RSS (GB)", "step (GB)", "step time (s)"], rows)
-        + "\n\nLargest L that fits in 8 GB:\n\n"
+        f"embedding. {measure}Step = forward, loss over every token, backward, AdamW. Lengths double from {start} "
+        f"(at most {stop}); {BISECTION_STEPS} bisection steps refine the limit{skipping}\n\n"
+        + markdown_table(["variant", "L", *columns], rows)
+        + f"\n\nLargest L that fits in {budget}:\n\n"
         + markdown_table(["variant", "largest L"], summary)
         + f"\n\nT-DMCA / T-D (eager) = {tdmca / max(td_eager, 1):.1f}x; T-DMCA / T-D (sdpa) = "
         f"{tdmca / max(td_sdpa, 1):.1f}x."
     )
-    write_results("memory", text, {"cases": results, "largest_L_in_8GB": largest})
-    plot_memory(results)
+    write_results(f"memory{suffix}", text, {"cases": results, f"largest_L_in_{budget.replace(' ', '')}": largest})
+    plot_memory(results, limit_mb, where, RESULTS_DIR / f"wikisum_memory{suffix}.png")
 
 
-def plot_memory(results: list[dict]) -> None:
+def plot_memory(results: list[dict], limit_mb: float, where: str, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -512,10 +555,10 @@ def plot_memory(results: list[dict]) -> None:
         ok = [case for case in results if case["variant"] == label and case["status"] == "ok"]
         ok.sort(key=lambda case: case["L"])
         lengths = [case["L"] for case in ok]
-        memory_axis.plot(lengths, [case["peak_rss_mb"] / 1024 for case in ok], marker="o", label=label)
+        memory_axis.plot(lengths, [case["peak_mb"] / 1024 for case in ok], marker="o", label=label)
         time_axis.plot(lengths, [case["seconds"] for case in ok], marker="o", label=label)
-    memory_axis.axhline(MEMORY_LIMIT_MB / 1024, color="grey", linestyle="--", label="8 GB")
-    for axis, title, unit in ((memory_axis, "peak RSS", "GB"), (time_axis, "time of one training step", "s")):
+    memory_axis.axhline(limit_mb / 1024, color="grey", linestyle="--", label=f"{limit_mb / 1024:.0f} GB")
+    for axis, title, unit in ((memory_axis, "peak memory", "GB"), (time_axis, "time of one training step", "s")):
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.set_xlabel("L (tokens)")
@@ -523,9 +566,9 @@ def plot_memory(results: list[dict]) -> None:
         axis.set_title(title)
         axis.grid(alpha=0.3)
     memory_axis.legend(fontsize=7)
-    figure.suptitle("WikiSum T-D vs T-DMCA, one training step on CPU (batch 1, 1 thread)")
+    figure.suptitle(f"WikiSum T-D vs T-DMCA, one training step ({where}, batch 1)")
     figure.tight_layout()
-    figure.savefig(RESULTS_DIR / "wikisum_memory.png", dpi=120)
+    figure.savefig(path, dpi=120)
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -876,15 +919,21 @@ def main() -> None:
     )
     parser.add_argument("--start", type=int, default=1024, help="first L of the memory part")
     parser.add_argument("--stop", type=int, default=65536, help="last L tried by the memory part")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="where the memory part runs")
+    parser.add_argument("--gpu_memory_gb", type=float, default=8.0,
+                        help="--part memory --device cuda: each case's GPU allocations capped at this many GB (0: the "
+                        "whole card)")
     parser.add_argument("--init_steps", type=int, default=100, help="training steps of the init part")
     parser.add_argument("--init_train_rows", type=int, default=400, help="train_large articles the init part uses")
     parser.add_argument("--init_eval_rows", type=int, default=20, help="validation_large articles it evaluates on")
     parser.add_argument("--init_L", type=int, default=512, help="L (input tokens) of the init part")
-    parser.add_argument("--worker", nargs=3, metavar=("LAYOUT", "IMPLEMENTATION", "LENGTH"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=4, metavar=("LAYOUT", "IMPLEMENTATION", "LENGTH", "WHERE"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    if args.worker:
-        memory_worker(args.worker[0], args.worker[1], int(args.worker[2]))
+    if args.worker:  # one case of the memory part: "cpu", or "cuda:GB" for the GPU with its allocations capped at GB
+        layout, implementation, length, where = args.worker
+        memory_worker(layout, implementation, int(length), None if where == "cpu" else float(where.split(":")[1]))
         return
     for part in args.part or ("rankers", "perplexity", "memory"):
         if part == "rankers":
@@ -922,7 +971,7 @@ def main() -> None:
                 args.perplexity_note,
             )
         else:
-            memory_benchmark(args.start, args.stop)
+            memory_benchmark(args.start, args.stop, args.gpu_memory_gb if args.device == "cuda" else None)
 
 
 if __name__ == "__main__":

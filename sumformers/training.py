@@ -335,6 +335,28 @@ class AdapterCheckpointConfig(TrainerCallback):
             save_base_config(model.get_base_model(), checkpoint)
 
 
+SPECIAL_TOKENS = ("pad_token_id", "bos_token_id", "eos_token_id")
+
+
+class KeepSpecialTokens(TrainerCallback):
+    """Puts back the model's special token ids after the Trainer aligns them with the tokenizer. transformers before
+    5.23 (5.17, say) also copies the ids the tokenizer lacks, as None: a BERT tokenizer has no EOS, so a summarizer's
+    `eos_token_id` (its end-of-summary token) became None, and the saved config no longer loaded. The ids are the
+    model's own: its tokenizer's vocabulary holds them, under other names."""
+
+    def __init__(self, model):
+        self.model = model
+        self.config_ids = {name: getattr(model.config, name, None) for name in SPECIAL_TOKENS}
+        generation = getattr(model, "generation_config", None)
+        self.generation_ids = {name: getattr(generation, name, None) for name in SPECIAL_TOKENS} if generation else {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        for name, value in self.config_ids.items():
+            setattr(self.model.config, name, value)
+        for name, value in self.generation_ids.items():
+            setattr(self.model.generation_config, name, value)
+
+
 def train(model, training_args: TrainingArguments, features=None, data_collator=None, optimizer=None, tokenizer=None):
     """A `Trainer` for `model` and, given training `features` (what --do_train prepared), its training, resumed as
     `train_resuming` resumes. Returns the trainer and the `TrainOutput` (None without features). `optimizer` (with
@@ -350,7 +372,7 @@ def train(model, training_args: TrainingArguments, features=None, data_collator=
         data_collator=data_collator,
         optimizers=(optimizer, None),
         processing_class=tokenizer,
-        callbacks=[AdapterCheckpointConfig()],
+        callbacks=[AdapterCheckpointConfig(), KeepSpecialTokens(model)],
     )
     if features is None:
         return trainer, None
@@ -378,8 +400,18 @@ def train_resuming(trainer, training_args: TrainingArguments):
 
 
 def trained_length(trainer) -> str:
-    """How long the run trained, from the Trainer's state (so also right for --max_steps and resumed runs)."""
-    return f"{trainer.state.global_step} optimizer steps ({trainer.state.epoch:.2f} epochs)"
+    """How long the run trained, from the Trainer's state (so also right for --max_steps and resumed runs), and on
+    what hardware."""
+    return (f"{trainer.state.global_step} optimizer steps ({trainer.state.epoch:.2f} epochs) on "
+            f"{hardware_name(trainer.args.device)}")
+
+
+def hardware_name(device) -> str:
+    """"CPU", or the GPU's name (say "NVIDIA H200") for a CUDA device: what a card says a model trained on."""
+    import torch
+
+    device = torch.device(device)
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type.upper()
 
 
 def final_training_loss(trainer, result) -> str:

@@ -11,11 +11,11 @@ import torch  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def imported_benchmark(name: str):
-    """A fixture (module scope) yielding the script `benchmarks/<name>.py` imported as a module, with its folder on
-    sys.path so that it imports its sibling `_common` as it does when run."""
+def imported_benchmark(name: str, fixture_name: str = "script"):
+    """A fixture (module scope, named `fixture_name`) yielding the script `benchmarks/<name>.py` imported as a module,
+    with its folder on sys.path so that it imports its sibling `_common` as it does when run."""
 
-    @pytest.fixture(scope="module")
+    @pytest.fixture(scope="module", name=fixture_name)
     def script():
         import importlib
 

@@ -62,7 +62,8 @@ def test_an_earlier_row_is_reused_only_for_the_same_documents_and_says_so(script
            "rouge1_per_document": [30.0, 30.0], "training": "600 steps", "documents": "validation[0:2]"}
     earlier = {"copy_transformer": row, "conv_1d": "not trained (...)"}
     reused = script.earlier_result("copy_transformer", earlier, "validation[0:2]", 2)
-    assert reused == {**row, "earlier_run": True}
+    # a row from before rows named their hardware trained on CPU, the only recipe then
+    assert reused == {**row, "training": "600 steps, CPU", "earlier_run": True}
     assert script.earlier_result("copy_transformer", earlier, "validation[2:4]", 2) is None  # other documents
     assert script.earlier_result("copy_transformer", earlier, "validation[0:2]", 3) is None
     assert script.earlier_result("conv_1d", earlier, "validation[0:2]", 2) is None  # no row to reuse
@@ -70,7 +71,26 @@ def test_an_earlier_row_is_reused_only_for_the_same_documents_and_says_so(script
     # reused twice, marked once
     again = script.earlier_result("copy_transformer", {"copy_transformer": reused}, "validation[0:2]", 2)
     lines = script.format_table("T", ["copy_transformer"], {"copy_transformer": again})
-    assert lines[4].endswith("| 600 steps, earlier run |")
+    assert lines[4].endswith("| 600 steps, CPU, earlier run |")
+    gpu = {**row, "training": "600 steps, NVIDIA H200", "documents": "validation[0:2]"}
+    assert script.earlier_result("copy_transformer", {"copy_transformer": gpu}, "validation[0:2]", 2)["training"] == (
+        "600 steps, NVIDIA H200")
+
+
+def test_a_row_is_compared_with_the_same_variant_trained_on_other_hardware(script):
+    def row(training, per_document):
+        return {"rouge1": sum(per_document) / len(per_document), "rouge1_per_document": per_document,
+                "training": training, "documents": "validation[0:3]"}
+
+    gpu = row("600 steps, NVIDIA H200", [30.0, 20.0, 40.0])
+    cpu_report = {"copy_transformer": row("600 steps", [28.0, 20.0, 36.0]), "conv_1d": row("600 steps", [1.0] * 3)}
+    gpu_report = {"copy_transformer": gpu}
+    lines = script.hardware_checks({"copy_transformer": gpu, "conv_1d": "not trained"}, [gpu_report, cpu_report],
+                                   "validation[0:3]", 3)
+    # differences 2, 0, 4: mean +2.00; the same hardware's row (the GPU report) is not a comparison
+    assert len(lines) == 1 and lines[0].startswith(
+        "- CopyTransformer, 512 tokens: NVIDIA H200 30.00, CPU 28.00; paired difference +2.00 [")
+    assert script.hardware_checks({"copy_transformer": gpu}, [gpu_report], "validation[0:3]", 3) == []
 
 
 def test_rows_outside_the_decoded_variants_come_from_the_first_earlier_report_that_has_them(script, tmp_path):
@@ -91,7 +111,8 @@ def test_rows_outside_the_decoded_variants_come_from_the_first_earlier_report_th
 
 
 def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
-    args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path), seed=7)
+    args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path), seed=7, device="cpu",
+                           train_presampled=False)
     command = script.training_arguments("bert_concat_full", args, Path("/data"))
     arguments = command[2:]
     # each flag with the value after it (None for a switch such as --do_train)
@@ -112,6 +133,27 @@ def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     stacked = script.training_arguments("bert_stacked_full", args, Path("/data"))
     assert stacked[stacked.index("--bert_feature_cache") + 1] == options["--bert_feature_cache"]
     assert "--bert_feature_cache" not in script.training_arguments("conv_1d", args, Path("/data"))
+    assert "--use_cpu" in arguments
+
+
+def test_the_recipe_on_a_gpu_reads_presampled_documents_and_runs_the_frozen_bert_in_every_step(script, tmp_path):
+    args = SimpleNamespace(train_file="/carry/sample.jsonl.gz", steps=600, runs_dir=str(tmp_path), seed=42,
+                           device="cuda", train_presampled=True)
+    command = script.training_arguments("bert_concat_full", args, Path("/data"))
+    assert command[command.index("--train_file") + 1] == "/carry/sample.jsonl.gz"
+    # the file holds the 9,600 documents in the order the subset seed drew them: taken as they are
+    assert command[command.index("--max_train_samples") + 1] == "9600" and "--train_subset_seed" not in command
+    assert "--use_cpu" not in command and "--bert_feature_cache" not in command and "--bf16" in command
+
+
+def test_the_training_cell_names_steps_and_hardware_from_the_card(script, tmp_path):
+    card = tmp_path / "sumformers_card.json"
+    for training, cell in (("9600 documents, 600 optimizer steps (1.00 epochs) on NVIDIA H200, batch 16",
+                            "600 steps, NVIDIA H200"),
+                           ("9600 documents, 600 optimizer steps (1.00 epochs), batch 16", "600 steps, CPU"),
+                           ("no steps written", "-")):
+        card.write_text(json.dumps({"training": training}))
+        assert script.training_summary(tmp_path) == cell
 
 
 def test_shipping_writes_fp16_weights_blocking_on_and_the_scores_of_that_decoding(script, tmp_path, minilm_tokenizer):

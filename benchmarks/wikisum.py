@@ -379,7 +379,7 @@ def memory_worker(layout: str, implementation: str, length: int, gpu_gb: float |
         torch.set_num_threads(1)
         device = torch.device("cpu")
     else:
-        device = torch.device("cuda")
+        device = torch.device("cuda", torch.cuda.current_device())
         if gpu_gb:
             total = torch.cuda.get_device_properties(device).total_memory
             torch.cuda.set_per_process_memory_fraction(min(1.0, gpu_gb * 2**30 / total), device)
@@ -425,8 +425,9 @@ def _run_case(layout: str, implementation: str, length: int, gpu_gb: float | Non
         return {"status": f"timed out (> {STEP_TIMEOUT_SECONDS} s)"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        killed = done.returncode < 0 or "memory" in done.stderr.lower()
-        return {"status": "out of memory" if killed else f"failed: {done.stderr.strip().splitlines()[-1:]}"}
+        killed = done.returncode < 0 or "out of memory" in done.stderr.lower() or "MemoryError" in done.stderr
+        last = done.stderr.strip().splitlines()[-1:]
+        return {"status": "out of memory" if killed else f"failed: {last}", "last_error_line": "".join(last)}
     return json.loads(lines[-1])
 
 

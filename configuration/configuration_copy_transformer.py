@@ -2,9 +2,16 @@
 Conditioning and Locality Modeling"): a Transformer encoder-decoder with a pointer-generator head (See et al. 2017)
 over the WordPiece vocabulary of a BERT-style tokenizer."""
 
+import contextlib
+import copy
+from contextvars import ContextVar
+
 from transformers import PretrainedConfig
 
 from .summarizer_config import check_positive_integers
+
+# (config, width) while `generate` runs over a vocabulary the copy mechanism extends (`extended_vocabulary`)
+_GENERATION_WIDTH: ContextVar[tuple | None] = ContextVar("copy_transformer_generation_width", default=None)
 
 # What feeds the encoder: "tokens" (token and position embeddings), "bert_windowed" (the frozen BERT's windowed
 # features replace the token embeddings: stacking) or "bert_concat" (the token encoder's output concatenated with the
@@ -257,6 +264,28 @@ class CopyTransformerConfig(PretrainedConfig):
     def uses_bert(self) -> bool:
         """Whether the model holds the frozen BERT (a `"bert_*"` encoder input)."""
         return self.encoder_input != "tokens"
+
+    def get_text_config(self, *args, **kwargs):
+        """Within `extended_vocabulary(self, width)`, the plain call gives a copy whose `vocab_size` is `width`;
+        otherwise (and for `decoder=`/`encoder=` calls) as transformers gives it."""
+        extended = _GENERATION_WIDTH.get()
+        if extended is not None and extended[0] is self and not args and not kwargs:
+            view = copy.copy(self)
+            view.vocab_size = extended[1]
+            return view
+        return super().get_text_config(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def extended_vocabulary(self, width: int):
+        """`generate` over `width` output ids: the vocabulary plus the batch's unknown source words, the width of the
+        copy mechanism's scores. Beam search in transformers before 5.23 (5.17, say) reshapes the scores by
+        `get_text_config().vocab_size` rather than by their own width; the model's layers keep reading
+        `self.vocab_size`."""
+        token = _GENERATION_WIDTH.set((self, width) if width > self.vocab_size else None)
+        try:
+            yield
+        finally:
+            _GENERATION_WIDTH.reset(token)
 
 
 __all__ = ["CopyTransformerConfig"]

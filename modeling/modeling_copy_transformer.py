@@ -698,7 +698,10 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
                 raise ValueError(f"the coverage penalty needs a CopyTransformerCache, got {type(cache).__name__}")
             penalty = CoveragePenaltyLogitsProcessor(beta, lambda: cache.copy_attention)
             logits_processor = LogitsProcessorList([*(logits_processor or []), penalty])
-        return super().generate(inputs, generation_config, logits_processor=logits_processor, **kwargs)
+        # the copy mechanism's scores reach the largest extended source id (`mixture_log_probs`)
+        width = max(self.config.vocab_size, int(kwargs["source_extended_ids"].max()) + 1) if self.pointer else 0
+        with self.config.extended_vocabulary(width):
+            return super().generate(inputs, generation_config, logits_processor=logits_processor, **kwargs)
 
 
 __all__ = [

@@ -25,9 +25,10 @@ GPU_VARIANTS = ("transformer_full", "copy_transformer_full", "bert_decoder_full"
 DOCUMENTS = [
     "The council approved the new budget on Monday. It includes money for schools and roads. Critics said the plan "
     "raises taxes too quickly.",
-    "The zorblax fund pays for the bridge. The mayor will sign it next week.",
+    # "zorblax✓" is one [UNK] word: the copy mechanism extends the vocabulary with it
+    "The zorblax✓ fund pays for the bridge. The mayor will sign it next week.",
 ]
-SUMMARIES = ["the council approved the budget .", "the zorblax fund pays ."]
+SUMMARIES = ["the council approved the budget .", "the zorblax✓ fund pays ."]
 
 
 def tiny_variant(quality_windowed, variant: str, bert_path: str):
@@ -108,8 +109,8 @@ def test_a_wikisum_layout_gives_the_same_training_loss_on_the_gpu(wikisum, layou
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="the cap is the CUDA allocator's")
 def test_the_memory_parts_gpu_cap_decides_what_fits(wikisum):
-    """One step of the memory part's model in a capped process: T-DMCA at L = 1,024 fits in 1 GB; T-D with
-    materialized scores at L = 16,384 (4 heads x 16,384^2 fp32 scores = 4 GiB per layer) does not."""
-    fits = wikisum._run_case("tdmca", "blocked", 1024, 1.0)
-    assert fits["status"] == "ok" and 0 < fits["peak_mb"] < 1024, json.dumps(fits)
-    assert wikisum._run_case("full", "eager", 16384, 1.0)["status"] == "out of memory"
+    """One step of the memory part's model in a capped process: T-DMCA at L = 1,024 fits in 4 GB (about 1 GB on CPU);
+    T-D with materialized scores at L = 16,384 (4 heads x 16,384^2 fp32 scores = 4 GiB per layer) does not."""
+    fits = wikisum._run_case("tdmca", "blocked", 1024, 4.0)
+    assert fits["status"] == "ok" and 0 < fits["peak_mb"] < 4096, json.dumps(fits)
+    assert wikisum._run_case("full", "eager", 16384, 4.0)["status"] == "out of memory"

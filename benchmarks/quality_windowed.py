@@ -130,7 +130,7 @@ def parse_args():
     parser.add_argument("--train_file", default=None, help="default: the shared cnn_dailymail/train_large.jsonl.gz")
     parser.add_argument("--train_presampled", action="store_true",
                         help="--train_file holds the recipe's 16 x --steps documents already, in the order the subset "
-                        "seed draws them from train_large (benchmarks/carry_data.py writes it for a GPU machine): "
+                        "seed draws them from train_large (benchmarks/carry_to_gpu.py writes it for a GPU machine): "
                         "read as they are, so a run there trains on the same batches as one here")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where variants train and decode; on cuda the BERT variants run the frozen BERT in every "

@@ -51,7 +51,7 @@ from .attention import get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
 from .convolutional_attention import ConvolutionalPattern
 from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
-from .pointer_generator import PointerGenerator, mixture_log_probs
+from .pointer_generator import PointerGenerator, extended_vocabulary_size, mixture_log_probs
 from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name, resolve_encoder
 from .summarizer_mixin import SummarizerMixin
 from .windowed_encoder import WindowedEncoder
@@ -698,8 +698,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
                 raise ValueError(f"the coverage penalty needs a CopyTransformerCache, got {type(cache).__name__}")
             penalty = CoveragePenaltyLogitsProcessor(beta, lambda: cache.copy_attention)
             logits_processor = LogitsProcessorList([*(logits_processor or []), penalty])
-        # the copy mechanism's scores reach the largest extended source id (`mixture_log_probs`)
-        width = max(self.config.vocab_size, int(kwargs["source_extended_ids"].max()) + 1) if self.pointer else 0
+        width = extended_vocabulary_size(self.config.vocab_size, kwargs["source_extended_ids"]) if self.pointer else 0
         with self.config.extended_vocabulary(width):
             return super().generate(inputs, generation_config, logits_processor=logits_processor, **kwargs)
 

@@ -14,6 +14,12 @@ def _log(probabilities: torch.Tensor) -> torch.Tensor:
     return torch.where(positive, probabilities.masked_fill(~positive, 1.0).log(), -torch.inf)
 
 
+def extended_vocabulary_size(vocab_size: int, source_extended_ids: torch.LongTensor) -> int:
+    """The width of the mixture's scores: the vocabulary, extended up to the largest id of `source_extended_ids` (the
+    batch's unknown source words)."""
+    return max(vocab_size, int(source_extended_ids.max()) + 1)
+
+
 def mixture_log_probs(
     vocab_logits: torch.Tensor,
     copy_attention: torch.Tensor,
@@ -26,7 +32,7 @@ def mixture_log_probs(
     source]. The extended vocabulary reaches the largest id of `source_extended_ids`; an extended id no source
     position holds has probability 0."""
     vocab_size = vocab_logits.shape[-1]
-    size = max(vocab_size, int(source_extended_ids.max()) + 1)
+    size = extended_vocabulary_size(vocab_size, source_extended_ids)
     switch = switch_logits.float()[..., None]
     # in log space, so that a word with a tiny vocabulary probability keeps a finite log-probability
     generated = F.logsigmoid(-switch) + F.log_softmax(vocab_logits.float(), dim=-1)

@@ -113,22 +113,33 @@ def timed_summaries(summarizer, documents: list[str], **options) -> tuple[list[s
     return [output["summary"] for output in outputs], seconds
 
 
+DECODE_CHUNK = 100  # documents one cache file holds: an interrupted decoding resumes after its last whole chunk
+
+
 def cached_summaries(
-    cache_dir: str, name: str, key: list, decode: Callable[[], tuple[list[str], float]], threads: int
+    cache_dir: str, name: str, key: list, documents: list[str],
+    decode: Callable[[list[str]], tuple[list[str], float]], threads: int,
 ) -> tuple[list[str], str]:
-    """A model's summaries and its decoding time per document as "seconds (threads)", from
-    `<cache_dir>/<name>-<hash of key>.json` when there, else from `decode()` (summaries, seconds per document), then
-    cached. `key` (JSON) names everything the summaries depend on; a cached row keeps the thread count it was timed
-    with."""
-    digest = hashlib.sha1(json.dumps(key).encode()).hexdigest()[:12]
-    cache = Path(cache_dir) / f"{name.lower().replace(' ', '_')}-{digest}.json"
-    if cache.is_file():
-        cached = json.loads(cache.read_text())
-        return cached["summaries"], f"{cached['seconds_per_document']:.2f} ({cached.get('threads', 1)})"
-    summaries, seconds = decode()
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"summaries": summaries, "seconds_per_document": seconds, "threads": threads}))
-    return summaries, f"{seconds:.2f} ({threads})"
+    """A model's summaries of `documents` and its decoding time per document as "seconds (threads)". They are read
+    and written `DECODE_CHUNK` documents at a time as `<cache_dir>/<name>-<hash of key and the chunk>.json`, and only
+    the chunks not cached yet go to `decode(chunk)` (summaries, seconds per document). `key` (JSON) names everything
+    else the summaries depend on; a cached chunk keeps the thread count it was timed with."""
+    summaries, seconds, thread_counts = [], 0.0, set()
+    for start in range(0, len(documents), DECODE_CHUNK):
+        chunk = documents[start : start + DECODE_CHUNK]
+        digest = hashlib.sha1(json.dumps([*key, chunk]).encode()).hexdigest()[:12]
+        cache = Path(cache_dir) / f"{name.lower().replace(' ', '_')}-{digest}.json"
+        if cache.is_file():
+            cached = json.loads(cache.read_text())
+        else:
+            chunk_summaries, chunk_seconds = decode(chunk)
+            cached = {"summaries": chunk_summaries, "seconds_per_document": chunk_seconds, "threads": threads}
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps(cached))
+        summaries += cached["summaries"]
+        seconds += cached["seconds_per_document"] * len(chunk)
+        thread_counts.add(str(cached.get("threads", 1)))
+    return summaries, f"{seconds / max(len(documents), 1):.2f} ({'/'.join(sorted(thread_counts))})"
 
 
 def format_cell(result: dict, column: str) -> str:

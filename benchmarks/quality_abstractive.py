@@ -35,6 +35,7 @@ re-decoding. The report also shows each abstractive model's summaries of the fir
 """
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -182,12 +183,15 @@ def extractive_summaries(checkpoint: Path, documents: list[str], args) -> tuple[
 
     options = {"num_sentences": 3, "trigram_blocking": True}
 
-    def decode():
-        summarizer = load_pipeline(str(checkpoint), task="extractive-summarization")
-        return timed_summaries(summarizer, documents, **options, batch_size=args.batch_size)
+    @functools.cache
+    def summarizer():  # loaded once, and only when a chunk is not cached
+        return load_pipeline(str(checkpoint), task="extractive-summarization")
 
-    key = ["extractive-summarization", *checkpoint_key(checkpoint), options, documents]
-    return cached_summaries(args.cache_dir, f"extractive-{checkpoint.name}", key, decode, args.threads)
+    def decode(chunk):
+        return timed_summaries(summarizer(), chunk, **options, batch_size=args.batch_size)
+
+    key = ["extractive-summarization", *checkpoint_key(checkpoint), options]
+    return cached_summaries(args.cache_dir, f"extractive-{checkpoint.name}", key, documents, decode, args.threads)
 
 
 def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], args) -> tuple[list[str], str]:
@@ -196,18 +200,20 @@ def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], arg
     options = generation_options(args)
     device = getattr(args, "device", "cpu")
 
-    def decode():
+    @functools.cache
+    def summarizer():  # loaded once, and only when a chunk is not cached
         import transformers
 
         import sumformers  # noqa: F401 (registers the abstractive-summarization task)
 
-        summarizer = transformers.pipeline("abstractive-summarization", model=str(checkpoint), device=device)
-        return timed_summaries(summarizer, documents, **options, batch_size=args.batch_size)
+        return transformers.pipeline("abstractive-summarization", model=str(checkpoint), device=device)
+
+    def decode(chunk):
+        return timed_summaries(summarizer(), chunk, **options, batch_size=args.batch_size)
 
     # a GPU's summaries may differ from the CPU's in the last bits of a beam score: cached apart
-    key = ["abstractive-summarization", *checkpoint_key(checkpoint), options, documents,
-           *([device] if device != "cpu" else [])]
-    return cached_summaries(args.cache_dir, flag, key, decode, args.threads)
+    key = ["abstractive-summarization", *checkpoint_key(checkpoint), options, *([device] if device != "cpu" else [])]
+    return cached_summaries(args.cache_dir, flag, key, documents, decode, args.threads)
 
 
 def format_table(rows: list[tuple[str, str, dict | str]], counts: dict) -> list[str]:

@@ -10,7 +10,8 @@ Tables (each row a variant; `--tables` picks them):
   features straight to the decoder), BERT-transformer encoder (the features stacked under the encoder layers) and the
   same with the BERT-conditioned decoder (BERT's word embeddings), each on 512-token truncated articles and on
   full-length articles (up to `FULL_LENGTH` tokens; the BERT variants read them in windows of 512 every 256).
-- `4`: stacking against concatenation of the BERT features, full length.
+- `4` and `4_full`: stacking against concatenation of the BERT features with the output of a token encoder whose
+  lowest layer has circular 2D convolutional self-attention (Table 1's best), 512 tokens and full length.
 - `sweep`: the 1D window (the paper's Figure 4), 512 tokens; a PNG beside the report.
 - `small`: the circular 2D row against the same with a 128-wide factorized word table (`word_embedding_size`), the
   cost of fitting a token-input variant in the 20 MB shipping limit.
@@ -30,7 +31,7 @@ report states each variant's optimizer steps (from its card); all ran on CPU.
 
     python benchmarks/quality_windowed.py --tables 1 --train --steps 600 --threads 2
     python benchmarks/quality_windowed.py --tables 1,sweep --train --train_only      # training queue, no report
-    python benchmarks/quality_windowed.py --tables 1,2,4,sweep --limit 20 --output /tmp/qw.md   # a quick look
+    python benchmarks/quality_windowed.py --tables 1,2,4,4_full,sweep --limit 20 --output /tmp/qw.md   # a quick look
     python benchmarks/quality_windowed.py --tables sweep --variants conv_1d_window9 --train \
         --reuse_earlier benchmarks/results/quality_windowed_sweep.json \
         --reuse_earlier benchmarks/results/quality_windowed.json --output benchmarks/results/quality_windowed_sweep.md
@@ -51,6 +52,7 @@ measurements (`benchmarks/results/windowed_memory.md`); `--tables memory` reruns
 import argparse
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -89,10 +91,11 @@ VARIANTS = {
             ("bert_stacked", "BERT-transformer encoder", BERT_STACKED),
             ("bert_stacked_bert_decoder", "BERT-transformer encoder + BERT-conditioned decoder",
              {**BERT_STACKED, "decoder_embeddings": "bert"}),
-            ("bert_concat", "Concatenation", {"encoder_input": "bert_concat"}),
+            # the features concatenated with a convolutional encoder's output: Table 1's best convolution
+            ("bert_concat", "Concatenation (circular 2D convolutional encoder)",
+             {"encoder_input": "bert_concat", "convolution": "circular_2d"}),
         )
-        # the 512-token CopyTransformer is defined above; concatenation is compared at full length only
-        if (name, full) not in (("copy_transformer", False), ("bert_concat", False))
+        if (name, full) != ("copy_transformer", False)  # defined above
     },
 }
 TABLES = {
@@ -101,7 +104,8 @@ TABLES = {
     "2": ("Table 2: BERT conditioning, truncated and full-length input",
           [f"{name}{suffix}" for suffix in ("", "_full") for name in
            ("transformer", "copy_transformer", "bert_decoder", "bert_stacked", "bert_stacked_bert_decoder")]),
-    "4": ("Table 4: stacking against concatenation (full length)", ["bert_stacked_full", "bert_concat_full"]),
+    "4": ("Table 4: stacking against concatenation (512 tokens)", ["bert_stacked", "bert_concat"]),
+    "4_full": ("Table 4: stacking against concatenation (full length)", ["bert_stacked_full", "bert_concat_full"]),
     "small": ("The word table factorized to fit the shipping limit (512 tokens)",
               ["conv_circular_2d", "conv_circular_2d_words128"]),
     "sweep": ("The 1D convolution's window (512 tokens)",
@@ -117,11 +121,16 @@ SHIPPING_LIMIT_MIB = 20  # a shipped checkpoint's folder
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tables", default="1,2,4,sweep", help="comma-separated: 1, 2, 4, sweep, memory")
+    parser.add_argument("--tables", default="1,2,4,4_full,sweep",
+                        help="comma-separated: 1, 2, 4, 4_full, small, sweep, memory")
     parser.add_argument("--variants", default=None,
                         help="comma-separated: train and decode only these variants of the tables (default all)")
     parser.add_argument("--train", action="store_true", help="train the variants whose final folder is missing")
     parser.add_argument("--train_only", action="store_true", help="with --train: train, then stop before decoding")
+    parser.add_argument("--features_only", action="store_true",
+                        help="map the training features of each input length the variants read, with every core, "
+                        "into datasets' cache, then stop (variants of one length share them: run_on_gpu.sh runs this "
+                        "before its parallel runs)")
     parser.add_argument("--steps", type=int, default=600, help="training updates per variant (default 600)")
     parser.add_argument("--runs_dir", default=str(REPO / "runs" / "copy-ablation"))
     parser.add_argument("--seed", type=int, default=42,
@@ -436,6 +445,11 @@ def main():
     needed = in_tables if args.variants is None else [variant for variant in in_tables if variant in args.variants]
     results = earlier_rows(in_tables, needed, reports, title, len(examples), args.runs_dir)
     needed = [variant for variant in needed if variant not in results]
+    if args.features_only:
+        for variant in {VARIANTS[variant][2]: variant for variant in needed}.values():  # one variant per length
+            subprocess.run([*training_arguments(variant, args, shared), "--preprocessing_only",
+                            "--preprocessing_num_workers", str(os.cpu_count())], check=True)
+        return
     if args.train_only:  # e.g. a background queue: every variant trained before any is decoded
         for variant in needed:
             trained_variant(variant, args, shared)

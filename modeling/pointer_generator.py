@@ -38,11 +38,15 @@ def mixture_log_probs(
     generated = F.logsigmoid(-switch) + F.log_softmax(vocab_logits.float(), dim=-1)
     if size > vocab_size:  # unknown source words: no vocabulary probability
         generated = F.pad(generated, (0, size - vocab_size), value=-torch.inf)
-    # only the source's words change, each by its whole copy mass: the attention summed over the positions holding
-    # it (a [source, source] same-word matrix, not a vocabulary-wide scatter: the mixture costs one pass over it)
-    same = source_extended_ids[:, :, None] == source_extended_ids[:, None, :]
-    copy_mass = torch.matmul(copy_attention.float() * torch.sigmoid(switch), same.float())
+    # only the source's words change, each by its whole copy mass: the attention summed over the positions holding it
+    copy_weights = copy_attention.float() * torch.sigmoid(switch)
     index = source_extended_ids[:, None, :].expand(copy_attention.shape)
+    if not torch.is_grad_enabled():  # decoding, one step at a time: a scatter into [rows, 1, vocabulary] is cheap
+        copy_mass = torch.zeros_like(generated).scatter_add_(-1, index, copy_weights).gather(-1, index)
+        return generated.scatter(-1, index, torch.logaddexp(generated.gather(-1, index), _log(copy_mass)))
+    # training, every summary position at once: a [source, source] same-word matrix, not a vocabulary-wide scatter
+    same = source_extended_ids[:, :, None] == source_extended_ids[:, None, :]
+    copy_mass = torch.matmul(copy_weights, same.float())
     mixed = torch.logaddexp(generated.gather(-1, index), _log(copy_mass))
     # a word at several positions is written once per position, with equal values; scatter's backward would pass
     # the gradient to each of them, so only its first position keeps one

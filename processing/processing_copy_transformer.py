@@ -24,6 +24,9 @@ class CopyTransformerProcessor(SummarizationProcessor):
     `training_features` and `collate` make training batches (`labels`)."""
 
     decode_inputs = ("source_oov_words",)
+    # the config fields that tokenizing reads: configs that agree on them make the same training features
+    feature_fields = ("vocab_size", "pad_token_id", "unk_token_id", "decoder_start_token_id", "eos_token_id",
+                      "sentence_separator_token_id", "max_source_positions", "max_target_positions")
 
     def __init__(self, tokenizer, config):
         if not tokenizer.is_fast:
@@ -116,6 +119,13 @@ class CopyTransformerProcessor(SummarizationProcessor):
         source = self.source_features(document, max_length, warn_on_truncation=False)
         target = self.target_features(summary, source["source_oov_words"], max_target_length)
         return {**{key: source[key] for key in SOURCE_KEYS}, **target}
+
+    def features_processor(self) -> "CopyTransformerProcessor":
+        """This processor over a config that keeps only `feature_fields`: the same `training_features`, and one key
+        in datasets' cache for every model variant that shares those fields (the ablations' runs at one input length
+        tokenize their common documents once instead of once each)."""
+        config = type(self.config)(**{name: getattr(self.config, name) for name in self.feature_fields})
+        return type(self)(self.tokenizer, config)
 
     def __call__(self, document, max_length: int | None = None) -> dict:
         source = self.source_features(document, max_length)

@@ -30,6 +30,8 @@ def test_every_variant_is_a_valid_config_and_every_table_names_known_variants(sc
         ("transformer", {"copy_mechanism": False}),
         ("bert_decoder", {"encoder_input": "bert_windowed", "encoder_layers": 0}),
         ("bert_stacked_full", {"encoder_input": "bert_windowed", "max_source_positions": 2048}),
+        # concatenation: the features beside a convolutional token encoder's output (Table 1's best convolution)
+        ("bert_concat", {"encoder_input": "bert_concat", "convolution": "circular_2d"}),
     ],
 )
 def test_a_variant_changes_only_its_component(script, variant, differs_in):
@@ -120,7 +122,8 @@ def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
                for flag, value in zip(arguments, [*arguments[1:], "--"]) if flag.startswith("--")}
     assert options["--do_train"] is None and options["--bf16"] is None
     assert command[1].endswith("training_scripts/train_abstractive.py")
-    assert json.loads(options["--config_overrides"]) == {"encoder_input": "bert_concat", "max_source_positions": 2048}
+    assert json.loads(options["--config_overrides"]) == {"encoder_input": "bert_concat", "convolution": "circular_2d",
+                                                         "max_source_positions": 2048}
     assert options["--max_length"] == "2048" and options["--max_steps"] == "600"
     assert options["--train_file"] == "/data/cnn_dailymail/train_large.jsonl.gz"
     assert options["--eval_split"] == "validation[1000:1100]"  # the dev documents, never the reported ones

@@ -99,6 +99,39 @@ def test_training_features_are_cached_across_evaluation_and_optimizer_flags(tmp_
     assert shorter != first and all(len(labels) <= 7 for labels in mapped["labels"])
 
 
+def test_copy_transformer_variants_of_one_length_share_their_training_features(tmp_path, minilm_tokenizer):
+    """The ablations' variants tokenize alike: their features processors make equal features and one cache file,
+    while another input length makes another."""
+    from datasets import load_dataset
+    from transformers import TrainingArguments
+
+    from sumformers import CopyTransformerConfig, CopyTransformerForConditionalGeneration
+    from sumformers.training import DataArguments, map_training_features
+
+    script = training_script("train_abstractive")
+    data = tmp_path / "train.jsonl"
+    write_corpus(data, 4)
+    dataset = load_dataset("json", data_files=str(data), split="train", cache_dir=str(tmp_path / "cache"))
+    training_args = TrainingArguments(output_dir=str(tmp_path / "run"), use_cpu=True, report_to="none")
+    processor_class = CopyTransformerForConditionalGeneration.processor_class
+
+    def features(max_length=64, **overrides):
+        processor = processor_class(minilm_tokenizer, CopyTransformerConfig(**overrides))
+        mapped = map_training_features(dataset, script.build_features, training_args, DataArguments(),
+                                       processor.features_processor(), False, max_length=max_length,
+                                       max_target_length=20)
+        direct = [script.build_features(example, processor, False, DataArguments(), max_length, 20)
+                  for example in dataset]  # the variant's own processor, no cache
+        assert mapped.to_list() == direct
+        return mapped.cache_files[0]["filename"]
+
+    plain = features()
+    assert features(convolution="circular_2d", copy_mechanism=False, d_model=64) == plain
+    assert features(encoder_input="bert_windowed", decoder_embeddings="bert") == plain
+    assert features(max_length=32) != plain
+    assert features(max_target_positions=16) != plain  # a field tokenizing reads
+
+
 # A tiny CopyTransformer for the script (dropout and label smoothing off, so that runs can be compared).
 TINY_COPY_TRANSFORMER = dict(d_model=32, attention_heads=4, encoder_layers=2, decoder_layers=2, ffn_dim=64, dropout=0.0,
                              attention_dropout=0.0, label_smoothing=0.0, max_target_positions=32)

@@ -95,6 +95,11 @@ class AbstractiveArguments:
                           "BERT, windows and documents match)"},
     )
     num_beams: int = field(default=5, metadata={"help": "evaluation: beam size"})
+    preprocessing_only: bool = field(
+        default=False,
+        metadata={"help": "map the training features into datasets' cache, then stop: runs in parallel on the same "
+                          "documents read them instead of each mapping them"},
+    )
     config_overrides: str | None = field(
         default=None, metadata={"help": "copy_transformer: a JSON object of CopyTransformerConfig fields"}
     )
@@ -185,6 +190,8 @@ def main():
         train_dataset, processor, data_args, training_args, abstractive_args.max_length,
         abstractive_args.max_target_length,
     )
+    if abstractive_args.preprocessing_only:
+        return
     collate = processor.collate
     if features is not None and frozen:
         features, collate = train_over_cached_states(
@@ -248,8 +255,11 @@ def train_copy_transformer(source, splits, abstractive_args, data_args, training
     processor = model.processor_class(tokenizer, model.config)
     max_length = min(abstractive_args.max_length, model.config.max_source_positions)
     card_info, features = card_info_and_features(
-        train_dataset, processor, data_args, training_args, max_length, abstractive_args.max_target_length
+        train_dataset, processor.features_processor(), data_args, training_args, max_length,
+        abstractive_args.max_target_length,
     )
+    if abstractive_args.preprocessing_only:
+        return
     collate = processor.collate
     if features is not None and cache:
         features, collate = train_over_cached_bert_features(model, features, collate, cache, training_args)

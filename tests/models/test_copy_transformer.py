@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 from transformers import pipeline
+from transformers.cache_utils import EncoderDecoderCache
 
 from conftest import ARTICLE, SENTENCES, tiny_copy_transformer_config
 from sumformers import CopyTransformerConfig, CopyTransformerForConditionalGeneration
@@ -103,7 +104,9 @@ def lm_head_outputs(model):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_mixture_matches_a_hand_computation_and_sums_to_one():
+@pytest.mark.parametrize("grad_mode", [torch.enable_grad, torch.no_grad], ids=["training", "decoding"])
+def test_mixture_matches_a_hand_computation_and_sums_to_one(grad_mode):
+    """Both ways of summing a word's copy mass: the same-word matrix (training) and the scatter (no gradient)."""
     torch.manual_seed(0)
     vocab, source, steps = 7, 5, 3
     vocab_logits = torch.randn(2, steps, vocab)
@@ -111,7 +114,8 @@ def test_mixture_matches_a_hand_computation_and_sums_to_one():
     switch = torch.randn(2, steps)
     # row 0 repeats word 4 and holds two unknown words (extended ids 7 and 8); row 1 holds none
     ids = torch.tensor([[4, 7, 4, 8, 1], [2, 3, 5, 6, 0]])
-    log_probs = mixture_log_probs(vocab_logits, attention, switch, ids)
+    with grad_mode():
+        log_probs = mixture_log_probs(vocab_logits, attention, switch, ids)
     assert log_probs.shape == (2, steps, 9)
     probabilities = log_probs.exp()
     torch.testing.assert_close(probabilities.sum(-1), torch.ones(2, steps))
@@ -464,13 +468,38 @@ def test_coverage_penalty_changes_which_beam_wins_and_needs_the_cache(minilm_tok
         model.generate(**batch, use_cache=False, **settings)
 
 
-def test_cache_reorders_the_copy_state_with_the_beams():
+def test_cache_reorders_the_decoded_state_with_the_beams_and_keeps_the_source_state():
+    """A beam index points to a beam of the same document, whose encoder states are the same: the cross-attention's
+    keys and values and the copy keys stay, the self-attention's and the copy attention move."""
     cache = CopyTransformerCache()
+    rows = torch.arange(3.0)[:, None, None, None].expand(3, 1, 2, 4)
+    cache.self_attention_cache.update(rows, rows, 0)
+    cache.cross_attention_cache.update(rows, rows, 0)
     cache.copy_keys = torch.arange(3.0)[:, None, None].expand(3, 2, 4)
     cache.add_copy_attention(torch.arange(3.0)[:, None, None].expand(3, 1, 2))
     cache.reorder_cache(torch.tensor([2, 2, 0]))
-    assert cache.copy_keys[:, 0, 0].tolist() == [2.0, 2.0, 0.0]
+    assert cache.self_attention_cache.layers[0].keys[:, 0, 0, 0].tolist() == [2.0, 2.0, 0.0]
     assert cache.copy_attention[:, 0, 0].tolist() == [2.0, 2.0, 0.0]
+    assert cache.cross_attention_cache.layers[0].keys[:, 0, 0, 0].tolist() == [0.0, 1.0, 2.0]
+    assert cache.copy_keys[:, 0, 0].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_beam_search_equals_beam_search_that_reorders_the_whole_cache(minilm_tokenizer, monkeypatch):
+    model = tiny(noise=1.0)  # beams that swap rows: without any reordering, these sequences differ
+    batch, _ = source_batch(processor_of(model, minilm_tokenizer), DOCUMENTS)
+    settings = dict(num_beams=3, min_length=6, max_length=9, coverage_penalty=1.0, return_dict_in_generate=True,
+                    output_scores=True)
+    with torch.no_grad():
+        kept = model.generate(**batch, **settings)
+
+        def reorder_everything(cache, beam_idx):
+            EncoderDecoderCache.reorder_cache(cache, beam_idx)
+            cache._map_rows(lambda rows: rows.index_select(0, beam_idx))
+
+        monkeypatch.setattr(CopyTransformerCache, "reorder_cache", reorder_everything)
+        reordered = model.generate(**batch, **settings)
+    assert torch.equal(kept.sequences, reordered.sequences)
+    torch.testing.assert_close(kept.sequences_scores, reordered.sequences_scores, rtol=0, atol=0)
 
 
 # ----------------------------------------------------------------------------------------------------------------

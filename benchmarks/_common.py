@@ -117,14 +117,13 @@ DECODE_CHUNK = 100  # documents one cache file holds: an interrupted decoding re
 
 
 def cached_summaries(
-    cache_dir: str, name: str, key: list, documents: list[str],
-    decode: Callable[[list[str]], tuple[list[str], float]], threads: int,
+    cache_dir: str, name: str, key: list, documents: list[str], load_summarizer: Callable, threads: int, **options
 ) -> tuple[list[str], str]:
     """A model's summaries of `documents` and its decoding time per document as "seconds (threads)". They are read
-    and written `DECODE_CHUNK` documents at a time as `<cache_dir>/<name>-<hash of key and the chunk>.json`, and only
-    the chunks not cached yet go to `decode(chunk)` (summaries, seconds per document). `key` (JSON) names everything
-    else the summaries depend on; a cached chunk keeps the thread count it was timed with."""
-    summaries, seconds, thread_counts = [], 0.0, set()
+    and written `DECODE_CHUNK` documents at a time as `<cache_dir>/<name>-<hash of key and the chunk>.json`; a chunk
+    not cached yet is summarized by `load_summarizer()` (a pipeline, loaded once and only then) with `options`. `key`
+    (JSON) names everything else the summaries depend on; a cached chunk keeps the thread count it was timed with."""
+    summaries, seconds, thread_counts, summarizer = [], 0.0, set(), None
     for start in range(0, len(documents), DECODE_CHUNK):
         chunk = documents[start : start + DECODE_CHUNK]
         digest = hashlib.sha1(json.dumps([*key, chunk]).encode()).hexdigest()[:12]
@@ -132,7 +131,8 @@ def cached_summaries(
         if cache.is_file():
             cached = json.loads(cache.read_text())
         else:
-            chunk_summaries, chunk_seconds = decode(chunk)
+            summarizer = summarizer or load_summarizer()
+            chunk_summaries, chunk_seconds = timed_summaries(summarizer, chunk, **options)
             cached = {"summaries": chunk_summaries, "seconds_per_document": chunk_seconds, "threads": threads}
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps(cached))

@@ -35,7 +35,6 @@ re-decoding. The report also shows each abstractive model's summaries of the fir
 """
 
 import argparse
-import functools
 import json
 import re
 import sys
@@ -50,7 +49,6 @@ from _common import (
     format_cell,
     rouge_metrics,
     setup_runtime,
-    timed_summaries,
     write_report,
 )
 
@@ -183,15 +181,10 @@ def extractive_summaries(checkpoint: Path, documents: list[str], args) -> tuple[
 
     options = {"num_sentences": 3, "trigram_blocking": True}
 
-    @functools.cache
-    def summarizer():  # loaded once, and only when a chunk is not cached
-        return load_pipeline(str(checkpoint), task="extractive-summarization")
-
-    def decode(chunk):
-        return timed_summaries(summarizer(), chunk, **options, batch_size=args.batch_size)
-
     key = ["extractive-summarization", *checkpoint_key(checkpoint), options]
-    return cached_summaries(args.cache_dir, f"extractive-{checkpoint.name}", key, documents, decode, args.threads)
+    return cached_summaries(args.cache_dir, f"extractive-{checkpoint.name}", key, documents,
+                            lambda: load_pipeline(str(checkpoint), task="extractive-summarization"), args.threads,
+                            **options, batch_size=args.batch_size)
 
 
 def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], args) -> tuple[list[str], str]:
@@ -200,20 +193,17 @@ def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], arg
     options = generation_options(args)
     device = getattr(args, "device", "cpu")
 
-    @functools.cache
-    def summarizer():  # loaded once, and only when a chunk is not cached
+    def load_summarizer():
         import transformers
 
         import sumformers  # noqa: F401 (registers the abstractive-summarization task)
 
         return transformers.pipeline("abstractive-summarization", model=str(checkpoint), device=device)
 
-    def decode(chunk):
-        return timed_summaries(summarizer(), chunk, **options, batch_size=args.batch_size)
-
     # a GPU's summaries may differ from the CPU's in the last bits of a beam score: cached apart
     key = ["abstractive-summarization", *checkpoint_key(checkpoint), options, *([device] if device != "cpu" else [])]
-    return cached_summaries(args.cache_dir, flag, key, documents, decode, args.threads)
+    return cached_summaries(args.cache_dir, flag, key, documents, load_summarizer, args.threads, **options,
+                            batch_size=args.batch_size)
 
 
 def format_table(rows: list[tuple[str, str, dict | str]], counts: dict) -> list[str]:

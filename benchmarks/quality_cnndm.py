@@ -26,7 +26,6 @@ moves ROUGE F1 by about as much as content does; these rows compare the systems 
 """
 
 import argparse
-import functools
 import json
 import sys
 from pathlib import Path
@@ -40,7 +39,6 @@ from _common import (
     format_cell,
     rouge_metrics,
     setup_runtime,
-    timed_summaries,
     write_report,
 )
 
@@ -168,14 +166,8 @@ def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max
     options, _ = decoding_options(name, checkpoint, args, max_words)
     key = [str(checkpoint), (checkpoint / "config.json").stat().st_mtime, blocking, options]
 
-    @functools.cache
-    def summarizer():  # loaded once, and only when a chunk is not cached
-        return sumformers.load_pipeline(str(checkpoint))
-
-    def decode(chunk):
-        return timed_summaries(summarizer(), chunk, **options, trigram_blocking=blocking, batch_size=args.batch_size)
-
-    return cached_summaries(args.cache_dir, name, key, documents, decode, args.threads)
+    return cached_summaries(args.cache_dir, name, key, documents, lambda: sumformers.load_pipeline(str(checkpoint)),
+                            args.threads, **options, trigram_blocking=blocking, batch_size=args.batch_size)
 
 
 def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], counts: dict) -> str:

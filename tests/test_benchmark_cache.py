@@ -5,44 +5,60 @@ import pytest
 from conftest import imported_benchmark
 
 common = imported_benchmark("_common", "common")
+SECONDS = {"a": 1.0, "c": 2.0, "e": 4.0}  # seconds per document of the chunk that starts with the key
 
 
 class Interrupted(Exception):
     pass
 
 
-def test_an_interrupted_decoding_resumes_after_its_last_whole_chunk(common, tmp_path, monkeypatch):
+@pytest.fixture
+def summarized(common, monkeypatch):
+    """The chunks the summarizer was given (each a list), with timing by `SECONDS`; a chunk starting with a document
+    named in `fail_at` raises."""
     monkeypatch.setattr(common, "DECODE_CHUNK", 2)
+    monkeypatch.setattr(common, "timed_summaries", lambda summarizer, chunk, **options: (
+        summarizer(chunk, **options), SECONDS.get(chunk[0], 0.5)))
+    calls, loads = [], []
+
+    def load_summarizer(fail_at=()):
+        loads.append(1)
+
+        def summarize(chunk, **options):
+            calls.append(list(chunk))
+            if chunk[0] in fail_at:
+                raise Interrupted
+            return [text.upper() + options.get("suffix", "") for text in chunk]
+
+        return summarize
+
+    return calls, loads, load_summarizer
+
+
+def test_an_interrupted_decoding_resumes_after_its_last_whole_chunk(common, summarized, tmp_path):
+    calls, loads, load_summarizer = summarized
     documents = ["a", "b", "c", "d", "e"]
-    calls = []
-
-    def decode(chunk, fail_at=None):
-        calls.append(list(chunk))
-        if fail_at is not None and chunk[0] == fail_at:
-            raise Interrupted
-        return [text.upper() for text in chunk], {"a": 1.0, "c": 2.0, "e": 4.0}[chunk[0]]
-
     with pytest.raises(Interrupted):  # the second chunk fails: the first is on disk
-        common.cached_summaries(str(tmp_path), "Model A", ["key"], documents, lambda c: decode(c, "c"), 1)
+        common.cached_summaries(str(tmp_path), "Model A", ["key"], documents, lambda: load_summarizer("c"), 1)
     assert calls == [["a", "b"], ["c", "d"]]
     calls.clear()
-    summaries, seconds = common.cached_summaries(str(tmp_path), "Model A", ["key"], documents, decode, 2)
-    assert calls == [["c", "d"], ["e"]]  # the cached chunk is not decoded again
-    assert summaries == ["A", "B", "C", "D", "E"]
+    summaries, seconds = common.cached_summaries(str(tmp_path), "Model A", ["key"], documents, load_summarizer, 2,
+                                                 suffix="!")
+    assert calls == [["c", "d"], ["e"]]  # the cached chunk is not summarized again
+    assert summaries == ["A", "B", "C!", "D!", "E!"]  # (the options are not part of this key: the caller's job)
     # seconds per document weighted by the chunks' sizes, (2 x 1 + 2 x 2 + 1 x 4) / 5; both thread counts named
     assert seconds == "2.00 (1/2)"
     assert len(list(tmp_path.glob("model_a-*.json"))) == 3
 
 
-def test_the_cache_key_separates_settings_and_documents(common, tmp_path):
-    calls = []
-
-    def decode(chunk):
-        calls.append(list(chunk))
-        return list(chunk), 0.5
-
-    common.cached_summaries(str(tmp_path), "m", ["beam 4"], ["x", "y"], decode, 1)
-    common.cached_summaries(str(tmp_path), "m", ["beam 4"], ["x", "y"], decode, 1)
-    common.cached_summaries(str(tmp_path), "m", ["beam 1"], ["x", "y"], decode, 1)
-    common.cached_summaries(str(tmp_path), "m", ["beam 4"], ["x", "z"], decode, 1)
-    assert calls == [["x", "y"], ["x", "y"], ["x", "z"]]
+def test_the_cache_key_separates_settings_and_documents_and_loads_the_model_only_when_needed(
+    common, summarized, tmp_path
+):
+    calls, loads, load_summarizer = summarized
+    common.cached_summaries(str(tmp_path), "m", ["beam 4"], ["x", "y"], load_summarizer, 1)
+    common.cached_summaries(str(tmp_path), "m", ["beam 4"], ["x", "y"], load_summarizer, 1)
+    assert len(loads) == 1  # all cached the second time: no model loaded
+    common.cached_summaries(str(tmp_path), "m", ["beam 1"], ["x", "y"], load_summarizer, 1)
+    common.cached_summaries(str(tmp_path), "m", ["beam 4"], ["x", "z", "w"], load_summarizer, 1)
+    assert calls == [["x", "y"], ["x", "y"], ["x", "z"], ["w"]]
+    assert len(loads) == 3  # once per call that summarized, however many chunks

@@ -77,11 +77,10 @@ BISECTION_STEPS = 2
 MODEL_SIZES = dict(
     embedding_size=128, hidden_size=256, num_attention_heads=4, intermediate_size=1024, hidden_dropout=0.0
 )
-VARIANTS = {
-    "T-D (eager: materialized scores, as in the paper)": ("full", "eager"),
-    "T-D (sdpa: PyTorch fused causal kernel)": ("full", "sdpa"),
-    "T-DMCA (blocked)": ("tdmca", "blocked"),
-}
+# T-DMCA first: the memory part measures in this order, so a run stopped by a deadline has the model's own rows
+TDMCA, TD_EAGER, TD_SDPA = ("T-DMCA (blocked)", "T-D (eager: materialized scores, as in the paper)",
+                            "T-D (sdpa: PyTorch fused causal kernel)")
+VARIANTS = {TDMCA: ("tdmca", "blocked"), TD_EAGER: ("full", "eager"), TD_SDPA: ("full", "sdpa")}
 
 
 def validation_examples() -> dict[str, list[dict]]:
@@ -514,7 +513,7 @@ def memory_benchmark(start: int, stop: int, gpu_gb: float | None = None) -> None
             rows.append([case["variant"], case["L"], case["status"], "", ""])
     budget = f"{limit_mb / 1024:.0f} GB"
     summary = [[label, largest[label] or "none"] for label in VARIANTS]
-    td_eager, td_sdpa, tdmca = (largest[label] or 0 for label in VARIANTS)
+    tdmca, td_eager, td_sdpa = (largest[label] or 0 for label in (TDMCA, TD_EAGER, TD_SDPA))
     if gpu_gb is None:
         measure = ("Peak RSS of a fresh process (ru_maxrss, includes the ~0.5 GB of imported libraries); 'step' = peak "
                    "minus the RSS before the measured step. ")

@@ -241,7 +241,8 @@ def test_the_memory_part_doubles_then_bisects_to_each_variants_largest_length(sc
         return {"status": "ok", "peak_mb": peak, "before_step_mb": 0.0, "seconds": 0.1}
 
     results, largest = script.largest_lengths(4096, 65536, run_case, limit_mb=100, skip_predicted=False)
-    eager, sdpa, tdmca = script.VARIANTS
+    tdmca, eager, sdpa = script.VARIANTS  # the model's own layout is measured first
+    assert tried[0] == ("blocked", 4096)
     assert [length for implementation, length in tried if implementation == "eager"] == [
         4096, 8192, 16384, 12288, 10240]
     assert largest == {eager: 8192, sdpa: 65536, tdmca: 65536}

@@ -64,8 +64,8 @@ fi
 train=$SUMFORMERS_DATA_DIR/cnn_dailymail/train_large_sample$((16 * 600)).jsonl.xz
 recipe=(--train --device "$DEVICE" --train_file "$train" --train_presampled --steps "$STEPS" --runs_dir /tmp/runs)
 # the variants of one input length tokenize the same documents: mapped once with every core, then read by each run
-timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4_full --variants "${VARIANTS// /,}" --features_only \
-    "${recipe[@]}" > "$RESULTS/log_features.txt" 2>&1
+timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4_full --variants "${VARIANTS// /,}" \
+    --features_only "${recipe[@]}" > "$RESULTS/log_features.txt" 2>&1
 for variant in $VARIANTS; do
     timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4_full --variants "$variant" "${recipe[@]}" \
         --limit "$LIMIT" --batch_size 64 --cache_dir "$RESULTS/summaries" \

@@ -203,6 +203,19 @@ def test_copy_transformer_variants_train_in_full_and_the_loss_goes_down(tmp_path
     assert written[0] == written[1] and written[0]["summary"]
 
 
+def test_preprocessing_only_maps_the_features_that_another_variants_run_then_reads(tmp_path, minilm_tokenizer):
+    encoder = saved_four_layer_encoder(tmp_path, minilm_tokenizer)
+    data = tmp_path / "train.jsonl"
+    write_corpus(data, 4)
+    output = tmp_path / "run"
+    prepared = train_copy_transformer(encoder, data, output, TINY_COPY_TRANSFORMER, "--preprocessing_only")
+    assert prepared.returncode == 0, prepared.stderr[-4000:]
+    assert "training features" in prepared.stderr and not (output / "final").exists()  # mapped, nothing trained
+    trained = train_copy_transformer(encoder, data, output, dict(TINY_COPY_TRANSFORMER, convolution="1d"), steps=1)
+    assert trained.returncode == 0, trained.stderr[-4000:]
+    assert "training features" not in trained.stderr and (output / "final").is_dir()  # read from the cache
+
+
 def test_copy_transformer_trains_over_cached_bert_features(tmp_path, minilm_tokenizer):
     """--bert_feature_cache: the features of the four documents (one longer than a BERT window) are computed once
     into one ragged file; the logged losses are those of the run that runs BERT in every step; another

@@ -58,12 +58,18 @@ def test_the_realizer_trains_evaluates_and_its_final_model_writes_a_game(tmp_pat
     assert len(realized["sentences"]) == 3 and all(sentence.strip() for sentence in realized["sentences"])
 
 
-def test_the_planner_trains_evaluates_and_its_final_model_plans_a_game(tmp_path, tiny_encoder_folder, games_file):
+@pytest.mark.parametrize(
+    "model_type, overrides",
+    [("stepwise_hibert_planner", {"sentence_encoder_layers": 2, "document_layers": 1}),
+     ("stepwise_etcsum_planner", {})],
+)
+def test_the_planner_trains_evaluates_and_its_final_model_plans_a_game(
+    tmp_path, tiny_encoder_folder, games_file, model_type, overrides
+):
     output = tmp_path / "planner"
     run_script("train_content_planner", *common_arguments(tiny_encoder_folder, games_file, output),
-               "--model_type", "stepwise_hibert_planner", "--per_device_train_batch_size", "2",
-               "--max_plan_length", "20", "--config_overrides", '{"sentence_encoder_layers": 2, "document_layers": 1}',
-               cwd=tmp_path)
+               "--model_type", model_type, "--per_device_train_batch_size", "2",
+               "--max_plan_length", "20", "--config_overrides", json.dumps(overrides), cwd=tmp_path)
     card = json.loads((output / "final" / "sumformers_card.json").read_text())
     # one step per unit of the oracle plan less the repeats greedy decoding forbids, its <EOT> (the end) the last
     steps = len(decodable_plan(oracle_plan(parse_game(tiny_game(summary=SUMMARY)))))

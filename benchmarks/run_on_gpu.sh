@@ -3,6 +3,10 @@
 # - quality_windowed.py's full-length rows of Table 2 and Table 4 still owed, and the 512-token CopyTransformer
 #   again (to see whether a GPU run reproduces the CPU one), each variant its own process (the GPU has room for all);
 # - the training features mapped once per input length with every core, then read by each variant's run;
+# - with PLANNER_STEPS set, the Stepwise ETCSum content planner (#14: a token-level encoder over a whole box score; on
+#   CPU a step of 2 games passed 24 GB and was killed, at 16 or 2 plan steps a game) with the HiBERT planner's recipe,
+#   then quality_rotowire.py's planning rows on the 15 test games; off by default, since its GPU memory is unmeasured
+#   and the runs share the card;
 # - wikisum.py's memory part on the GPU beside the training runs (their timings are disturbed, their memory is not):
 #   each case's allocations capped at 8 GB, then at 80 GB (an H100's memory; the training runs keep the rest).
 # tests/test_gpu.py runs first: if the GPU computes anything differently from the CPU, the script stops there.
@@ -10,11 +14,15 @@
 # `.device` carried. STEPS, LIMIT, DEVICE, DEADLINE (seconds until every job is stopped), VARIANTS and WHEELS (a
 # folder of wheels for another Python) are for trial runs on CPU:
 #   STEPS=2 LIMIT=4 DEVICE=cpu VARIANTS="bert_concat_full copy_transformer" bash benchmarks/run_on_gpu.sh
+# (PLANNER_STEPS, PLAN_LENGTH, STEPS_PER_GAME and ROTOWIRE_SPLIT=dev shrink the planner's part, which needs more
+# memory than this 24 GB machine has)
 set -uo pipefail
 STEPS=${STEPS:-600} LIMIT=${LIMIT:-1000} DEVICE=${DEVICE:-cuda} DEADLINE=${DEADLINE:-500} WHEELS=${WHEELS:-.device/whl}
+PLANNER_STEPS=${PLANNER_STEPS:-0} PLAN_LENGTH=${PLAN_LENGTH:-120} ROTOWIRE_SPLIT=${ROTOWIRE_SPLIT:-test}
+STEPS_PER_GAME=${STEPS_PER_GAME:-16}  # the planner's plan steps drawn per game and batch
 # the rows still owed (the full-length Transformer was scored on the H200, the full-length BERT encoder + Transformer
-# decoder on CPU), and the 512-token CopyTransformer again
-VARIANTS=${VARIANTS:-copy_transformer_full bert_stacked_full bert_stacked_bert_decoder_full bert_concat_full \
+# decoder on CPU) and the 512-token CopyTransformer again; VARIANTS="" runs none
+VARIANTS=${VARIANTS-copy_transformer_full bert_stacked_full bert_stacked_bert_decoder_full bert_concat_full \
 copy_transformer}
 OUT=${OUT:-/tmp/gpu-out} RESULTS=/tmp/gpu-results
 started=$(date +%s)
@@ -60,6 +68,20 @@ if [ "$DEVICE" = cuda ]; then
     runs+=($!)
     (while sleep 30; do nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader; done) \
         > "$RESULTS/gpu_use.txt" 2>&1 &
+fi
+if [ "$PLANNER_STEPS" -gt 0 ]; then
+    # #14's ETCSum planner beside the other runs: trained (a checkpoint every 50 steps), then its planning rows
+    rotowire=$SUMFORMERS_DATA_DIR/rotowire/games.jsonl
+    cpu=(); [ "$DEVICE" = cpu ] && cpu=(--use_cpu)
+    (timeout "$(left)" python3 training_scripts/train_content_planner.py --model_type stepwise_etcsum_planner \
+        --train_file "$rotowire" --output_dir /tmp/runs/planner-etcsum --do_train --do_eval \
+        --steps_per_game "$STEPS_PER_GAME" --max_steps "$PLANNER_STEPS" --save_steps 50 \
+        --per_device_train_batch_size 2 --gradient_accumulation_steps 2 --learning_rate 1e-3 --warmup_steps 30 \
+        --bf16 --max_plan_length "$PLAN_LENGTH" "${cpu[@]}" > "$RESULTS/log_planner_etcsum.txt" 2>&1
+     timeout "$(left)" python3 benchmarks/quality_rotowire.py --data "$rotowire" --split "$ROTOWIRE_SPLIT" \
+        --etcsum /tmp/runs/planner-etcsum/final --max_plan_length "$PLAN_LENGTH" --device "$DEVICE" \
+        --output "$RESULTS/quality_rotowire_etcsum.md" > "$RESULTS/log_rotowire.txt" 2>&1) &
+    runs+=($!)
 fi
 train=$SUMFORMERS_DATA_DIR/cnn_dailymail/train_large_sample$((16 * 600)).jsonl.xz
 recipe=(--train --device "$DEVICE" --train_file "$train" --train_presampled --steps "$STEPS" --runs_dir /tmp/runs)

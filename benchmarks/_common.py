@@ -131,7 +131,8 @@ def cached_summaries(
         if cache.is_file():
             cached = json.loads(cache.read_text())
         else:
-            summarizer = summarizer or load_summarizer()
+            if summarizer is None:
+                summarizer = load_summarizer()
             chunk_summaries, chunk_seconds = timed_summaries(summarizer, chunk, **options)
             cached = {"summaries": chunk_summaries, "seconds_per_document": chunk_seconds, "threads": threads}
             cache.parent.mkdir(parents=True, exist_ok=True)

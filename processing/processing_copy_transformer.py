@@ -24,7 +24,8 @@ class CopyTransformerProcessor(SummarizationProcessor):
     `training_features` and `collate` make training batches (`labels`)."""
 
     decode_inputs = ("source_oov_words",)
-    # the config fields that tokenizing reads: configs that agree on them make the same training features
+    # the config fields that tokenizing reads (the lengths, the vocabulary and the ids it writes; the pad and start ids
+    # go with them, which the config checks together): configs that agree on them make the same training features
     feature_fields = ("vocab_size", "pad_token_id", "unk_token_id", "decoder_start_token_id", "eos_token_id",
                       "sentence_separator_token_id", "max_source_positions", "max_target_positions")
 

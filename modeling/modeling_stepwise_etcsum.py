@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_stepwise_etcsum import (
@@ -134,7 +135,7 @@ class ETCAttention(BertStyleAttention):
         return self.output(attended.flatten(2), states)
 
 
-class ETCLayer(nn.Module):
+class ETCLayer(GradientCheckpointingLayer):
     def __init__(self, encoder_config, config: ETCSumConfig):
         super().__init__()
         self.attention = ETCAttention(encoder_config, config)
@@ -194,7 +195,9 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = ETCSumConfig
     base_model_prefix = "etcsum"
     main_input_name = "input_ids"
-    supports_gradient_checkpointing = False
+    # A Rotowire table row (about 6,000 long and 400 global tokens) keeps about 1.5 GB of attention activations per
+    # layer for the backward pass; checkpointing keeps one layer's (`--gradient_checkpointing`).
+    supports_gradient_checkpointing = True
     # The sparse attention module serves every backend (`modeling/attention.py`); the config defaults to "blocked".
     _supports_sdpa = True
     _supports_flex_attn = True
@@ -216,6 +219,12 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
         self.global_embeddings = nn.Embedding(3 if stepwise else 1, hidden)
         self.sentence_positions = nn.Embedding(config.max_document_sentences, hidden)
         self.scorer = nn.Linear(hidden, 1)
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -6,6 +6,7 @@ evaluate, record the evaluation on the model card, save the final model and opti
 import json
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -357,14 +358,43 @@ class KeepSpecialTokens(TrainerCallback):
             setattr(self.model.generation_config, name, value)
 
 
-def train(model, training_args: TrainingArguments, features=None, data_collator=None, optimizer=None, tokenizer=None):
+class StopAfterSeconds(TrainerCallback):
+    """Ends training after the first optimizer step that finishes `seconds` after training began, as if `max_steps`
+    had been reached there: the script then saves its final model and evaluates it. For a machine lent for a fixed
+    time, where a run killed by its deadline would leave only the last `checkpoint-N` and no evaluation."""
+
+    def __init__(self, seconds: float, clock=time.monotonic):
+        self.seconds, self.clock, self.started = seconds, clock, None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = self.clock()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.clock() - self.started >= self.seconds:
+            logger.info("stopping at step %d: the %.0f s training budget is spent", state.global_step, self.seconds)
+            control.should_training_stop = True
+
+
+def train(
+    model,
+    training_args: TrainingArguments,
+    features=None,
+    data_collator=None,
+    optimizer=None,
+    tokenizer=None,
+    max_seconds: float | None = None,
+):
     """A `Trainer` for `model` and, given training `features` (what --do_train prepared), its training, resumed as
     `train_resuming` resumes. Returns the trainer and the `TrainOutput` (None without features). `optimizer` (with
     parameter groups of their own rates) replaces the Trainer's AdamW; the Trainer still makes the schedule.
     `tokenizer` is saved into every `checkpoint-N`, and with LoRA the base model's config (`AdapterCheckpointConfig`),
-    so that a checkpoint loads in the pipelines as the final model does."""
+    so that a checkpoint loads in the pipelines as the final model does. `max_seconds` ends training early
+    (`StopAfterSeconds`)."""
     from transformers import Trainer
 
+    callbacks = [AdapterCheckpointConfig(), KeepSpecialTokens(model)]
+    if max_seconds is not None:
+        callbacks.append(StopAfterSeconds(max_seconds))
     trainer = Trainer(
         model=model,
         args=training_args,
@@ -372,7 +402,7 @@ def train(model, training_args: TrainingArguments, features=None, data_collator=
         data_collator=data_collator,
         optimizers=(optimizer, None),
         processing_class=tokenizer,
-        callbacks=[AdapterCheckpointConfig(), KeepSpecialTokens(model)],
+        callbacks=callbacks,
     )
     if features is None:
         return trainer, None
@@ -400,9 +430,11 @@ def train_resuming(trainer, training_args: TrainingArguments):
 
 
 def trained_length(trainer) -> str:
-    """How long the run trained, from the Trainer's state (so also right for --max_steps and resumed runs), and on
-    what hardware."""
-    return (f"{trainer.state.global_step} optimizer steps ({trainer.state.epoch:.2f} epochs) on "
+    """How long the run trained, from the Trainer's state (so also right for --max_steps, resumed runs and runs a
+    `StopAfterSeconds` ended), and on what hardware."""
+    state = trainer.state
+    short = f"; a time budget stopped it short of {state.max_steps}" if state.global_step < state.max_steps else ""
+    return (f"{state.global_step} optimizer steps ({state.epoch:.2f} epochs{short}) on "
             f"{hardware_name(trainer.args.device)}")
 
 

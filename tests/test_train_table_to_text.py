@@ -84,3 +84,17 @@ def test_the_planner_trains_evaluates_and_its_final_model_plans_a_game(
     records = {record.id for record in parse_game(tiny_game()).records}
     assert 1 <= len(plan["plan"]) <= 21 and plan["plan"][-1] == "<EOT>"
     assert all(unit in records or unit in ("<EOS>", "<EOT>") for unit in plan["plan"])
+
+
+def test_a_time_budget_ends_planner_training_then_it_saves_and_evaluates(tmp_path, tiny_encoder_folder, games_file):
+    # the GPU machine's ETCSum planner job: checkpointed, ended by the call's deadline
+    output = tmp_path / "planner"
+    run_script("train_content_planner", *common_arguments(tiny_encoder_folder, games_file, output, steps=3),
+               "--model_type", "stepwise_etcsum_planner", "--gradient_checkpointing", "--steps_per_game", "2",
+               "--per_device_train_batch_size", "2", "--max_plan_length", "20", "--max_train_seconds", "0",
+               cwd=tmp_path)
+    card = json.loads((output / "final" / "sumformers_card.json").read_text())
+    # a budget of 0 s: the first step spends it; the final model is saved and evaluated as after --max_steps
+    assert "1 optimizer steps (0.03 epochs; a time budget stopped it short of 3) on CPU" in card["training"]
+    scores = json.loads((output / "eval_results.json").read_text())
+    assert f"CS F1 {scores['cs_f1']:.2f}" in card["evaluation"]

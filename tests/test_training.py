@@ -175,6 +175,27 @@ def test_the_card_says_how_long_and_on_what_hardware_the_run_trained(monkeypatch
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"NVIDIA H200 ({device})")
     trainer.args.device = torch.device("cuda", 0)
     assert trained_length(trainer) == "600 optimizer steps (1.00 epochs) on NVIDIA H200 (cuda:0)"
+    # a run that a time budget ended says so, and how far short of its planned steps
+    trainer.state, trainer.args.device = TrainerState(global_step=12, epoch=0.4, max_steps=600), torch.device("cpu")
+    assert trained_length(trainer) == "12 optimizer steps (0.40 epochs; a time budget stopped it short of 600) on CPU"
+
+
+def test_the_time_budget_stops_training_after_the_step_that_spends_it():
+    from transformers import TrainerControl, TrainerState
+
+    from sumformers.training import StopAfterSeconds
+
+    now = [100.0]
+    budget = StopAfterSeconds(30, clock=lambda: now[0])
+    state, control = TrainerState(), TrainerControl()
+    budget.on_train_begin(None, state, control)
+    stops = []
+    for step_seconds in (10, 10, 9.5, 0.5, 10):
+        now[0] += step_seconds
+        budget.on_step_end(None, state, control)
+        stops.append(control.should_training_stop)
+    # 10, 20, 29.5 s: go on; 30 s: the budget is spent
+    assert stops == [False, False, False, True, True]
 
 
 def test_the_models_special_token_ids_survive_the_trainers_alignment_with_a_tokenizer_that_lacks_them():

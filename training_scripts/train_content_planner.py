@@ -61,6 +61,13 @@ class PlannerArguments:
         },
     )
     config_overrides: str | None = field(default=None, metadata={"help": "JSON object of model config settings."})
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={
+            "help": "End training after the step that passes this many seconds (then save and evaluate as after "
+            "--max_steps): for a machine lent for a fixed time."
+        },
+    )
 
 
 def planning_evaluation(tokenizer, games: list[dict], max_plan_length: int):
@@ -112,7 +119,9 @@ def main():
                     feature.pop(key)
         model = apply_lora(model, model_args)
     collate = StepwiseCollator(processor.collate, True, planner_args.steps_per_game, training_args.seed)
-    trainer, result = train(model, training_args, features, collate, tokenizer=tokenizer)
+    trainer, result = train(
+        model, training_args, features, collate, tokenizer=tokenizer, max_seconds=planner_args.max_train_seconds
+    )
     if result is not None:
         rows = sum(len(feature["oracle"]) + 1 for feature in features)
         sampled = f" ({planner_args.steps_per_game} random plan steps each)" if planner_args.steps_per_game else ""

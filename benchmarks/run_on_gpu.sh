@@ -4,7 +4,7 @@
 #   again (to see whether a GPU run reproduces the CPU one), each variant its own process (the GPU has room for all);
 # - the training features mapped once per input length with every core, then read by each variant's run;
 # - with PLANNER_STEPS set, the Stepwise ETCSum content planner (#14: a token-level encoder over a whole box score,
-#   about 6,000 long and 400 global tokens a plan step; on CPU one step's forward and backward keeps 9.5 GB, 2.8 GB
+#   about 6,000 long and 400 global tokens a plan step; on CPU one step's forward and backward keeps 8.8 GB, 2.2 GB
 #   with gradient checkpointing, which it uses here) with the HiBERT planner's recipe, trained until PLANNER_STEPS or
 #   until PLANNER_EVAL_SECONDS before the deadline (then saved), then quality_rotowire.py's planning rows on the 15
 #   test games; off by default, since its GPU time and memory are unmeasured and the runs share the card;
@@ -23,9 +23,8 @@ PLANNER_STEPS=${PLANNER_STEPS:-0} PLAN_LENGTH=${PLAN_LENGTH:-120} ROTOWIRE_SPLIT
 STEPS_PER_GAME=${STEPS_PER_GAME:-8}  # the planner's plan steps drawn per game and batch
 PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150}  # kept for the planner's dev evaluation and test planning rows
 # the rows still owed (the full-length Transformer was scored on the H200, the full-length BERT encoder + Transformer
-# decoder on CPU) and the 512-token CopyTransformer again; VARIANTS="" runs none
-VARIANTS=${VARIANTS-copy_transformer_full bert_stacked_full bert_stacked_bert_decoder_full bert_concat_full \
-copy_transformer}
+# decoder and BERT-transformer encoder on CPU) and the 512-token CopyTransformer again; VARIANTS="" runs none
+VARIANTS=${VARIANTS-copy_transformer_full bert_stacked_bert_decoder_full bert_concat_full copy_transformer}
 OUT=${OUT:-/tmp/gpu-out} RESULTS=/tmp/gpu-results
 started=$(date +%s)
 # seconds left, at least 1 (`timeout 0` would mean no limit at all)

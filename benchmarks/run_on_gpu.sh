@@ -15,13 +15,15 @@
 # `.device` carried. STEPS, LIMIT, DEVICE, DEADLINE (seconds until every job is stopped), VARIANTS and WHEELS (a
 # folder of wheels for another Python) are for trial runs on CPU:
 #   STEPS=2 LIMIT=4 DEVICE=cpu VARIANTS="bert_concat_full copy_transformer" bash benchmarks/run_on_gpu.sh
-# (PLANNER_STEPS, PLAN_LENGTH, STEPS_PER_GAME and ROTOWIRE_SPLIT=dev shrink the planner's part, which needs more
-# memory than this 24 GB machine has)
+# (PLANNER_STEPS, PLAN_LENGTH, STEPS_PER_GAME and ROTOWIRE_SPLIT=dev shrink the planner's part: checkpointed, a
+# planner row takes about 2.2 GB and 46 s on one CPU thread, so STEPS_PER_GAME=1 PLANNER_STEPS=1 fits a CPU trial)
 set -uo pipefail
 STEPS=${STEPS:-600} LIMIT=${LIMIT:-1000} DEVICE=${DEVICE:-cuda} DEADLINE=${DEADLINE:-500} WHEELS=${WHEELS:-.device/whl}
 PLANNER_STEPS=${PLANNER_STEPS:-0} PLAN_LENGTH=${PLAN_LENGTH:-120} ROTOWIRE_SPLIT=${ROTOWIRE_SPLIT:-test}
 STEPS_PER_GAME=${STEPS_PER_GAME:-8}  # the planner's plan steps drawn per game and batch
-PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150}  # kept for the planner's dev evaluation and test planning rows
+# seconds kept after the planner's training for its loading, dev evaluation and test planning rows; PLANNER_STEPS is
+# what its learning-rate schedule spans, so set it to the steps that fit the call
+PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150}
 # the rows still owed (the full-length Transformer was scored on the H200, the full-length BERT encoder + Transformer
 # decoder and BERT-transformer encoder on CPU) and the 512-token CopyTransformer again; VARIANTS="" runs none
 VARIANTS=${VARIANTS-copy_transformer_full bert_stacked_bert_decoder_full bert_concat_full copy_transformer}

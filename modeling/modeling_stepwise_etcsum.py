@@ -195,8 +195,8 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = ETCSumConfig
     base_model_prefix = "etcsum"
     main_input_name = "input_ids"
-    # A Rotowire table row (about 6,000 long and 400 global tokens) keeps about 1.5 GB of attention activations per
-    # layer for the backward pass; checkpointing keeps one layer's (`--gradient_checkpointing`).
+    # A Rotowire table row (about 6,000 long and 400 global tokens) keeps about 1.5 GB of activations per layer for
+    # the backward pass; checkpointing keeps one layer's (`--gradient_checkpointing`).
     supports_gradient_checkpointing = True
     # The sparse attention module serves every backend (`modeling/attention.py`); the config defaults to "blocked".
     _supports_sdpa = True

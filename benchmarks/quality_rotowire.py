@@ -11,7 +11,9 @@ per-game means with 95% bootstrap intervals over the games.
   training plans, then grouped into one plan sentence per entity (in the order the entities first appear); a role
   or key a test game lacks is skipped.
 - Stepwise HiBERT and Stepwise ETCSum planners (`--hibert`, `--etcsum`): greedy plans of the `content-planning`
-  pipeline.
+  pipeline, decoded as in the paper by default; `--sentence_break_bias B ...` (B added to the sentence break's logit
+  at every step: a negative B lengthens the plan sentences) and `--min_plan_length N ...` (no end of plan before N
+  units) give one row per pair of values (choose them with `--split dev`).
 
 Realized-text rows: BLEU (sacrebleu corpus BLEU against the human summary; the interval bootstraps games, corpus BLEU
 of each resample), RG precision and count (relations the package's rule-based extractor finds in the text that the
@@ -34,6 +36,7 @@ rows to its development scores and says where it trained.
 """
 
 import argparse
+import itertools
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -166,6 +169,12 @@ def main():
     parser.add_argument("--etcsum", help="a trained Stepwise ETCSum planner (folder)")
     parser.add_argument("--realizer", help="a trained realizer (folder)")
     parser.add_argument("--max_plan_length", type=int, default=120)
+    parser.add_argument("--sentence_break_bias", type=float, nargs="+", default=[0.0], metavar="B",
+                        help="plan with each of these biases on the sentence break's logit (one row each; 0, the "
+                        "default, is the paper's decoding whatever the checkpoint's config says)")
+    parser.add_argument("--min_plan_length", type=int, nargs="+", default=[1], metavar="N",
+                        help="plan with each of these least plan lengths in units (one row each with each bias; "
+                        "1, the default, is the paper's decoding)")
     parser.add_argument("--num_beams", type=int, default=None, help="realizer beam size (default: the model's)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="where the planners and the realizer run (cpu, cuda)")
@@ -202,9 +211,14 @@ def main():
             planning.append(f"| {name} | checkpoint not found: {folder} | | | | |")
             continue
         planner = load_pipeline(folder, device=args.device)
-        start = time.perf_counter()
-        plans[name] = [output["plan"] for output in planner(raw_games, max_plan_length=args.max_plan_length)]
-        planning.append(plan_row(name, plans[name], references, time.perf_counter() - start))
+        for bias, least in itertools.product(args.sentence_break_bias, args.min_plan_length):
+            row = ", ".join([name] + [f"sentence-break bias {bias:g}"] * (bias != 0)
+                            + [f"at least {least} units"] * (least != 1))
+            start = time.perf_counter()
+            outputs = planner(raw_games, max_plan_length=args.max_plan_length, min_plan_length=least,
+                              sentence_break_bias=bias)
+            plans[row] = [output["plan"] for output in outputs]
+            planning.append(plan_row(row, plans[row], references, time.perf_counter() - start))
 
     texts = {}
     realized = [text_row("Templates of the oracle plan", games,

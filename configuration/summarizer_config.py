@@ -85,7 +85,8 @@ class ContentPlannerConfigMixin:
     units on the shared games), decoded greedily. Placed before a stepwise config class in the bases.
 
     Defaults: `max_document_sentences` 512, `max_summary_sentences` 128, `num_sentences` 120 (the longest plan, in
-    units before the end of plan) and `beam_size` 1 (greedy, as in the paper)."""
+    units before the end of plan), `beam_size` 1 (greedy, as in the paper) and `sentence_break_bias` 0.0 (added to
+    the sentence break's logit at decoding, `stepwise_decoding`; 0 is the paper's decoding)."""
 
     def __init__(
         self,
@@ -93,8 +94,10 @@ class ContentPlannerConfigMixin:
         max_summary_sentences: int = 128,
         num_sentences: int = 120,
         beam_size: int = 1,
+        sentence_break_bias: float = 0.0,
         **kwargs,
     ):
+        self.sentence_break_bias = float(sentence_break_bias)
         super().__init__(
             max_document_sentences=max_document_sentences,
             max_summary_sentences=max_summary_sentences,

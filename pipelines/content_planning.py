@@ -4,6 +4,8 @@ search of `stepwise_decoding`, whose no-repeat rule exempts the repeatable units
 names and cities) across plan sentences but not within one, with the model's end-of-summary unit as ``<EOT>`` and a
 maximum plan length."""
 
+import math
+
 from ..text.rotowire_plans import plan_sentences, plan_to_text
 from ..text.rotowire_records import EOS, EOT
 from .base import reject_unknown_options
@@ -17,8 +19,9 @@ class ContentPlanningPipeline(StepwiseSummarizationPipeline):
     malformed game gets ``{"error": message}`` and the others are planned.
 
     Options (defaults from the model config): `max_plan_length` (120: the most units before ``<EOT>``, sentence
-    breaks included), `beam_size` (1: greedy, as in the paper), `return_steps` (add each step's whole distribution
-    over the units and the end), `max_length` (input tokens).
+    breaks included), `min_plan_length` (1: the fewest, as `min_length` in `generate`), `beam_size` (1: greedy, as in
+    the paper), `sentence_break_bias` (0.0: added to the sentence break's logit, `stepwise_decoding`), `return_steps`
+    (add each step's whole distribution over the units and the end), `max_length` (input tokens).
 
     Output per game: `plan` (record ids and ``<EOS>`` in order, ending with ``<EOT>`` unless the length limit cut
     it), `steps` (per step: `unit`, the record id or unit, `sentence`, the record's template sentence or None for a
@@ -27,11 +30,20 @@ class ContentPlanningPipeline(StepwiseSummarizationPipeline):
     reads, `rotowire_plans.plan_to_text`) and `score` (the sum of the steps' log-probabilities).
     """
 
-    def _sanitize_parameters(self, max_plan_length=None, beam_size=None, return_steps=None, max_length=None, **kwargs):
+    def _sanitize_parameters(
+        self, max_plan_length=None, min_plan_length=None, beam_size=None, sentence_break_bias=None, return_steps=None,
+        max_length=None, **kwargs,
+    ):
         reject_unknown_options(kwargs)
-        return super()._sanitize_parameters(
-            beam_size=beam_size, num_sentences=max_plan_length, return_steps=return_steps, max_length=max_length
+        preprocess, forward, postprocess = super()._sanitize_parameters(
+            beam_size=beam_size, num_sentences=max_plan_length, min_sentences=min_plan_length,
+            return_steps=return_steps, max_length=max_length,
         )
+        bias = self.model.config.sentence_break_bias if sentence_break_bias is None else sentence_break_bias
+        if isinstance(bias, bool) or not isinstance(bias, int | float) or not math.isfinite(bias):
+            raise ValueError(f"sentence_break_bias must be a finite number, got {bias!r}")
+        forward["sentence_break_bias"] = float(bias)
+        return preprocess, forward, postprocess
 
     def _forward(self, model_inputs, **search_options):
         units, game = model_inputs.pop("units"), model_inputs.pop("game")

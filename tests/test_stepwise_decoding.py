@@ -110,6 +110,22 @@ def test_a_sentence_break_lets_repeatable_units_back_only_in_a_later_plan_senten
     assert best[0].sentences == (1, 0, 2) and best[0].ended
 
 
+def test_a_sentence_break_bias_shifts_the_break_logit_and_renormalizes():
+    # unit 0 is the break; after unit 1 the model prefers the break (0.5) to unit 2 (0.3): greedy plans "1 0 2".
+    # A bias of ln(0.5) halves the break's weight: 0.25 / (0.25 + 0.3 + 0.2) = 1/3 against 0.3 / 0.75 = 0.4, so unit 2
+    # is chosen with probability 0.4 (the biased distribution's), then the break (unbiased weight 1.0: probability 1).
+    script = {(): {1: 0.9, END: 0.1}, (1,): {0: 0.5, 2: 0.3, END: 0.2}, (1, 0): {2: 1.0}, (1, 2): {0: 1.0},
+              (1, 0, 2): {END: 1.0}, (1, 2, 0): {END: 1.0}}
+    plain = stepwise_beam_search(ScriptedScorer(3, script), [SENTENCES[:3]], 1, 6, repeatable=[{0}], sentence_break=0)
+    assert plain[0].sentences == (1, 0, 2)
+    biased = stepwise_beam_search(ScriptedScorer(3, script), [SENTENCES[:3]], 1, 6, repeatable=[{0}],
+                                  sentence_break=0, sentence_break_bias=math.log(0.5))[0]
+    assert biased.sentences == (1, 2, 0) and biased.ended
+    assert [step.probability for step in biased.steps] == pytest.approx([0.9, 0.4, 1.0, 1.0])
+    with pytest.raises(ValueError, match="sentence_break_bias needs a sentence_break"):
+        stepwise_beam_search(ScriptedScorer(3, script), [SENTENCES[:3]], 1, 6, sentence_break_bias=-1.0)
+
+
 def test_end_is_not_a_first_choice_and_stops_a_hypothesis():
     script = {(): {0: 0.05, END: 0.95}, (0,): {1: 0.01, END: 0.99}}
     scorer = ScriptedScorer(2, script)

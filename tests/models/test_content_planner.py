@@ -23,7 +23,7 @@ from sumformers import (
     StepwiseHiBertForExtractiveSummarization,
     StepwiseHiBertPlannerConfig,
 )
-from sumformers.hub import export_model
+from sumformers.hub import export_model, write_card
 from sumformers.modeling.pretrained_encoder import bundled_encoder_path
 from sumformers.modeling.sentence_scoring import next_choice_logits_and_loss
 from sumformers.pipelines.stepwise_decoding import stepwise_beam_search
@@ -358,6 +358,53 @@ def test_pipeline_plans_a_hand_made_game(tokenizer, game, kind):
     assert result["steps"][0]["probability"] == pytest.approx(probability.item(), rel=1e-4)
     with pytest.raises(ValueError, match="a Rotowire game is a JSON object"):
         planning(42)
+
+
+def with_end_shifted(model, shift: float):
+    """`model` with `shift` added to its end-of-plan logit at every step."""
+
+    def shift_the_end(module, inputs, output):
+        output.logits[:, -1] += shift
+
+    model.register_forward_hook(shift_the_end)
+    return model
+
+
+def test_pipeline_min_plan_length_holds_the_end_back(tokenizer):
+    # with the end pushed up it is every step's most probable choice, so the plan stops after its first unit unless
+    # min_plan_length holds the end back: then exactly that many units, and the end
+    planning = ContentPlanningPipeline(model=with_end_shifted(planner(), 100.0), tokenizer=tokenizer)
+    assert len(planning(tiny_game(), max_plan_length=12)["plan"]) == 2
+    plan = planning(tiny_game(), max_plan_length=12, min_plan_length=5)["plan"]
+    assert len(plan) == 6 and plan[-1] == EOT and EOT not in plan[:-1]
+
+
+@pytest.mark.parametrize("config_class", [StepwiseHiBertPlannerConfig, StepwiseETCSumPlannerConfig])
+def test_the_card_says_when_a_sentence_break_bias_departs_from_the_paper(tmp_path, config_class):
+    for bias, folder in ((0.0, tmp_path / "paper"), (-3.0, tmp_path / "biased")):
+        folder.mkdir()
+        write_card(folder, config_class(**ENCODER, sentence_break_bias=bias), {"model_name": "planner"})
+    assert "sentence_break_bias" not in (tmp_path / "paper" / "README.md").read_text()
+    assert "Not the paper's: `sentence_break_bias` -3.0 is added to `<EOS>`'s logit" in (
+        tmp_path / "biased" / "README.md").read_text()
+
+
+def test_pipeline_sentence_break_bias_from_the_call_or_the_config(tokenizer):
+    # +50 makes the break certain wherever it is allowed (after every unit that is not a break), -50 leaves it no
+    # probability while a record is allowed (always, in a 12-unit plan over 88 records); the config's value is the
+    # default, the call's overrides it. The end unit is pushed down so that the plans run to the length limit.
+    model = with_end_shifted(planner(), -100.0)
+    planning = ContentPlanningPipeline(model=model, tokenizer=tokenizer)
+    broken = planning(tiny_game(), max_plan_length=12, sentence_break_bias=50.0)["plan"]
+    assert len(broken) == 13 and broken[1:-1:2] == [EOS] * 6 and EOS not in broken[0::2]
+    unbroken = planning(tiny_game(), max_plan_length=12, sentence_break_bias=-50.0)["plan"]
+    assert len(unbroken) == 13 and EOS not in unbroken
+    model.config.sentence_break_bias = 50.0
+    from_config = ContentPlanningPipeline(model=model, tokenizer=tokenizer)
+    assert from_config(tiny_game(), max_plan_length=12)["plan"] == broken
+    assert from_config(tiny_game(), max_plan_length=12, sentence_break_bias=-50)["plan"] == unbroken
+    with pytest.raises(ValueError, match="sentence_break_bias must be a finite number"):
+        from_config(tiny_game(), sentence_break_bias=float("nan"))
 
 
 # --- training and saving --------------------------------------------------------------------------------------------

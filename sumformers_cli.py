@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-new-tokens", type=positive_int, default=None, help="wikisum, abstractive: summary length limit in tokens"
     )
     summarize.add_argument(
-        "--planner", default=None, help="table-to-text: content-planning model folder or Hub repo id"
+        "--planner", default=None, help="table-to-text: content-planning model (shipped name, folder or Hub repo id)"
     )
     summarize.add_argument(
         "--plan", default=None, choices=("oracle",), help="table-to-text: realize each game's oracle plan instead"

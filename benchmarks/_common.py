@@ -53,11 +53,13 @@ def ship_adapter_checkpoint(
     development: str,
     generation: dict | None = None,
     decoding: str | None = None,
+    config_updates: dict | None = None,
 ) -> Path:
     """Copy a training script's adapter checkpoint to `target` (a shipped checkpoint); its card keeps the training
     run's own evaluation under the `development` label, adds `evaluation` (a benchmark's setting and table, one
     markdown line each) and where it trained (`trained_on`). `generation` updates the shipped generation config,
-    and `decoding` is then the card's account of it."""
+    and `decoding` is then the card's account of it; `config_updates` (decoding fields of the model's config, such
+    as a planner's `sentence_break_bias`) update the shipped config, whose card template states them."""
     import shutil
 
     from transformers import AutoConfig, GenerationConfig
@@ -81,7 +83,11 @@ def ship_adapter_checkpoint(
         settings.update(**generation)
         settings.save_pretrained(target)
         card["decoding"] = decoding
-    write_card(target, AutoConfig.from_pretrained(target), card)
+    config = AutoConfig.from_pretrained(target)
+    if config_updates:
+        config.update(config_updates)
+        config.save_pretrained(target)
+    write_card(target, config, card)
     return target
 
 

@@ -28,7 +28,9 @@ entity instead of the published neural IE system.
 The report ends with the first games' human summaries next to the realizer's text from the oracle plan and from
 the plans of the whole system (template or planner) with the highest BLEU. `--ship "CPU, 2 cores"` also writes the
 realizer to `checkpoints/` (its adapter as trained, already fp16) with a card that adds this run's realized-text
-rows to its development scores and says where it trained.
+rows to its development scores and says where it trained. `--ship_planner "CPU, 2 cores"` does the same for the
+HiBERT planner (`--hibert`) with this run's tables; `--ship_sentence_break_bias B` (one of the `--sentence_break_bias`
+values, chosen on the dev games, with `--ship_decoding_reason` for the card) becomes its config's default decoding.
 
     OMP_NUM_THREADS=2 python benchmarks/quality_rotowire.py --hibert runs/planner-hibert/final \
         --etcsum runs/planner-etcsum/final --realizer runs/realizer/final --threads 2 \
@@ -48,6 +50,7 @@ from _common import display_path, setup_runtime, ship_adapter_checkpoint, write_
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "rotowire" / "games.jsonl"
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 SHIPPED_REALIZER = "realizer-minilm-rotowire"
+SHIPPED_HIBERT_PLANNER = "stepwise-hibert-planner-minilm-rotowire"
 EXAMPLES = 2
 PLAN_METRICS = ("cs_precision", "cs_recall", "cs_f1", "co")
 TEXT_COLUMNS = ("RG P%", "RG #", "CS P%", "CS R%", "CS F1%", "CO%")
@@ -154,11 +157,14 @@ def text_row(name: str, games, texts) -> str:
     return f"| {name} | " + " | ".join(cells) + " |"
 
 
-def ship(checkpoint: str, name: str, table: list[str], setting: str, trained_on: str) -> Path:
+def ship(checkpoint: str, name: str, table: list[str], setting: str, trained_on: str,
+         config_updates: dict | None = None) -> Path:
     """Copy a trained adapter checkpoint to `checkpoints/<name>`; its card keeps the training run's development
-    scores and adds `table`, this run's rows, after `setting`, and where it trained (`trained_on`)."""
+    scores and adds `table`, this run's rows, after `setting`, and where it trained (`trained_on`);
+    `config_updates` change the shipped config's decoding defaults."""
     development = "Development games (the training run's check)"
-    return ship_adapter_checkpoint(checkpoint, CHECKPOINTS / name, [setting, "", *table], trained_on, development)
+    return ship_adapter_checkpoint(checkpoint, CHECKPOINTS / name, [setting, "", *table], trained_on, development,
+                                   config_updates=config_updates)
 
 
 def main():
@@ -181,9 +187,21 @@ def main():
     parser.add_argument("--output", default=None, help="also write the report here (Markdown)")
     parser.add_argument("--ship", metavar="TRAINED_ON", default=None,
                         help="write --realizer to checkpoints/; its card says it trained on TRAINED_ON")
+    parser.add_argument("--ship_planner", metavar="TRAINED_ON", default=None,
+                        help="write --hibert to checkpoints/; its card says it trained on TRAINED_ON")
+    parser.add_argument("--ship_sentence_break_bias", type=float, default=0.0, metavar="B",
+                        help="the shipped planner's default sentence-break bias (one of --sentence_break_bias)")
+    parser.add_argument("--ship_decoding_reason", default=None,
+                        help="for the card: why the shipped planner decodes with a bias (the dev games' figures)")
     args = parser.parse_args()
     if args.ship and not args.realizer:
         parser.error("--ship needs --realizer")
+    if args.ship_planner and not args.hibert:
+        parser.error("--ship_planner needs --hibert")
+    if args.ship_sentence_break_bias not in args.sentence_break_bias:
+        parser.error("--ship_sentence_break_bias must be one of --sentence_break_bias (its row goes on the card)")
+    if args.ship_sentence_break_bias and not args.ship_decoding_reason:
+        parser.error("--ship_sentence_break_bias needs --ship_decoding_reason (the card says why)")
     setup_runtime(args.threads)
 
     from transformers import pipeline
@@ -268,6 +286,16 @@ def main():
     if args.ship:
         decoded = f"{setting} Decoded on CPU with {args.threads} threads by `benchmarks/quality_rotowire.py`."
         shipped = ship(args.realizer, SHIPPED_REALIZER, text_table, decoded, args.ship)
+        body += ["", f"Shipped: `{display_path(shipped)}`"]
+    if args.ship_planner:
+        bias = args.ship_sentence_break_bias
+        threads = f"{args.threads} thread" + "s" * (args.threads > 1)
+        decoded = (f"{setting} Planned on CPU with {threads} by `benchmarks/quality_rotowire.py`; this "
+                   f"checkpoint decodes with sentence-break bias {bias:g} by default"
+                   + (f" ({args.ship_decoding_reason})." if bias else " (the paper's decoding)."))
+        tables = plan_table + (["", *text_table] if texts else [])
+        shipped = ship(args.hibert, SHIPPED_HIBERT_PLANNER, tables, decoded, args.ship_planner,
+                       config_updates={"sentence_break_bias": bias})
         body += ["", f"Shipped: `{display_path(shipped)}`"]
     write_report("quality_rotowire.py", body, args.output)
 

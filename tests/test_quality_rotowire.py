@@ -4,6 +4,8 @@ development scores, adds the benchmark's rows and says where the model trained."
 import json
 import shutil
 
+import pytest
+
 from conftest import imported_benchmark
 from sumformers.hub import shipped_checkpoints
 
@@ -33,3 +35,32 @@ def test_ship_copies_the_adapter_and_adds_the_benchmark_rows_to_its_card(script,
     assert shipped["results"] == {"bleu": 5.0}
     readme = (target / "README.md").read_text()
     assert "| Oracle plan + realizer | 6.00 [1.00, 9.00] |" in readme and "Trained on CPU, 2 cores." in readme
+
+
+def test_ship_planner_sets_the_dev_chosen_bias_in_the_config_and_the_card_says_so(script, tmp_path, monkeypatch):
+    trained = tmp_path / "runs" / "final"
+    shutil.copytree(shipped_checkpoints()["stepwise-hibert-planner-minilm-rotowire"], trained)
+    config = json.loads((trained / "config.json").read_text())
+    (trained / "config.json").write_text(json.dumps({**config, "sentence_break_bias": 0.0}))
+    monkeypatch.setattr(script, "CHECKPOINTS", tmp_path / "checkpoints")
+    table = ["| system | CS F1 |", "|---|---|", "| Stepwise HiBERT planner, sentence-break bias -3 | 50.0 |"]
+
+    target = script.ship(str(trained), "planner", table, "15 `test` games.", "CPU", {"sentence_break_bias": -3.0})
+
+    assert (target / "adapter_model.safetensors").read_bytes() == (trained / "adapter_model.safetensors").read_bytes()
+    assert json.loads((target / "config.json").read_text())["sentence_break_bias"] == -3.0
+    readme = (target / "README.md").read_text()
+    assert "Not the paper's: `sentence_break_bias` -3.0 is added to `<EOS>`'s logit" in readme
+    assert "| Stepwise HiBERT planner, sentence-break bias -3 | 50.0 |" in readme
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--ship_sentence_break_bias", "-3"], "--ship_sentence_break_bias must be one of --sentence_break_bias"),
+    (["--sentence_break_bias", "0", "-3", "--ship_sentence_break_bias", "-3"], "needs --ship_decoding_reason"),
+    (["--ship_planner", "CPU"], "--ship_planner needs --hibert"),
+])
+def test_planner_shipping_options_are_checked_before_any_work(script, monkeypatch, capsys, options, message):
+    monkeypatch.setattr("sys.argv", ["quality_rotowire.py", *options])
+    with pytest.raises(SystemExit):
+        script.main()
+    assert message in capsys.readouterr().err

@@ -19,11 +19,13 @@ ARTICLE = Path(__file__).resolve().parents[2] / "examples" / "cnn_missing_studen
 STEPWISE = ["stepwise-hibert-minilm-cnndm", "stepwise-etcsum-minilm-cnndm"]
 NON_STEPWISE = ["hibert-minilm-cnndm", "etcsum-minilm-cnndm"]
 REALIZER = "realizer-minilm-rotowire"
+PLANNER = "stepwise-hibert-planner-minilm-rotowire"
 WIKISUM = "wikisum-tdmca-copy-minilm-cnndm"
 
-# The realizer generates from a plan sentence of a game and WikiSum from ranked paragraphs: their own tests below.
+# The planner reads a game, the realizer generates from a plan sentence of a game and WikiSum from ranked paragraphs:
+# their own tests below.
 ADAPTERS = [name for name, folder in shipped_checkpoints().items()
-            if (folder / "adapter_config.json").is_file() and name not in (REALIZER, WIKISUM)]
+            if (folder / "adapter_config.json").is_file() and name not in (PLANNER, REALIZER, WIKISUM)]
 
 
 @pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
@@ -221,3 +223,47 @@ def test_the_cli_realizes_the_bundled_game_with_the_shipped_realizer_by_name(tmp
     assert row["id"] == "tiny" and row["plan"] == EXPECTED_PLAN
     assert len(row["sentences"]) == len(plan_sentences(EXPECTED_PLAN))
     assert row["summary"] == "\n".join(row["sentences"])
+
+
+def test_the_shipped_planner_loads_the_standard_way_and_decodes_with_its_dev_chosen_bias():
+    """`pipeline("content-planning", model=folder)` loads exactly the adapter over MiniLM merged by hand, and plans
+    with the config's sentence-break bias (-3, chosen on the dev games; the card says it is not the paper's) unless
+    the call gives another: the same plan as the hand-merged model's pipeline at -3."""
+    from sumformers import ContentPlanningPipeline, StepwiseHiBertForContentPlanning
+    from sumformers.text.rotowire_records import EOT
+
+    folder = str(shipped_checkpoints()[PLANNER])
+    planner = pipeline("content-planning", model=folder)
+    config = AutoConfig.from_pretrained(folder)
+    assert type(planner.model) is StepwiseHiBertForContentPlanning and config.sentence_break_bias == -3.0
+    assert "Not the paper's: `sentence_break_bias` -3.0" in (Path(folder) / "README.md").read_text()
+    encoder_started = StepwiseHiBertForContentPlanning.from_encoder("minilm", config=config)
+    by_hand = PeftModel.from_pretrained(encoder_started, folder).merge_and_unload().eval()
+    expected = by_hand.state_dict()
+    assert planner.model.state_dict().keys() == expected.keys()
+    assert all(torch.equal(value, expected[name]) for name, value in planner.model.state_dict().items())
+    plan = planner(tiny_game())["plan"]
+    by_hand_planning = ContentPlanningPipeline(model=by_hand, tokenizer=planner.tokenizer)
+    assert plan == by_hand_planning(tiny_game(), sentence_break_bias=-3.0)["plan"]
+    assert plan[-1] == EOT and sumformers.load_pipeline(PLANNER)(tiny_game())["plan"] == plan
+
+
+def test_the_cli_plans_with_the_shipped_planner_by_name_and_refuses_another_task_as_planner(tmp_path, capsys):
+    """`sumformers summarize GAMES --model realizer-minilm-rotowire --planner stepwise-hibert-planner-minilm-rotowire`
+    realizes the shipped planner's plan; a summarizer given as --planner is one error line."""
+    from sumformers.text.rotowire_plans import plan_sentences
+    from sumformers_cli import main
+
+    games, output = tmp_path / "games.jsonl", tmp_path / "summaries.jsonl"
+    games.write_text(json.dumps(tiny_game()) + "\n")
+    assert main(["summarize", str(games), "--model", REALIZER, "--planner", PLANNER, "--output", str(output),
+                 "--num-beams", "1", "--max-new-tokens", "4"]) == 0
+    (row,) = [json.loads(line) for line in output.read_text().splitlines()]
+    assert row["plan"] == sumformers.load_pipeline(PLANNER)(tiny_game())["plan"]
+    assert len(row["sentences"]) == len(plan_sentences(row["plan"]))
+    with pytest.raises(SystemExit) as exit_status:
+        main(["summarize", str(games), "--model", REALIZER, "--planner", "bertsum-minilm-cnndm"])
+    assert exit_status.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "sumformers: error: could not load model bertsum-minilm-cnndm: --planner takes a content-planning model, "
+        "not bertsum-minilm-cnndm (task extractive-summarization)")

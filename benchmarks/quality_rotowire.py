@@ -198,7 +198,9 @@ def main():
         parser.error("--ship needs --realizer")
     if args.ship_planner and not args.hibert:
         parser.error("--ship_planner needs --hibert")
-    if args.ship_sentence_break_bias not in args.sentence_break_bias:
+    if args.ship_sentence_break_bias and not args.ship_planner:
+        parser.error("--ship_sentence_break_bias needs --ship_planner")
+    if args.ship_planner and args.ship_sentence_break_bias not in args.sentence_break_bias:
         parser.error("--ship_sentence_break_bias must be one of --sentence_break_bias (its row goes on the card)")
     if args.ship_sentence_break_bias and not args.ship_decoding_reason:
         parser.error("--ship_sentence_break_bias needs --ship_decoding_reason (the card says why)")

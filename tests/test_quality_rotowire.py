@@ -54,13 +54,27 @@ def test_ship_planner_sets_the_dev_chosen_bias_in_the_config_and_the_card_says_s
     assert "| Stepwise HiBERT planner, sentence-break bias -3 | 50.0 |" in readme
 
 
+SHIP_PLANNER = ["--ship_planner", "CPU", "--hibert", "runs/planner"]
+
+
 @pytest.mark.parametrize(("options", "message"), [
-    (["--ship_sentence_break_bias", "-3"], "--ship_sentence_break_bias must be one of --sentence_break_bias"),
-    (["--sentence_break_bias", "0", "-3", "--ship_sentence_break_bias", "-3"], "needs --ship_decoding_reason"),
+    ([*SHIP_PLANNER, "--ship_sentence_break_bias", "-3"],
+     "--ship_sentence_break_bias must be one of --sentence_break_bias"),
+    ([*SHIP_PLANNER, "--sentence_break_bias", "0", "-3", "--ship_sentence_break_bias", "-3"],
+     "needs --ship_decoding_reason"),
     (["--ship_planner", "CPU"], "--ship_planner needs --hibert"),
+    (["--sentence_break_bias", "-3", "--ship_sentence_break_bias", "-3"], "needs --ship_planner"),
 ])
 def test_planner_shipping_options_are_checked_before_any_work(script, monkeypatch, capsys, options, message):
     monkeypatch.setattr("sys.argv", ["quality_rotowire.py", *options])
     with pytest.raises(SystemExit):
         script.main()
     assert message in capsys.readouterr().err
+
+
+def test_a_bias_sweep_without_shipping_needs_no_zero_row(script, monkeypatch, tmp_path):
+    # the shipping checks leave a plain sweep alone: it gets past them to reading the (here missing) games
+    monkeypatch.setattr("sys.argv", ["quality_rotowire.py", "--sentence_break_bias", "-1", "-2",
+                                     "--data", str(tmp_path / "games.jsonl")])
+    with pytest.raises(ValueError, match="games.jsonl: no such file"):
+        script.main()

@@ -431,11 +431,13 @@ def train_resuming(trainer, training_args: TrainingArguments):
 
 def trained_length(trainer) -> str:
     """How long the run trained, from the Trainer's state (so also right for --max_steps, resumed runs and runs a
-    `StopAfterSeconds` ended), and on what hardware."""
+    `StopAfterSeconds` ended), on what hardware, and how batches were drawn when not at random (length-grouped
+    batches pad less, so they are faster, but they are a different recipe)."""
     state = trainer.state
     short = f"; a time budget stopped it short of {state.max_steps}" if state.global_step < state.max_steps else ""
+    sampling = trainer.args.train_sampling_strategy
     return (f"{state.global_step} optimizer steps ({state.epoch:.2f} epochs{short}) on "
-            f"{hardware_name(trainer.args.device)}")
+            f"{hardware_name(trainer.args.device)}{'' if sampling == 'random' else f', {sampling} sampling'}")
 
 
 def hardware_name(device) -> str:

@@ -114,7 +114,7 @@ def test_rows_outside_the_decoded_variants_come_from_the_first_earlier_report_th
 
 def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path), seed=7, device="cpu",
-                           train_presampled=False)
+                           train_sampling_strategy="random", train_presampled=False)
     command = script.training_arguments("bert_concat_full", args, Path("/data"))
     arguments = command[2:]
     # each flag with the value after it (None for a switch such as --do_train)
@@ -141,7 +141,7 @@ def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
 
 def test_the_recipe_on_a_gpu_reads_presampled_documents_and_runs_the_frozen_bert_in_every_step(script, tmp_path):
     args = SimpleNamespace(train_file="/carry/sample.jsonl.gz", steps=600, runs_dir=str(tmp_path), seed=42,
-                           device="cuda", train_presampled=True)
+                           train_sampling_strategy="random", device="cuda", train_presampled=True)
     command = script.training_arguments("bert_concat_full", args, Path("/data"))
     assert command[command.index("--train_file") + 1] == "/carry/sample.jsonl.gz"
     # the file holds the 9,600 documents in the order the subset seed drew them: taken as they are
@@ -154,6 +154,8 @@ def test_the_training_cell_names_steps_and_hardware_from_the_card(script, tmp_pa
     for training, cell in (("9600 documents, 600 optimizer steps (1.00 epochs) on NVIDIA H200, batch 16",
                             "600 steps, NVIDIA H200"),
                            ("9600 documents, 600 optimizer steps (1.00 epochs), batch 16", "600 steps, CPU"),
+                           ("9600 documents, 600 optimizer steps (1.00 epochs) on CPU, group_by_length sampling, "
+                            "batch 16", "600 steps, CPU, group_by_length sampling"),
                            ("no steps written", "-")):
         card.write_text(json.dumps({"training": training}))
         assert script.training_summary(tmp_path) == cell

@@ -169,7 +169,8 @@ def test_the_card_says_how_long_and_on_what_hardware_the_run_trained(monkeypatch
     from sumformers.training import trained_length
 
     state = TrainerState(global_step=600, epoch=1.0)
-    trainer = SimpleNamespace(state=state, args=SimpleNamespace(device=torch.device("cpu")))
+    trainer = SimpleNamespace(state=state, args=SimpleNamespace(device=torch.device("cpu"),
+                                                                train_sampling_strategy="random"))
     assert trained_length(trainer) == "600 optimizer steps (1.00 epochs) on CPU"
     # a CUDA device is named by the GPU's name (asked of torch, which needs no GPU here when stubbed)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: f"NVIDIA H200 ({device})")
@@ -178,6 +179,9 @@ def test_the_card_says_how_long_and_on_what_hardware_the_run_trained(monkeypatch
     # a run that a time budget ended says so, and how far short of its planned steps
     trainer.state, trainer.args.device = TrainerState(global_step=12, epoch=0.4, max_steps=600), torch.device("cpu")
     assert trained_length(trainer) == "12 optimizer steps (0.40 epochs; a time budget stopped it short of 600) on CPU"
+    # batches not drawn at random are a different recipe: the card names the sampler
+    trainer.args.train_sampling_strategy = "group_by_length"
+    assert trained_length(trainer).endswith("of 600) on CPU, group_by_length sampling")
 
 
 def test_the_time_budget_stops_training_after_the_step_that_spends_it():

@@ -12,12 +12,13 @@ ORACLE = "oracle"
 
 
 def planner_pipeline(planner):
-    """A `content-planning` pipeline from a model folder or Hub id; a callable (a pipeline) as it is."""
+    """A `content-planning` pipeline from a shipped checkpoint's name, a model folder or a Hub id (another task's
+    model refused in one line before any game is planned); a callable (a pipeline) as it is."""
     if callable(planner):
         return planner
     if not isinstance(planner, str):
         raise ValueError(f"planner must be a content-planning model path or pipeline, got {type(planner).__name__}")
-    from transformers import pipeline
+    from transformers import AutoConfig
     from transformers.pipelines import PIPELINE_REGISTRY
 
     if "content-planning" not in PIPELINE_REGISTRY.supported_tasks:  # exported code, sumformers not installed
@@ -25,7 +26,14 @@ def planner_pipeline(planner):
             f"the content-planning task is not registered here: pass the planner as a pipeline, "
             f"planner=pipeline(model={planner!r}, trust_remote_code=True)"
         )
-    return pipeline("content-planning", model=planner)
+    # the task is registered by importing sumformers, whose shipped names and task registry are then at hand
+    from sumformers.hub import load_pipeline, resolve_model
+    from sumformers.registry import architecture_for
+
+    task = architecture_for(AutoConfig.from_pretrained(resolve_model(planner))).task
+    if task != "content-planning":
+        raise ValueError(f"planner takes a content-planning model, not {planner} (task {task})")
+    return load_pipeline(planner)
 
 
 class TableToTextPipeline(SummarizationPipeline):

@@ -136,20 +136,6 @@ def _load(loader, name: str | None):
         _fail(f"could not load model {name or 'default'}: {_first_line(error)}")
 
 
-def _load_planner(name: str):
-    """A `content-planning` pipeline from a shipped checkpoint's name, a folder or a Hub id; another task's model is
-    refused before any game is planned."""
-    from transformers import AutoConfig
-
-    from .hub import load_pipeline, resolve_model
-    from .registry import architecture_for
-
-    task = architecture_for(AutoConfig.from_pretrained(resolve_model(name))).task
-    if task != "content-planning":
-        raise ValueError(f"--planner takes a content-planning model, not {name} (task {task})")
-    return load_pipeline(name)
-
-
 def _first_line(error: Exception) -> str:
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
@@ -167,6 +153,7 @@ def summarize_command(args) -> int:
     from tqdm.auto import tqdm
 
     from .hub import load_pipeline
+    from .pipelines.table_to_text import planner_pipeline
 
     try:
         records = read_documents(Path(args.input))
@@ -177,7 +164,7 @@ def summarize_command(args) -> int:
     if summarizer.task == TABLE_TO_TEXT and "planner" not in options and "plan" not in options:
         _fail("a table-to-text model needs --planner MODEL or --plan oracle")
     if "planner" in options:
-        options["planner"] = _load(_load_planner, options["planner"])
+        options["planner"] = _load(planner_pipeline, options["planner"])
     records = [_task_record(record, summarizer.task) for record in records]
     valid = [record for record in records if "error" not in record]
     multiple = summarizer.model.reads_multiple_documents

@@ -248,6 +248,18 @@ def test_the_shipped_planner_loads_the_standard_way_and_decodes_with_its_dev_cho
     assert plan[-1] == EOT and sumformers.load_pipeline(PLANNER)(tiny_game())["plan"] == plan
 
 
+def test_table_to_text_takes_the_shipped_planner_by_name():
+    """`pipeline("table-to-text", model=..., planner=NAME)` plans with the shipped planner of that name, as the CLI's
+    --planner does; a summarizer's name is refused in one line before any game is planned."""
+    folder = str(shipped_checkpoints()[REALIZER])
+    by_name = pipeline("table-to-text", model=folder, planner=PLANNER)
+    output = by_name(tiny_game(), num_beams=1, max_new_tokens=2)
+    assert output["plan"] == sumformers.load_pipeline(PLANNER)(tiny_game())["plan"]
+    with pytest.raises(ValueError, match=r"^planner takes a content-planning model, not bertsum-minilm-cnndm "
+                                         r"\(task extractive-summarization\)$"):
+        pipeline("table-to-text", model=folder, planner="bertsum-minilm-cnndm")
+
+
 def test_the_cli_plans_with_the_shipped_planner_by_name_and_refuses_another_task_as_planner(tmp_path, capsys):
     """`sumformers summarize GAMES --model realizer-minilm-rotowire --planner stepwise-hibert-planner-minilm-rotowire`
     realizes the shipped planner's plan; a summarizer given as --planner is one error line."""
@@ -265,5 +277,5 @@ def test_the_cli_plans_with_the_shipped_planner_by_name_and_refuses_another_task
         main(["summarize", str(games), "--model", REALIZER, "--planner", "bertsum-minilm-cnndm"])
     assert exit_status.value.code == 2
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        "sumformers: error: could not load model bertsum-minilm-cnndm: --planner takes a content-planning model, "
+        "sumformers: error: could not load model bertsum-minilm-cnndm: planner takes a content-planning model, "
         "not bertsum-minilm-cnndm (task extractive-summarization)")

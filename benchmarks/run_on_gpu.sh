@@ -26,7 +26,8 @@ STEPS_PER_GAME=${STEPS_PER_GAME:-8}  # the planner's plan steps drawn per game a
 # what its learning-rate schedule spans, so set it to the steps that fit the call
 PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150}
 # the rows still owed (the full-length Transformer was scored on the H200, the full-length BERT encoder + Transformer
-# decoder, BERT-transformer encoder and the same with the BERT-conditioned decoder on CPU) and the 512-token
+# decoder, BERT-transformer encoder and the same with the BERT-conditioned decoder on CPU; the full-length
+# CopyTransformer on CPU with length-grouped batches, so here again with the recipe's random ones) and the 512-token
 # CopyTransformer again; VARIANTS="" runs none
 VARIANTS=${VARIANTS-copy_transformer_full bert_concat_full copy_transformer}
 OUT=${OUT:-/tmp/gpu-out} RESULTS=/tmp/gpu-results

@@ -18,7 +18,7 @@ def planner_pipeline(planner):
         return planner
     if not isinstance(planner, str):
         raise ValueError(f"planner must be a content-planning model path or pipeline, got {type(planner).__name__}")
-    from transformers import AutoConfig
+    from transformers import AutoConfig, pipeline
     from transformers.pipelines import PIPELINE_REGISTRY
 
     if "content-planning" not in PIPELINE_REGISTRY.supported_tasks:  # exported code, sumformers not installed
@@ -27,13 +27,14 @@ def planner_pipeline(planner):
             f"planner=pipeline(model={planner!r}, trust_remote_code=True)"
         )
     # the task is registered by importing sumformers, whose shipped names and task registry are then at hand
-    from sumformers.hub import load_pipeline, resolve_model
+    from sumformers.hub import resolve_model
     from sumformers.registry import architecture_for
 
-    task = architecture_for(AutoConfig.from_pretrained(resolve_model(planner))).task
+    path = resolve_model(planner)
+    task = architecture_for(AutoConfig.from_pretrained(path)).task
     if task != "content-planning":
         raise ValueError(f"planner takes a content-planning model, not {planner} (task {task})")
-    return load_pipeline(planner)
+    return pipeline("content-planning", model=path)
 
 
 class TableToTextPipeline(SummarizationPipeline):

@@ -221,6 +221,14 @@ class AttentionPattern:
         zero = torch.zeros((), dtype=dtype, device=self.device)
         return self.score_mod(zero, b, h, q, kv).to(dtype)
 
+    def gathered_bias(self, b, q_idx, kv_idx, num_heads: int, dtype: torch.dtype) -> torch.Tensor:
+        """`score_mod`'s additive scores at index tensors broadcastable to [B, X, 1 (heads), Q, K] (the blocked
+        backend's layout) -> [B, X, heads, Q, K]. Patterns whose modifier is a table look-up override it with a
+        `gather` (advanced indexing by four broadcast index tensors is several times slower on CPU)."""
+        heads = torch.arange(num_heads, device=q_idx.device).view(1, 1, -1, 1, 1)
+        zero = torch.zeros((), dtype=dtype, device=q_idx.device)
+        return self.score_mod(zero, b, heads, q_idx, kv_idx)
+
     def flex_block_mask(self) -> BlockMask:
         """BlockMask over the flex bucket lengths, built from `layout()` (computed once per pattern)."""
         if "block_mask" not in self._cache:
@@ -469,6 +477,22 @@ class GlobalLocalPattern(AttentionPattern):
     def _relative_keys_score_mod(self, score, b, h, q_idx, kv_idx):
         # the bias table, if any, is already folded into `query_relative_scores` (see `for_query`)
         return score + self.query_relative_scores[b, h, q_idx, self.relative_ids(b, q_idx, kv_idx)]
+
+    def gathered_bias(self, b, q_idx, kv_idx, num_heads, dtype):
+        """`score_mod`'s scores by `gather`: each query's row of relative scores ([V] per head: ``q R^T`` plus the
+        bias, or the bias alone) is taken once, then every key picks its entry by relative id."""
+        ids = self.relative_ids(b, q_idx, kv_idx)  # [B, X, 1, Q, K]
+        if self.relative_keys is not None:
+            if self.query_relative_scores is None:
+                raise ValueError("a pattern with `relative_keys` scores pairs only after `for_query(query, scaling)`")
+            # [B, Lq, H, V] rows at each query: [B, X, 1, Q, H, V] -> [B, X, H, Q, V]
+            rows = self.query_relative_scores.transpose(1, 2)[b[..., 0], q_idx[..., 0]]
+            rows = rows.squeeze(2).transpose(2, 3)
+        else:
+            table = self.relative_bias.t()  # [H, V], the same row for every query
+            rows = table[None, None, :, None, :].expand(ids.shape[0], ids.shape[1], -1, ids.shape[3], -1)
+        index = ids.expand(rows.shape[0], rows.shape[1], rows.shape[2], ids.shape[3], ids.shape[4])
+        return rows.gather(-1, index).to(dtype)
 
     @property
     def score_mod(self):
@@ -943,7 +967,8 @@ def _masked_sdpa(query, key, value, mask, bias, scaling, dropout_p):
     if bias is None:
         attn_mask = allowed
     else:
-        attn_mask = bias.to(query.dtype).masked_fill(~allowed, float("-inf"))
+        # in place: every caller passes a bias built for this call (a gather or a sum), and a 5-D copy costs
+        attn_mask = bias.to(query.dtype).masked_fill_(~allowed, float("-inf"))
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scaling)
     return output.masked_fill(~has_key, 0.0)
 
@@ -1082,9 +1107,7 @@ def _mask_and_bias(pattern, num_heads, dtype, b, q_idx, kv_idx, key_ok):
     mask = pattern.mask_mod(b, head_zero, q_idx, kv_idx) & key_ok
     if pattern.score_mod is None:
         return mask, None
-    heads = torch.arange(num_heads, device=q_idx.device).view(1, 1, -1, 1, 1)
-    zero = torch.zeros((), dtype=dtype, device=q_idx.device)
-    return mask, pattern.score_mod(zero, b, heads, q_idx, kv_idx)
+    return mask, pattern.gathered_bias(b, q_idx, kv_idx, num_heads, dtype)
 
 
 def _band_phase(query, key, value, pattern, layout, scaling, dropout_p):
@@ -1114,9 +1137,12 @@ def _band_phase(query, key, value, pattern, layout, scaling, dropout_p):
 
     b = torch.arange(batch, device=device).view(-1, 1, 1)
 
+    # whole [H * D] rows by one index_select over the flattened positions (indexing [b, kv_idx] copies element-wise)
+    flat_kv_idx = (kv_idx + b * length).flatten()
+
     def gather_blocks(x):  # [B, H, L, D] -> [B * blocks, H, keys, D]
-        gathered = x.transpose(1, 2)[b, kv_idx]  # [B, blocks, keys, H, D]
-        return gathered.transpose(2, 3).reshape(batch * num_blocks, heads, -1, x.shape[-1])
+        rows = x.transpose(1, 2).reshape(batch * length, heads * x.shape[-1]).index_select(0, flat_kv_idx)
+        return rows.view(batch * num_blocks, -1, heads, x.shape[-1]).transpose(1, 2)
 
     q_idx = torch.arange(num_blocks * block, device=device).view(1, num_blocks, 1, block, 1)
     mask, bias = _mask_and_bias(

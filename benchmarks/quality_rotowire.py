@@ -23,7 +23,8 @@ entity instead of the published neural IE system.
 - Templates of the oracle plan: each plan sentence's record templates (`plan_to_text`) as the text, a realizer-free
   floor.
 - The realizer (`--realizer`, the `table-to-text` pipeline) on the oracle plans (the realizer alone), on the template
-  plans and on each planner's plans (the whole system).
+  plans and on each planner's plans (the whole system); `--numbers_from_input off on` realizes each plan both ways
+  (on: number tokens only from each step's input; default: as the realizer's config says).
 
 The report ends with the first games' human summaries next to the realizer's text from the oracle plan and from
 the plans of the whole system (template or planner) with the highest BLEU. `--ship "CPU, 2 cores"` also writes the
@@ -31,6 +32,8 @@ realizer to `checkpoints/` (its adapter as trained, already fp16) with a card th
 rows to its development scores and says where it trained. `--ship_planner "CPU, 2 cores"` does the same for the
 HiBERT planner (`--hibert`) with this run's tables; `--ship_sentence_break_bias B` (one of the `--sentence_break_bias`
 values, chosen on the dev games, with `--ship_decoding_reason` for the card) becomes its config's default decoding.
+`--ship_numbers_from_input REASON` turns `numbers_from_input` on in the shipped realizer (`--realizer` is that folder)
+and replaces its card's test table with this run's, REASON (the dev games' figures) saying why.
 
     OMP_NUM_THREADS=2 python benchmarks/quality_rotowire.py --hibert runs/planner-hibert/final \
         --etcsum runs/planner-etcsum/final --realizer runs/realizer/final --threads 2 \
@@ -167,6 +170,25 @@ def ship(checkpoint: str, name: str, table: list[str], setting: str, trained_on:
                                    config_updates=config_updates)
 
 
+def turn_numbers_from_input_on(folder: Path, table: list[str], setting: str) -> Path:
+    """The shipped realizer with `numbers_from_input` on by default: its config updated, and its card's evaluation
+    keeping the training run's development line (the first paragraph) with `setting` and `table` after it."""
+    import json
+
+    from transformers import AutoConfig
+
+    from sumformers.hub import CARD_INFO_FILE, write_card
+
+    card = json.loads((folder / CARD_INFO_FILE).read_text())
+    development = card["evaluation"].split("\n\n")[0]
+    card["evaluation"] = "\n".join([development, "", setting, "", *table])
+    config = AutoConfig.from_pretrained(folder)
+    config.update({"numbers_from_input": True})
+    config.save_pretrained(folder)
+    write_card(folder, config, card)
+    return folder
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DATA), help="rotowire/games.jsonl")
@@ -182,6 +204,9 @@ def main():
                         help="plan with each of these least plan lengths in units (one row each with each bias; "
                         "1, the default, is the paper's decoding)")
     parser.add_argument("--num_beams", type=int, default=None, help="realizer beam size (default: the model's)")
+    parser.add_argument("--numbers_from_input", nargs="+", choices=("off", "on"), default=None,
+                        help="realize with number tokens from each step's input only (on) or any (off), one row "
+                        "each (default: the realizer config's setting)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="where the planners and the realizer run (cpu, cuda)")
     parser.add_argument("--output", default=None, help="also write the report here (Markdown)")
@@ -193,7 +218,15 @@ def main():
                         help="the shipped planner's default sentence-break bias (one of --sentence_break_bias)")
     parser.add_argument("--ship_decoding_reason", default=None,
                         help="for the card: why the shipped planner decodes with a bias (the dev games' figures)")
+    parser.add_argument("--ship_numbers_from_input", metavar="REASON", default=None,
+                        help="turn numbers_from_input on in the shipped realizer (--realizer), REASON on its card")
     args = parser.parse_args()
+    if args.ship_numbers_from_input:
+        if not args.realizer or Path(args.realizer).resolve() != (CHECKPOINTS / SHIPPED_REALIZER).resolve():
+            parser.error(f"--ship_numbers_from_input needs --realizer checkpoints/{SHIPPED_REALIZER}")
+        if "on" not in (args.numbers_from_input or []) or args.ship:
+            parser.error("--ship_numbers_from_input needs --numbers_from_input ... on (its rows go on the card), "
+                         "and not --ship")
     if args.ship and not args.realizer:
         parser.error("--ship needs --realizer")
     if args.ship_planner and not args.hibert:
@@ -248,10 +281,14 @@ def main():
     elif args.realizer:
         realizer = pipeline("table-to-text", model=args.realizer, device=args.device)
         options = {"num_beams": args.num_beams} if args.num_beams else {}
-        for name, game_plans in {"Oracle plan": references, **plans}.items():
-            outputs = realizer([{"game": raw, "plan": plan} for raw, plan in zip(raw_games, game_plans)], **options)
+        settings = args.numbers_from_input or ["on" if realizer.model.config.numbers_from_input else "off"]
+        for numbers, (name, game_plans) in itertools.product(settings, {"Oracle plan": references, **plans}.items()):
+            on = numbers == "on"
+            outputs = realizer([{"game": raw, "plan": plan} for raw, plan in zip(raw_games, game_plans)],
+                               numbers_from_input=on, **options)
+            # the examples below show the last setting's texts
             texts[name] = [" ".join(output["sentences"]) for output in outputs]
-            realized.append(text_row(f"{name} + realizer", games, texts[name]))
+            realized.append(text_row(f"{name} + realizer" + ", numbers from the input" * on, games, texts[name]))
 
     checkpoints = {"HiBERT planner": args.hibert, "ETCSum planner": args.etcsum, "realizer": args.realizer}
     setting = (f"{len(games)} `{args.split}` games of the shared Rotowire sample ({', '.join(ROTOWIRE_SPLITS)} split "
@@ -299,6 +336,11 @@ def main():
         shipped = ship(args.hibert, SHIPPED_HIBERT_PLANNER, tables, decoded, args.ship_planner,
                        config_updates={"sentence_break_bias": bias})
         body += ["", f"Shipped: `{display_path(shipped)}`"]
+    if args.ship_numbers_from_input:
+        decoded = (f"{setting} Decoded on CPU with {args.threads} threads by `benchmarks/quality_rotowire.py`; this "
+                   f"checkpoint writes only numbers of its input by default ({args.ship_numbers_from_input}).")
+        shipped = turn_numbers_from_input_on(CHECKPOINTS / SHIPPED_REALIZER, text_table, decoded)
+        body += ["", f"Updated: `{display_path(shipped)}` (numbers_from_input on)"]
     write_report("quality_rotowire.py", body, args.output)
 
 

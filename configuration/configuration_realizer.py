@@ -21,6 +21,9 @@ class RealizerConfig(BertSumAbsConfig):
         decoder_init (`str`, *optional*, defaults to `"shared"`): as in `BertSumAbsConfig`.
         no_repeat_word_ngram_size (`int`, *optional*, defaults to 0): off: one sentence legitimately repeats word
             trigrams ("7 - of - 12 ... 3 - of - 5").
+        numbers_from_input (`bool`, *optional*, defaults to `False`): the `table-to-text` pipeline's default for its
+            option of the same name: the realizer may write only the number tokens of its input
+            (`generation.source_numbers`; not in the paper).
         (and every `BertSumAbsConfig` argument)
     """
 
@@ -34,9 +37,13 @@ class RealizerConfig(BertSumAbsConfig):
         decoder_init: str = "shared",
         no_repeat_word_ngram_size: int = 0,
         max_target_positions: int = 128,
+        numbers_from_input: bool = False,
         **kwargs,
     ):
         check_positive_integers(max_previous_tokens=max_previous_tokens)
+        if not isinstance(numbers_from_input, bool):
+            raise ValueError(f"numbers_from_input must be True or False, got {numbers_from_input!r}")
+        self.numbers_from_input = numbers_from_input
         self.plan_start_token = plan_start_token
         self.plan_start_token_id = plan_start_token_id
         self.max_previous_tokens = max_previous_tokens

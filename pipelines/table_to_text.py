@@ -2,8 +2,10 @@
 2020, section 7): a content planner (or the game's oracle plan) orders the game's records into plan sentences, and
 the realizer writes one summary sentence per plan sentence, each conditioned on the sentence it realized before."""
 
+import functools
 from collections.abc import Mapping
 
+from ..generation.source_numbers import SourceNumbersLogitsProcessor, number_token_mask
 from ..text.rotowire_plans import plan_sentences
 from .abstractive_summarization import GENERATION_OPTIONS
 from .base import SummarizationPipeline, reject_unknown_options
@@ -44,7 +46,9 @@ class TableToTextPipeline(SummarizationPipeline):
     [...]}` with its own plan; a list of those is a batch, realized one game after another.
     Options: `planner` (a `content-planning` pipeline, or its model folder or Hub id, called with the game as given
     and returning `{"plan": [...]}`) or `plan="oracle"` (the oracle plan of the game's own summary, to evaluate the
-    realizer alone); the `generate()` options of `abstractive-summarization`; `max_input_length` (tokens of one step).
+    realizer alone); the `generate()` options of `abstractive-summarization`; `max_input_length` (tokens of one step);
+    `numbers_from_input` (True: each sentence's number tokens only from its step's input; default the model
+    config's).
     Output per game: `summary` (the realized sentences, one per line), `sentences` and `plan` (record ids, `<EOS>`
     between sentences, `<EOT>` at the end).
     """
@@ -53,9 +57,11 @@ class TableToTextPipeline(SummarizationPipeline):
         kwargs.pop("batch_size", None)  # the steps of a game depend on each other: a game is its own batch
         return super().__call__(inputs, *args, **kwargs)
 
-    def _sanitize_parameters(self, planner=None, plan=None, max_input_length=None, **kwargs):
+    def _sanitize_parameters(self, planner=None, plan=None, max_input_length=None, numbers_from_input=None, **kwargs):
         generation = {name: kwargs.pop(name) for name in GENERATION_OPTIONS if name in kwargs}
         reject_unknown_options(kwargs)
+        if numbers_from_input is not None and not isinstance(numbers_from_input, bool):
+            raise ValueError(f"numbers_from_input must be True or False, got {numbers_from_input!r}")
         preprocess = {}
         if plan is not None:
             if plan != ORACLE:
@@ -69,7 +75,13 @@ class TableToTextPipeline(SummarizationPipeline):
         forward = dict(generation)
         if max_input_length is not None:
             forward["max_input_length"] = max_input_length
+        if numbers_from_input is not None:
+            forward["numbers_from_input"] = numbers_from_input
         return preprocess, forward, {}
+
+    @functools.cached_property
+    def number_tokens(self):
+        return number_token_mask(self.tokenizer)
 
     def preprocess(self, inputs, planner=None, plan=None):
         # The game is parsed, and its oracle plan taken, by the model's processor, which reads it in every step: in
@@ -94,13 +106,18 @@ class TableToTextPipeline(SummarizationPipeline):
             game.record(record_id)  # an id the game lacks is a one-line ValueError here, not deep in the loop
         return {"game": game, "plan": units, "plan_sentences": sentences}
 
-    def _forward(self, model_inputs, max_input_length=None, **generation):
+    def _forward(self, model_inputs, max_input_length=None, numbers_from_input=None, **generation):
         game, processor = model_inputs["game"], self.model_processor
+        if numbers_from_input is None:
+            numbers_from_input = self.model.config.numbers_from_input
         realized, previous = [], ""
         for record_ids in model_inputs["plan_sentences"]:
             step = processor({"game": game, "records": record_ids, "previous": previous}, max_length=max_input_length)
             step = {key: value.to(self.model.device) for key, value in step.items()}
-            sequence = self.model.generate(**step, **generation)[0]
+            processors = []
+            if numbers_from_input:
+                processors.append(SourceNumbersLogitsProcessor(step["input_ids"], self.number_tokens))
+            sequence = self.model.generate(**step, logits_processor=processors, **generation)[0]
             previous = processor.decode(sequence.tolist(), game)
             realized.append(previous)
         return {"sentences": realized, "plan": model_inputs["plan"]}

@@ -78,3 +78,43 @@ def test_a_bias_sweep_without_shipping_needs_no_zero_row(script, monkeypatch, tm
                                      "--data", str(tmp_path / "games.jsonl")])
     with pytest.raises(ValueError, match="games.jsonl: no such file"):
         script.main()
+
+
+def test_turning_numbers_from_input_on_keeps_the_adapter_and_development_line_and_replaces_the_test_table(
+    script, tmp_path
+):
+    shipped = tmp_path / "realizer"
+    shutil.copytree(shipped_checkpoints()["realizer-minilm-rotowire"], shipped)
+    config = json.loads((shipped / "config.json").read_text())
+    (shipped / "config.json").write_text(json.dumps({**config, "numbers_from_input": False}))
+    card = json.loads((shipped / "sumformers_card.json").read_text())
+    card["evaluation"] = "Development games (the training run's check): BLEU 14.35.\n\n15 `test` games.\n\n| old |"
+    (shipped / "sumformers_card.json").write_text(json.dumps(card))
+    adapter = (shipped / "adapter_model.safetensors").read_bytes()
+    table = ["| system | BLEU |", "|---|---|", "| Oracle plan + realizer, numbers from the input | 14.00 |"]
+
+    script.turn_numbers_from_input_on(shipped, table, "15 `test` games, numbers from the input.")
+
+    assert (shipped / "adapter_model.safetensors").read_bytes() == adapter
+    assert json.loads((shipped / "config.json").read_text())["numbers_from_input"] is True
+    assert json.loads((shipped / "sumformers_card.json").read_text())["evaluation"].split("\n") == [
+        "Development games (the training run's check): BLEU 14.35.", "",
+        "15 `test` games, numbers from the input.", "", *table]
+    readme = (shipped / "README.md").read_text()
+    assert "Not the paper's: `numbers_from_input` is on by default" in readme and "| old |" not in readme
+    assert "| Oracle plan + realizer, numbers from the input | 14.00 |" in readme
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["--ship_numbers_from_input", "dev", "--realizer", "runs/realizer", "--numbers_from_input", "on"],
+     "--ship_numbers_from_input needs --realizer checkpoints/realizer-minilm-rotowire"),
+    (["--ship_numbers_from_input", "dev", "--realizer", "checkpoints/realizer-minilm-rotowire"],
+     "needs --numbers_from_input ... on"),
+])
+def test_numbers_from_input_shipping_options_are_checked_before_any_work(script, monkeypatch, capsys, options,
+                                                                         message):
+    monkeypatch.chdir(shipped_checkpoints()["realizer-minilm-rotowire"].parents[1])
+    monkeypatch.setattr("sys.argv", ["quality_rotowire.py", *options])
+    with pytest.raises(SystemExit):
+        script.main()
+    assert message in capsys.readouterr().err

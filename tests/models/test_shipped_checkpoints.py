@@ -188,6 +188,7 @@ def test_the_shipped_realizer_loads_the_standard_way_and_realizes_each_plan_sent
     from transformers import GenerationConfig
 
     from sumformers import RealizerForConditionalGeneration
+    from sumformers.generation.source_numbers import SourceNumbersLogitsProcessor, number_token_mask
     from sumformers.text.rotowire_plans import plan_sentences
 
     folder = str(shipped_checkpoints()[REALIZER])
@@ -199,14 +200,48 @@ def test_the_shipped_realizer_loads_the_standard_way_and_realizes_each_plan_sent
     by_hand = by_hand.merge_and_unload().eval()
     by_hand.generation_config = GenerationConfig.from_pretrained(folder)
     processor = RealizerForConditionalGeneration.processor_class(realizer.tokenizer, config)
+    numbers = number_token_mask(realizer.tokenizer)
     previous, sentences = "", []
     for records in plan_sentences(result["plan"]):
         step = processor({"game": game, "records": records, "previous": previous})
-        sequence = by_hand.generate(**step, num_beams=2, max_new_tokens=24)[0]
+        # the shipped config's default decoding: number tokens from the step's input only
+        only_input_numbers = [SourceNumbersLogitsProcessor(step["input_ids"], numbers)] * config.numbers_from_input
+        sequence = by_hand.generate(**step, num_beams=2, max_new_tokens=24, logits_processor=only_input_numbers)[0]
         previous = processor.decode(sequence.tolist(), processor.game(game))
         sentences.append(previous)
     assert result["plan"] == EXPECTED_PLAN
     assert result["sentences"] == sentences and all(sentences)
+
+
+def test_the_shipped_realizer_writes_only_numbers_of_its_input_by_default():
+    """With `numbers_from_input` (the shipped default) every number token of a realized sentence is one of its step's
+    input; without it the realizer writes the test game's final score as 116 - 101, a number the input lacks (the
+    score is 118 - 101)."""
+    from sumformers.generation.source_numbers import number_token_mask
+    from sumformers.text.rotowire_plans import plan_sentences
+
+    realizer = pipeline("table-to-text", model=str(shipped_checkpoints()[REALIZER]), plan="oracle")
+    assert realizer.model.config.numbers_from_input
+    game = tiny_game(summary=SUMMARY)
+    numbers = number_token_mask(realizer.tokenizer)
+    processor = realizer.model_processor
+
+    def foreign_numbers(result):
+        """Per sentence, the number tokens of the sentence that its step's input lacks."""
+        foreign, previous = [], ""
+        for records, sentence in zip(plan_sentences(result["plan"]), result["sentences"]):
+            given = set(processor({"game": game, "records": records, "previous": previous})["input_ids"][0].tolist())
+            written = realizer.tokenizer(sentence, add_special_tokens=False)["input_ids"]
+            foreign.append(sorted({realizer.tokenizer.decode([i]) for i in written if numbers[i] and i not in given}))
+            previous = sentence
+        return foreign
+
+    constrained, free = realizer(game), realizer(game, numbers_from_input=False)
+    assert constrained["sentences"][0].endswith("118 - 101 on Tuesday.")
+    assert foreign_numbers(constrained) == [[]] * len(constrained["sentences"])
+    assert free["sentences"][0].endswith("116 - 101 on Tuesday.") and foreign_numbers(free)[0] == ["116"]
+    with pytest.raises(ValueError, match="numbers_from_input must be True or False, got 'yes'"):
+        realizer(game, numbers_from_input="yes")
 
 
 def test_the_cli_realizes_the_bundled_game_with_the_shipped_realizer_by_name(tmp_path):

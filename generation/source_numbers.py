@@ -42,16 +42,20 @@ class SourceNumbersLogitsProcessor(LogitsProcessor):
         in_source = torch.zeros(source_ids.shape[0], vocab + 1, dtype=torch.bool, device=source_ids.device)
         in_source.scatter_(1, source_ids.clamp(0, vocab), True)
         self.banned = number_tokens.to(source_ids.device) & ~in_source[:, :vocab]  # [batch, vocab]
+        self._score_mask = None  # `banned` laid out as the scores, built at the first step and reused by the others
 
     @add_start_docstrings(LOGITS_PROCESSOR_INPUTS_DOCSTRING)
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        rows, sources = scores.shape[0], self.banned.shape[0]
-        if rows % sources:
-            raise ValueError(f"the scores have {rows} rows, not a multiple of the {sources} source rows")
-        banned = self.banned.repeat_interleave(rows // sources, dim=0)[:, : scores.shape[1]]
-        if banned.shape[1] < scores.shape[1]:
-            banned = torch.nn.functional.pad(banned, (0, scores.shape[1] - banned.shape[1]), value=False)
-        return scores.masked_fill(banned.to(scores.device), float("-inf"))
+        mask = self._score_mask
+        if mask is None or mask.shape != scores.shape or mask.device != scores.device:
+            rows, sources = scores.shape[0], self.banned.shape[0]
+            if rows % sources:
+                raise ValueError(f"the scores have {rows} rows, not a multiple of the {sources} source rows")
+            mask = self.banned.repeat_interleave(rows // sources, dim=0)[:, : scores.shape[1]]
+            if mask.shape[1] < scores.shape[1]:
+                mask = torch.nn.functional.pad(mask, (0, scores.shape[1] - mask.shape[1]), value=False)
+            self._score_mask = mask = mask.to(scores.device)
+        return scores.masked_fill(mask, float("-inf"))
 
 
 __all__ = ["SourceNumbersLogitsProcessor", "number_token_mask"]

@@ -248,10 +248,11 @@ def dataset_evaluation(
     return evaluate
 
 
-def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] = ()):
+def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] = (), also_adapt: tuple[str, ...] = ()):
     """Wrap `model` with LoRA on the pretrained linear layers its contract names (`model.lora_layers`, one dotted
-    path or several), restricted to --lora_target_modules names and --lora_layers indices (of the first path, the
-    encoder's layers); its `new_modules` and `full_modules` (say, a decoder trained from scratch) train in full.
+    path or several) and those under the `also_adapt` paths (say, HiBERT's sentence encoder when it trains too),
+    restricted to --lora_target_modules names and --lora_layers indices (of the first path, the encoder's layers); its
+    `new_modules` and `full_modules` (say, a decoder trained from scratch) train in full.
     Adapting only the top layers also stops backpropagation below them, which makes CPU training several times
     cheaper."""
     if not model_args.use_lora:
@@ -273,6 +274,7 @@ def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] 
     names = {name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()}
     layers = {int(index) for index in model_args.lora_layers.split(",")} if model_args.lora_layers else None
     paths = (model.lora_layers,) if isinstance(model.lora_layers, str) else tuple(model.lora_layers)
+    paths += tuple(also_adapt)
     new_modules = model.new_modules
     targets = []
     for name, module in model.named_modules():

@@ -92,10 +92,38 @@ def parse_arguments(*extra_dataclasses, **defaults):
     from transformers import set_seed
 
     parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments, *extra_dataclasses))
-    parser.set_defaults(**{**TRAINING_DEFAULTS, **defaults})
+    parser.set_defaults(**{**TRAINING_DEFAULTS, **defaults, **launch_defaults()})
     arguments = parser.parse_args_into_dataclasses()
     set_seed(arguments[2].seed)
     return arguments
+
+
+# What a launcher sets in each process's environment: torchrun (and `accelerate launch` through it) the world size,
+# mpirun (accelerate's MULTI_CPU with a hostfile) one of the others.
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def launch_defaults(environ=None) -> dict:
+    """The defaults the launch decides. Processes that torchrun started (or `accelerate launch` with a MULTI_GPU
+    config, which runs torchrun) on a machine without an accelerator train on the CPU over gloo (`use_cpu`): without
+    it accelerate makes each of them rank 0 of 1, and each trains alone on all the data into the same checkpoints.
+    `accelerate launch --cpu --num_processes N` (or a MULTI_CPU config without an MPI hostfile) starts one process
+    whatever N says (accelerate 1.x), which would train alone without a word: it stops with an error naming the
+    commands that start N."""
+    import torch
+
+    environ = os.environ if environ is None else environ
+    world_size = max(int(environ.get(name, 1)) for name in WORLD_SIZE_VARIABLES)
+    # accelerate's single-process launcher sets MASTER_ADDR only when asked for several processes or machines
+    if environ.get("ACCELERATE_USE_CPU", "").lower() == "true" and "MASTER_ADDR" in environ and world_size == 1:
+        raise ValueError(
+            "`accelerate launch` on the CPU (--cpu, or a MULTI_CPU config without an MPI hostfile) starts one process "
+            "whatever --num_processes says: for several CPU processes launch with --config_file "
+            "training_scripts/accelerate/multi_cpu.yaml, or torchrun --nproc_per_node N"
+        )
+    if world_size > 1 and not torch.accelerator.is_available():
+        return {"use_cpu": True}
+    return {}
 
 
 def load_splits(data_args: DataArguments):
@@ -370,9 +398,22 @@ class StopAfterSeconds(TrainerCallback):
         self.started = self.clock()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.clock() - self.started >= self.seconds:
+        if self.spent(args):
             logger.info("stopping at step %d: the %.0f s training budget is spent", state.global_step, self.seconds)
             control.should_training_stop = True
+
+    def spent(self, args) -> bool:
+        """Whether the budget is spent, in any process: every process must stop at the same step (their clocks
+        differ), or the others would wait forever for its gradients in the next step."""
+        import torch
+        from torch import distributed
+
+        spent = self.clock() - self.started >= self.seconds
+        if not (distributed.is_available() and distributed.is_initialized()):
+            return spent
+        flag = torch.tensor([float(spent)], device=args.device)
+        distributed.all_reduce(flag, op=distributed.ReduceOp.MAX)
+        return bool(flag.item())
 
 
 def train(

@@ -254,9 +254,11 @@ def main():
         precomputed = stepwise_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
-            add_sentence_vectors(
-                model, features, processor.collate, stepwise_args.sentence_vector_cache, stepwise_args.precompute_bf16
-            )
+            with training_args.main_process_first(desc="sentence vectors"):  # the others then read its cache file
+                add_sentence_vectors(
+                    model, features, processor.collate, stepwise_args.sentence_vector_cache,
+                    stepwise_args.precompute_bf16,
+                )
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)

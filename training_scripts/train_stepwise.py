@@ -24,20 +24,18 @@ with top k) on the eval split and reports ROUGE. Resumes from the newest checkpo
 import hashlib
 import json
 import logging
-import random
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import torch
-from torch.nn import functional as F
 
 from sumformers import ARCHITECTURES
 from sumformers.feature_files import load_features, read_header, save_features
 from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
-from sumformers.processing.planner_inputs import repeatable_mask
 from sumformers.text.scoring import greedy_oracle
-from sumformers.training import (
+from sumformers.training import (  # StepwiseCollator: train_content_planner imports it from here
+    StepwiseCollator,
     apply_lora,
     dataset_evaluation,
     final_training_loss,
@@ -155,57 +153,6 @@ def build_features(example, processor, multiple_documents, columns, max_length, 
     )
 
 
-class StepwiseCollator:
-    """Pads documents (token inputs with `collate`, the processor's, or precomputed `sentence_vectors`) and, for
-    stepwise models, lays out one row per (document, step): `summary_indices` (oracle prefix, -1 padding),
-    `row_documents`, `labels` (the next oracle sentence, or the sentence axis' width for the end of the summary).
-
-    With `steps_per_document`, each document gives that many of its steps drawn at random (all of them when it has
-    fewer): a content plan has about 70 steps over 400 records, and every step re-reads the whole table, so a game's
-    full set of rows is slow and holds gigabytes; a sample of them gives more updates for the same compute."""
-
-    def __init__(self, collate, stepwise: bool, steps_per_document: int | None = None, seed: int = 0):
-        if steps_per_document is not None and steps_per_document < 1:
-            raise ValueError(f"steps_per_document must be at least 1, got {steps_per_document}")
-        self.collate = collate
-        self.stepwise = stepwise
-        self.steps_per_document = steps_per_document
-        self.random = random.Random(seed)
-
-    def __call__(self, features: list[dict]) -> dict:
-        if "sentence_vectors" in features[0]:
-            width = max(len(feature["labels"]) for feature in features)
-            batch = {
-                "sentence_vectors": torch.stack(
-                    [F.pad(f["sentence_vectors"], (0, 0, 0, width - len(f["labels"]))) for f in features]
-                ),
-                "sentence_mask": torch.tensor([[i < len(f["labels"]) for i in range(width)] for f in features]),
-                "labels": torch.tensor([f["labels"] + [-100.0] * (width - len(f["labels"])) for f in features]),
-            }
-            if "repeatable" in features[0]:  # a content planner's repeatable units
-                batch["repeatable_mask"] = repeatable_mask(features, width)
-        else:
-            batch = self.collate(features)
-        if not self.stepwise:
-            return batch
-        width = batch["sentence_mask"].shape[1]
-        prefixes, targets, documents = [], [], []
-        for document, feature in enumerate(features):
-            oracle = feature["oracle"]
-            steps = range(len(oracle) + 1)
-            if self.steps_per_document is not None and self.steps_per_document < len(steps):
-                steps = sorted(self.random.sample(steps, self.steps_per_document))
-            for step in steps:
-                prefixes.append(oracle[:step])
-                targets.append(oracle[step] if step < len(oracle) else width)
-                documents.append(document)
-        longest = max(len(prefix) for prefix in prefixes)
-        batch["summary_indices"] = torch.tensor([prefix + [-1] * (longest - len(prefix)) for prefix in prefixes])
-        batch["row_documents"] = torch.tensor(documents)
-        batch["labels"] = torch.tensor(targets)
-        return batch
-
-
 def _vector_key(model, feature, bf16: bool) -> str:
     """What a document's sentence vectors depend on: the frozen sentence encoder's settings, precision and tokens."""
     config = model.config
@@ -304,9 +251,11 @@ def main():
         precomputed = stepwise_args.precompute_sentence_vectors and hibert and not stepwise_args.train_sentence_encoder
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
-            add_sentence_vectors(
-                model, features, processor.collate, stepwise_args.sentence_vector_cache, stepwise_args.precompute_bf16
-            )
+            with training_args.main_process_first(desc="sentence vectors"):  # the others then read its cache file
+                add_sentence_vectors(
+                    model, features, processor.collate, stepwise_args.sentence_vector_cache,
+                    stepwise_args.precompute_bf16,
+                )
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)

@@ -449,6 +449,7 @@ class CopyTransformerPreTrainedModel(SummarizerMixin, PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    attention_backends = ("eager", "sdpa")
     accepts_loss_kwargs = False
 
     @torch.no_grad()

@@ -516,6 +516,7 @@ class WikiSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     _no_split_modules = ["WikiSumDecoderLayer"]
     _supports_sdpa = True
     _supports_flex_attn = True
+    attention_backends = ("eager", "sdpa", "flex_attention", "blocked")
     # `forward` returns a mean loss and takes **kwargs only to ignore Trainer's extras
     accepts_loss_kwargs = False
 

@@ -34,7 +34,11 @@ class SummarizerMixin:
     - `processor_class`: the processor that turns text into this model's inputs and its choices back into text;
     - `is_stepwise`: the model scores the next choice given a partial summary (`stepwise-summarization`, and the
       `content-planning` planners, whose summary is a plan);
-    - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`).
+    - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`);
+    - `attention_backends`: the `attn_implementation` values the model runs (with transformers' `_supports_sdpa` and
+      `_supports_flex_attn` set to match); any other is refused when the model is made (`from_pretrained`,
+      `from_config`, the constructor), since a name transformers knows (sumformers registers "blocked" for its sparse
+      attention) would otherwise be accepted and fail in `forward`.
 
     Code reads the first three from a model instance (`model.new_modules`), so that a class whose contract depends on
     its config defines them as properties instead (WikiSum: a decoder started from the encoder is pretrained and
@@ -47,6 +51,16 @@ class SummarizerMixin:
     processor_class = None
     is_stepwise = False
     reads_multiple_documents = False
+    attention_backends: tuple[str, ...] = ("eager",)
+
+    def get_correct_attn_implementation(self, requested_attention: str | None, is_init_check: bool = False) -> str:
+        if requested_attention is not None and requested_attention not in self.attention_backends:
+            *others, last = map(repr, self.attention_backends)
+            supported = f"{', '.join(others)} or {last}" if others else last
+            raise ValueError(
+                f"{type(self).__name__} does not run attn_implementation={requested_attention!r}: it runs {supported}"
+            )
+        return super().get_correct_attn_implementation(requested_attention, is_init_check)
 
     @classmethod
     def from_encoder(cls, encoder_path: str, config=None, **config_kwargs):

@@ -39,9 +39,8 @@ class SentenceGenerator(nn.Module):
         of each next sentence out."""
         positions = sinusoidal_positions(sentence_inputs.shape[1], sentence_inputs.shape[2], sentence_inputs.device)
         states = sentence_inputs + positions.to(sentence_inputs.dtype)
-        self_mask = create_causal_mask(
-            config=self.config, inputs_embeds=states, attention_mask=sentence_mask, past_key_values=None
-        )
+        # no cache, given by position: transformers 5.24 renamed the argument from `past_key_values` to `cache`
+        self_mask = create_causal_mask(self.config, states, sentence_mask, None)
         cross_mask = create_bidirectional_mask(
             config=self.config,
             inputs_embeds=states,

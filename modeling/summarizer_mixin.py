@@ -12,6 +12,7 @@ encoder, loads the adapter and its decoding settings and merges it; a folder or 
 
 import torch
 from transformers import GenerationConfig
+from transformers.generation.utils import ALL_CACHE_NAMES
 from transformers.utils import cached_file
 
 from .pretrained_encoder import quiet_loading
@@ -21,6 +22,18 @@ FULL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 GENERATION_CONFIG = "generation_config.json"
 # `from_pretrained` arguments that locate files (passed on to every file look-up).
 HUB_ARGUMENTS = ("cache_dir", "force_download", "proxies", "token", "revision", "local_files_only", "subfolder")
+# The keyword under which `generate()` hands a model its decoding cache: `past_key_values` in transformers 5.23,
+# `cache` from 5.24 on (which still takes `past_key_values` from callers, with a deprecation warning).
+GENERATE_CACHE_KEYWORD = ALL_CACHE_NAMES[0]
+
+
+def decoding_cache(past_key_values, cache):
+    """The decoding cache a generating model's `forward` was given, under either name (see GENERATE_CACHE_KEYWORD):
+    a `forward` that read only `past_key_values` would decode every step of a 5.24 `generate()` without its past."""
+    if cache is not None and past_key_values is not None:
+        raise ValueError("give the decoding cache as `cache` or as `past_key_values`, not both")
+    return past_key_values if cache is None else cache
+
 
 class SummarizerMixin:
     """Mixed into every sumformers `PreTrainedModel` (before `PreTrainedModel` in the bases).
@@ -121,4 +134,4 @@ def is_adapter_checkpoint(name_or_path, **hub_arguments) -> bool:
     )
 
 
-__all__ = ["SummarizerMixin", "is_adapter_checkpoint"]
+__all__ = ["GENERATE_CACHE_KEYWORD", "SummarizerMixin", "decoding_cache", "is_adapter_checkpoint"]

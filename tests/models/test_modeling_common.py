@@ -365,6 +365,25 @@ class ModelTesterMixin:
                 assert "\n" not in message and repr(implementation) in message
                 assert all(repr(name) in message for name in declared), message
 
+    @pytest.mark.parametrize("name", ["past_key_values", "cache"])
+    @torch.no_grad()
+    def test_a_step_from_the_decoding_cache_equals_the_full_forward(self, context, name):
+        """transformers 5.23's `generate()` hands a model its decoding cache as `past_key_values`, 5.24's as `cache`:
+        under either name, the last position fed alone after a cached forward of the others gives the full forward's
+        logits (a forward that ignored one name decoded every step without its past, or refused it)."""
+        if self.kind not in (ABSTRACTIVE, WIKISUM) or context.model.config.model_type == "sentence_planner":
+            pytest.skip("no cached decoding from teacher-forcing inputs (the sentence planner's plan: generate())")
+        inputs = self.inputs(self.collate(context.processor, context.features[:1]), [(0, ())])
+        inputs.pop("summary_sentences", None)  # BertSumAbs's training batches carry them for the planner only
+        key = "decoder_input_ids" if self.kind == ABSTRACTIVE else "input_ids"
+        full = context.model(**inputs).logits[:, -1]
+        # WikiSum's attention mask covers the past and the new tokens: the first call's, the others only
+        shorter = [key, "attention_mask"] if self.kind == WIKISUM else [key]
+        start = context.model(**dict(inputs, **{field: inputs[field][:, :-1] for field in shorter}), use_cache=True)
+        cache = start["cache"] if "cache" in start else start["past_key_values"]  # the output's field: 5.24, 5.23
+        step = dict(inputs, **{key: inputs[key][:, -1:], name: cache})
+        torch.testing.assert_close(context.model(**step, use_cache=True).logits[:, -1], full, **FLOAT32)
+
     # -- 5. gradients: checkpointing and LoRA ---------------------------------------------------------------------
 
     def gradients(self, model, context, checkpointing=False):

@@ -9,9 +9,9 @@ single punctuation marks, which approximates the pre-tokenized, lowercased text 
 
 from __future__ import annotations
 
-import functools
 import re
 import statistics
+import threading
 import unicodedata
 from collections.abc import Sequence
 
@@ -58,10 +58,17 @@ _BEFORE_NUMBER_ABBREVIATIONS = frozenset("no nos vol jan feb aug sept sep oct no
 _INITIALISM_RE = re.compile(r"(?:[a-z]\.)*[a-z]")
 
 
-@functools.lru_cache(maxsize=1)
+# One pysbd segmenter per thread: `Segmenter.segment` keeps the text it works on in attributes of the segmenter, so
+# threads sharing one (a server calling one pipeline from several threads) get each other's sentences.
+_thread_state = threading.local()
+
+
 def _segmenter() -> pysbd.Segmenter:
-    # char_span=True returns the sentences' offsets, needed to restart a window at its last sentence.
-    return pysbd.Segmenter(language="en", clean=False, char_span=True)
+    segmenter = getattr(_thread_state, "segmenter", None)
+    if segmenter is None:
+        # char_span=True returns the sentences' offsets, needed to restart a window at its last sentence.
+        segmenter = _thread_state.segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    return segmenter
 
 
 def _is_visible(sentence: str) -> bool:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from ..text.evaluation import read_jsonl
+from ..text.jsonl import read_jsonl
 from ..text.ranking import RANKERS, fit_to_budget, rank_paragraphs, split_paragraphs
 from ..text.sentences import split_sentences, strip_transcript_markup
 from .processing_utils import SummarizationProcessor

@@ -45,9 +45,7 @@ REMOTE_SCRIPT = textwrap.dedent(
     tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
     summarizer = pipeline(model=repo, trust_remote_code=True)
     result = summarizer(inputs, **options)
-    loaded = [name for name in ("sumformers", "rouge_score", "nltk") if sys.modules.get(name) is not None]
-    print(json.dumps({"task": summarizer.task, "result": result, "model_class": type(model).__name__,
-                      "loaded": loaded}))
+    print(json.dumps({"task": summarizer.task, "result": result, "model_class": type(model).__name__}))
     """
 )
 
@@ -176,8 +174,8 @@ def test_an_exported_repo_runs_where_rouge_score_and_nltk_cannot_be_imported(mod
     folder = save_tiny_model(model_type, minilm_tokenizer, tmp_path / "source")
     repo = export_model(str(folder), str(tmp_path / f"sumformers_{model_type}_bare"))
     inputs, options = BARE_INSTALL_CASES[model_type]
+    # any import of rouge_score or nltk in the repo's code would have failed the run
     remote = run_without_sumformers(str(repo), inputs=inputs, options=options)
-    assert remote["loaded"] == []
     expected = in_package_result(folder, inputs, options)
     assert remote["result"]["summary"] == expected["summary"] and remote["result"]["summary"]
     if model_type == "stepwise_hibert":

@@ -13,6 +13,7 @@ Two on-disk forms:
 
 import inspect
 import json
+import os
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -130,7 +131,17 @@ def save_fp16_copy(source: Path, target: Path) -> Path:
         tensors = load_file(weights)
         save_file({k: v.half() if v.is_floating_point() else v for k, v in tensors.items()}, weights,
                   metadata={"format": "pt"})
+    readable_by_all(target)
     return target
+
+
+def readable_by_all(folder: Path) -> None:
+    """Make every file of a model folder that is shared (an exported repo, a shipped checkpoint) mode 0644:
+    transformers writes `model.safetensors` through a private temporary file, mode 0600, which other users of a
+    shared install or a served copy of the folder could not read."""
+    for path in Path(folder).rglob("*"):
+        if path.is_file():
+            os.chmod(path, 0o644)
 
 
 def write_card(folder: Path, config, card_info: dict | None) -> None:
@@ -181,6 +192,7 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
     model.save_pretrained(output, safe_serialization=True)
     tokenizer.save_pretrained(output)
     write_card(output, config, card_info)
+    readable_by_all(output)
     return output
 
 

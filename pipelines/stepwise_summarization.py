@@ -85,7 +85,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
         return preprocess, forward, {}
 
     def preprocess(self, document, max_length=None):
-        return self.model_processor(document, max_length=max_length)
+        return self.model_processor(self.readable_input(document, max_length), max_length=max_length)
 
     def _forward(self, model_inputs, **search_options):
         sentences = model_inputs.pop("sentences")

@@ -91,7 +91,7 @@ class WikiSumPipeline(SummarizationPipeline):
         return settings
 
     def preprocess(self, inputs, ranker=None, max_input_tokens=None, ranking_unit=None):
-        return self.model_processor(inputs, ranker, max_input_tokens, ranking_unit)
+        return self.model_processor(self.readable_input(inputs), ranker, max_input_tokens, ranking_unit)
 
     def _forward(self, model_inputs, generate_kwargs=None):
         paragraphs = model_inputs["paragraphs"]

@@ -71,12 +71,23 @@ def load_tokenizer(name_or_path: str | None = None):
     return AutoTokenizer.from_pretrained(resolve_model(name_or_path))
 
 
+# `pipeline()` arguments that are about loading the model, which `load_pipeline` does itself.
+MODEL_LOADING_ARGUMENTS = ("dtype", "device_map", "revision", "token", "trust_remote_code")
+
+
 def load_pipeline(name_or_path: str | None = None, task: str | None = None, **pipeline_kwargs):
     """`transformers.pipeline(task, model=...)` for a sumformers model, where the model may also be a shipped
-    checkpoint's name (default: the bundled default model) and the task defaults to the model's."""
+    checkpoint's name (default: the bundled default model) and the task defaults to the model's.
+
+    The model is loaded first (`load_model`, with the loading arguments among `pipeline_kwargs`), so that a model that
+    cannot be loaded raises its own error: `pipeline()` puts the errors of its loading attempts into one message as
+    tracebacks ("See the original errors: ...")."""
     path = resolve_model(name_or_path)
     task = task or architecture_for(AutoConfig.from_pretrained(path)).task
-    return transformers_pipeline(task, model=path, **pipeline_kwargs)
+    loading = pipeline_kwargs.pop("model_kwargs", None) or {}
+    loading.update({name: pipeline_kwargs.pop(name) for name in MODEL_LOADING_ARGUMENTS if name in pipeline_kwargs})
+    model = load_model(path, **loading)
+    return transformers_pipeline(task, model=model, tokenizer=load_tokenizer(path), **pipeline_kwargs)
 
 
 def save_base_config(base, output: Path) -> None:

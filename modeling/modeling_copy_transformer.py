@@ -7,11 +7,12 @@ with a pointer-generator head (See et al. 2017).
   attend within a convolutional neighbourhood (`modeling.convolutional_attention.ConvolutionalPattern`, built once per
   forward and shared by those layers) through the same pre-LayerNorm layers and projections.
 - BERT conditioning (`encoder_input`): the frozen BERT's windowed features (`modeling.windowed_encoder`) replace the
-  word embeddings ("bert_windowed", stacking) or are concatenated with the encoder's output and projected
-  ("bert_concat"); `decoder_embeddings="bert"` reads the decoder inputs as BERT's embedding layer gives its words
-  (LayerNorm over the word and token-type embeddings, as the reference feeds BERT's embedding output), projected with
-  a norm-keeping initialisation, so that at initialisation they weigh as much as the positions. The frozen
-  BERT lives at `encoder.bert.encoder`; `save_pretrained` leaves it out and `from_pretrained` reloads it from
+  word embeddings ("bert_windowed", stacking) or are concatenated with the output of the lowest
+  `concat_after_layers` encoder layers and projected, the layers above running over the result ("bert_concat");
+  `decoder_embeddings="bert"` reads the decoder inputs as BERT's embedding layer gives its words (LayerNorm over the
+  word and token-type embeddings, as the reference feeds BERT's embedding output), projected with a norm-keeping
+  initialisation, so that at initialisation they weigh as much as the positions. The frozen BERT lives at
+  `encoder.bert.encoder`; `save_pretrained` leaves it out and `from_pretrained` reloads it from
   `config.bert_name_or_path` (as `from_encoder` loads it), and `forward(bert_features=...)` takes cached features.
 - Word embeddings: a vocabulary x d_model table, or with `word_embedding_size` a narrower table and a linear map to
   d_model (ALBERT's factorization; the tied output layer reads the same product).
@@ -281,8 +282,10 @@ class DecoderLayer(GradientCheckpointingLayer):
 class CopyTransformerEncoder(nn.Module):
     """What `encoder_input` says feeds it (the model's word embeddings, which the decoder reads too, or the windowed
     BERT features) plus positions, the encoder layers (the lowest `convolution_layers` convolutional with
-    `convolution`), a final LayerNorm; with "bert_concat" the output concatenated with the BERT features and
-    projected back to `d_model`."""
+    `convolution`), a final LayerNorm; with "bert_concat" the states after the lowest `concat_after_layers` layers
+    (the paper's: after the convolutional layer) concatenated with the BERT features and projected back to `d_model`,
+    the layers above over the result (with `concat_after_layers=encoder_layers`, the normed output concatenated and
+    projected, no layer above)."""
 
     main_input_name = "input_ids"  # what generate() feeds the encoder
 
@@ -372,12 +375,15 @@ class CopyTransformerEncoder(nn.Module):
         states = self.dropout(embeddings + self.positions(0, shape[1], device).to(embeddings.dtype))
         mask = create_bidirectional_mask(config=self.config, inputs_embeds=states, attention_mask=attention_mask)
         pattern = self.convolutional_pattern(attention_mask, shape, device)
+        concat_at = self.config.concat_after_layers if self.config.encoder_input == "bert_concat" else None
         hidden_states = []
         for index, layer in enumerate(self.layers):
+            if index == concat_at:
+                states = self.concat_projection(torch.cat([states, bert_states.to(states.dtype)], dim=-1))
             hidden_states.append(states)
             states = layer(states, mask, pattern if index < self.config.convolution_layers else None)
         states = self.norm(states)
-        if self.config.encoder_input == "bert_concat":
+        if concat_at == len(self.layers):
             states = self.concat_projection(torch.cat([states, bert_states.to(states.dtype)], dim=-1))
         hidden_states.append(states)
         return BaseModelOutput(

@@ -242,8 +242,43 @@ def test_without_encoder_layers_the_decoder_reads_the_normed_projected_features(
         tiny_copy_transformer_config(encoder_layers=0)
 
 
-def test_concatenation_projects_the_token_encoder_output_and_the_bert_features(tiny_bert_path):
-    model = bert_model(tiny_bert_path, "bert_concat")
+def test_the_papers_concatenation_runs_the_layers_above_the_convolution_over_it(tiny_bert_path):
+    # Aksenov et al.'s Table 4: the convolutional layer's output concatenated with the BERT features, then two
+    # Transformer layers over the result; the default for a new config
+    model = bert_model(tiny_bert_path, "bert_concat", encoder_layers=3, convolution="circular_2d")
+    assert model.config.concat_after_layers == model.config.convolution_layers == 1
+    ids = tokens(40)
+    convolved = []
+    model.encoder.layers[0].register_forward_hook(lambda module, args, output: convolved.append(output))
+    output = encode(model, ids)
+    with torch.no_grad():
+        bert_states = model.encoder.bert.projection(plain_bert_features(tiny_bert_path, ids[0].tolist()))
+        concatenated = model.encoder.concat_projection(torch.cat([convolved[0], bert_states], -1))
+        mask = torch.ones(1, 40, dtype=torch.long)
+        attention = modeling_copy_transformer.create_bidirectional_mask(
+            config=model.config, inputs_embeds=concatenated, attention_mask=mask)
+        above = model.encoder.layers[2](model.encoder.layers[1](concatenated, attention), attention)
+    torch.testing.assert_close(output.hidden_states[1], concatenated, rtol=0, atol=1e-6)
+    torch.testing.assert_close(output.last_hidden_state, model.encoder.norm(above), rtol=0, atol=1e-5)
+
+
+def test_where_the_concatenation_goes_and_what_old_configs_keep():
+    assert CopyTransformerConfig(encoder_input="bert_concat", convolution="2d").concat_after_layers == 1
+    assert CopyTransformerConfig(encoder_input="bert_concat", concat_after_layers=3).concat_after_layers == 3
+    assert CopyTransformerConfig().concat_after_layers is None
+    # a concatenation config saved before the field existed concatenated after the whole encoder
+    saved = CopyTransformerConfig(encoder_input="bert_concat", encoder_layers=3).to_dict()
+    del saved["concat_after_layers"]
+    assert CopyTransformerConfig.from_dict(saved).concat_after_layers == 3
+    with pytest.raises(ValueError, match="concat_after_layers must be an integer in 0..encoder_layers=3, got 4"):
+        CopyTransformerConfig(encoder_input="bert_concat", concat_after_layers=4)
+    with pytest.raises(ValueError, match="concat_after_layers places the concatenation: it needs encoder_input="):
+        CopyTransformerConfig(concat_after_layers=1)
+
+
+def test_concatenation_after_the_whole_encoder_projects_its_output_and_the_bert_features(tiny_bert_path):
+    # this package's design before issue #40, kept as an option: no layer runs over the concatenation
+    model = bert_model(tiny_bert_path, "bert_concat", concat_after_layers=2)
     ids = tokens(40)
     normed = []
     model.encoder.norm.register_forward_hook(lambda module, args, output: normed.append(output))

@@ -14,8 +14,8 @@ from .summarizer_config import check_positive_integers
 _GENERATION_WIDTH: ContextVar[tuple | None] = ContextVar("copy_transformer_generation_width", default=None)
 
 # What feeds the encoder: "tokens" (token and position embeddings), "bert_windowed" (the frozen BERT's windowed
-# features replace the token embeddings: stacking) or "bert_concat" (the token encoder's output concatenated with the
-# windowed BERT features: concatenation).
+# features replace the token embeddings: stacking) or "bert_concat" (the output of the lowest token-encoder layers
+# concatenated with the windowed BERT features, the layers above over the result: concatenation).
 ENCODER_INPUTS = ("tokens", "bert_windowed", "bert_concat")
 # Convolutional self-attention in the lowest encoder layers (Yang et al. 2019).
 CONVOLUTIONS = ("none", "1d", "2d", "circular_2d")
@@ -75,9 +75,16 @@ class CopyTransformerConfig(PretrainedConfig):
             position embeddings. `"bert_windowed"` (the paper's stacking): the frozen BERT read in windows
             (`modeling.windowed_encoder.WindowedEncoder`: last four layers, averaged over overlapping windows, a
             trainable linear layer to `d_model`) replaces the word embeddings; positions are added as in `"tokens"`
-            (BERT's own positions restart in every window). `"bert_concat"` (concatenation): the token encoder runs
-            as in `"tokens"` and its output, concatenated with the windowed BERT features (projected to `d_model`),
-            is projected back to `d_model`.
+            (BERT's own positions restart in every window). `"bert_concat"` (concatenation): the lowest
+            `concat_after_layers` layers of the token encoder run as in `"tokens"`, their output concatenated with the
+            windowed BERT features (projected to `d_model`) is projected back to `d_model`, and the encoder's
+            remaining layers run over it.
+        concat_after_layers (`int`, *optional*): with `"bert_concat"`, the encoder layers below the concatenation.
+            Default: `convolution_layers`, the paper's design (Table 4): the convolutional layer's output
+            concatenated with the BERT features, the two Transformer layers above it (`encoder_layers=3`) over the
+            result. `encoder_layers` concatenates the whole token encoder's output (after its final LayerNorm) and
+            runs no layer over it: this package's design before issue #40, which configs saved without the field
+            keep.
         bert_name_or_path (`str`, *optional*): the frozen BERT of the `"bert_*"` inputs and of
             `decoder_embeddings="bert"` (default: the bundled all-MiniLM-L6-v2). It must share the model's
             vocabulary (the same ids feed both). Checkpoints leave its weights out and reload them from here.
@@ -89,11 +96,14 @@ class CopyTransformerConfig(PretrainedConfig):
             each window (the MiniLM/BERT vocabulary's).
         decoder_embeddings (`str`, *optional*, defaults to `"shared"`): the decoder's word embeddings. `"shared"`:
             the model's own table (the encoder's and, tied, the output layer's). `"bert"` (the paper's
-            BERT-conditioned decoder; needs a `"bert_*"` encoder input): BERT's word embeddings, frozen as the
-            rest of BERT, through a trainable linear layer to `d_model` where the widths differ (as they are where
-            they agree). With `tie_word_embeddings`, the output layer is tied to these projected embeddings (the
-            decoder reads and writes one table, as OpenNMT's shared decoder embeddings; a per-word bias trains), and
-            with `"bert_windowed"` the model keeps no table of its own (the encoder reads no tokens).
+            BERT-conditioned decoder; needs a `"bert_*"` encoder input): BERT's word vectors as its embedding layer
+            gives them, LayerNorm(word + token-type embedding) (the reference feeds BERT's embedding output; BERT's
+            positions are left out, the decoder adds its own), frozen as the rest of BERT, through a trainable
+            linear layer to `d_model` where the widths differ (initialised to keep their norm, so that they weigh
+            as much as the positions at the start; as they are where the widths agree). With `tie_word_embeddings`,
+            the output layer is tied to these projected vectors (the decoder reads and writes one table, as
+            OpenNMT's shared decoder embeddings; a per-word bias trains), and with `"bert_windowed"` the model keeps
+            no table of its own (the encoder reads no tokens).
         convolution (`str`, *optional*, defaults to `"none"`): convolutional self-attention
             (`modeling.convolutional_attention`) in the lowest `convolution_layers` encoder layers: `"1d"` (a window
             of positions), `"2d"` (also neighbouring heads) or `"circular_2d"` (heads wrap around); `"none"`: full
@@ -142,6 +152,7 @@ class CopyTransformerConfig(PretrainedConfig):
         coverage_penalty: float = 0.0,
         no_repeat_word_ngram_size: int = 0,
         encoder_input: str = "tokens",
+        concat_after_layers: int | None = None,
         bert_name_or_path: str | None = None,
         bert_config: dict | None = None,
         bert_window: int = 512,
@@ -196,6 +207,15 @@ class CopyTransformerConfig(PretrainedConfig):
             check_positive_integers(word_embedding_size=word_embedding_size)
             if encoder_input == "bert_windowed" and decoder_embeddings == "bert":
                 raise ValueError("word_embedding_size: stacking with the BERT-conditioned decoder keeps no word table")
+        if encoder_input == "bert_concat":
+            concat_after_layers = convolution_layers if concat_after_layers is None else concat_after_layers
+            if isinstance(concat_after_layers, bool) or not isinstance(concat_after_layers, int) or not (
+                0 <= concat_after_layers <= encoder_layers
+            ):
+                raise ValueError(f"concat_after_layers must be an integer in 0..encoder_layers={encoder_layers}, got "
+                                 f"{concat_after_layers!r}")
+        elif concat_after_layers is not None:
+            raise ValueError('concat_after_layers places the concatenation: it needs encoder_input="bert_concat"')
         if decoder_embeddings == "bert" and encoder_input == "tokens":
             raise ValueError('decoder_embeddings="bert" needs a BERT encoder input ("bert_windowed" or "bert_concat")')
         if d_model % attention_heads:
@@ -233,6 +253,7 @@ class CopyTransformerConfig(PretrainedConfig):
         self.coverage_penalty = coverage_penalty
         self.no_repeat_word_ngram_size = no_repeat_word_ngram_size
         self.encoder_input = encoder_input
+        self.concat_after_layers = concat_after_layers
         self.bert_name_or_path = bert_name_or_path
         if isinstance(bert_config, PretrainedConfig):
             bert_config = bert_config.to_dict()
@@ -259,6 +280,14 @@ class CopyTransformerConfig(PretrainedConfig):
         kwargs.setdefault("bos_token_id", decoder_start_token_id)
         kwargs.setdefault("is_encoder_decoder", True)
         super().__init__(**kwargs)
+
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """`PretrainedConfig.from_dict`; a concatenation config saved before `concat_after_layers` existed keeps the
+        design it was trained with (the concatenation after the whole encoder)."""
+        if config_dict.get("encoder_input") == "bert_concat" and "concat_after_layers" not in config_dict:
+            config_dict = {**config_dict, "concat_after_layers": config_dict.get("encoder_layers", 3)}
+        return super().from_dict(config_dict, **kwargs)
 
     @property
     def uses_bert(self) -> bool:

@@ -6,6 +6,11 @@ and the game's context."""
 from .configuration_bertsumabs import BertSumAbsConfig
 from .summarizer_config import check_positive_integers
 
+# What the context of a step holds (`RealizerProcessor.context_text`): "paper" (Narayan et al. 2020, appendix B.4:
+# the date; each team's name, home or away, city, points, wins and losses; each named player's team and starting
+# position) or "names" (the date, the teams' names and cities, the named players' teams: the context before issue #40).
+REALIZER_CONTEXTS = ("paper", "names")
+
 
 class RealizerConfig(BertSumAbsConfig):
     r"""
@@ -24,6 +29,11 @@ class RealizerConfig(BertSumAbsConfig):
         numbers_from_input (`bool`, *optional*, defaults to `False`): the `table-to-text` pipeline's default for its
             option of the same name: the realizer may write only the number tokens of its input
             (`generation.source_numbers`; not in the paper).
+        context (`str`, *optional*, defaults to `"paper"`): what the input's context holds. `"paper"` (appendix
+            B.4): the date; each team's name (home or away), city, points, wins and losses; the team and starting
+            position of each player the plan sentence names. `"names"`: the date, the teams' names and cities and the
+            named players' teams, without the numbers; a config saved without the field (a realizer trained before
+            issue #40) keeps `"names"`, what it was trained on.
         (and every `BertSumAbsConfig` argument)
     """
 
@@ -38,12 +48,16 @@ class RealizerConfig(BertSumAbsConfig):
         no_repeat_word_ngram_size: int = 0,
         max_target_positions: int = 128,
         numbers_from_input: bool = False,
+        context: str = "paper",
         **kwargs,
     ):
         check_positive_integers(max_previous_tokens=max_previous_tokens)
         if not isinstance(numbers_from_input, bool):
             raise ValueError(f"numbers_from_input must be True or False, got {numbers_from_input!r}")
+        if context not in REALIZER_CONTEXTS:
+            raise ValueError(f"context must be one of {', '.join(REALIZER_CONTEXTS)}, got {context!r}")
         self.numbers_from_input = numbers_from_input
+        self.context = context
         self.plan_start_token = plan_start_token
         self.plan_start_token_id = plan_start_token_id
         self.max_previous_tokens = max_previous_tokens
@@ -53,6 +67,14 @@ class RealizerConfig(BertSumAbsConfig):
             max_target_positions=max_target_positions,
             **kwargs,
         )
+
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """`PretrainedConfig.from_dict`; a config saved before `context` existed reads the context it was trained
+        on ("names")."""
+        if "context" not in config_dict:
+            config_dict = {**config_dict, "context": "names"}
+        return super().from_dict(config_dict, **kwargs)
 
     def set_special_tokens(self, tokenizer) -> None:
         """BertSumAbs's summary tokens, and `plan_start_token` (a one-line error if the vocabulary lacks it)."""
@@ -64,4 +86,4 @@ class RealizerConfig(BertSumAbsConfig):
         self.plan_start_token_id = token_id
 
 
-__all__ = ["RealizerConfig"]
+__all__ = ["REALIZER_CONTEXTS", "RealizerConfig"]

@@ -7,8 +7,12 @@ next summary sentence, then its words.
   cross-attention to the document, predicts the next sentence vector r_sent.
 - The word generator adds r'_sent = dropout(linear(r_sent)) inside every layer's cross-attention sublayer:
   LN(s + CrossAtt(s, enc) + r'_sent) (equation 5). The separator token moves on to the next sentence.
-- Guidance loss: MSE between each predicted vector and the encoder's vector of that gold sentence, weight lambda,
-  computed on detached encodings (no gradient reaches the encoder through it).
+- Guidance loss: MSE between each predicted vector and the encoder's vector of that gold sentence, weight lambda.
+  As in the reference code, it reads a second pass of the sentence generator over detached inputs (the sentence
+  vectors and the document states) against detached targets, so no gradient reaches the encoder through it; the
+  first pass, whose r_sent the word generator reads, keeps its gradients, so the word loss trains the encoder through
+  the plan (the sentence vectors and the document states the sentence generator attends to) as well as through the
+  word generator's cross-attention.
 
 In generation the completed sentences of each hypothesis are read from its tokens: each sentence is encoded once and
 each plan computed once per hypothesis prefix (memoized for the `generate()` call), so beam reordering needs no state
@@ -75,11 +79,10 @@ class SentencePlannerForConditionalGeneration(BertSumAbsForConditionalGeneration
 
     # -- sentence vectors ----------------------------------------------------------------------------------------
 
-    @torch.no_grad()
     def sentence_vectors(self, summary_sentences: torch.LongTensor) -> torch.Tensor:
         """[rows, sentences, hidden]: the encoder's state at the end token of each sentence read alone (`[CLS] tokens
-        [SEP]`, padded with the pad id); zeros for padding sentences. No gradient: the encoder is not trained
-        through the plan."""
+        [SEP]`, padded with the pad id); zeros for padding sentences. With gradients: the word loss trains the
+        encoder through the plan (the guidance loss detaches them)."""
         rows, count, width = summary_sentences.shape
         flat = summary_sentences.reshape(rows * count, width)
         mask = (flat != self.config.pad_token_id).long()
@@ -92,11 +95,11 @@ class SentencePlannerForConditionalGeneration(BertSumAbsForConditionalGeneration
         return vectors.view(rows, count, -1)
 
     def predicted_vectors(self, sentence_vectors, sentence_mask, document_states, document_mask) -> torch.Tensor:
-        """r_sent for sentence 1..n given the vectors of sentences 1..n-1 (a zero vector first); the document
-        states are detached, as the guidance loss must not train the encoder."""
+        """r_sent for sentence 1..n given the vectors of sentences 1..n-1 (a zero vector first), attending to the
+        document states (gradients flow into both inputs; detach them for the guidance pass)."""
         shifted = torch.cat([torch.zeros_like(sentence_vectors[:, :1]), sentence_vectors[:, :-1]], dim=1)
         inputs_mask = torch.cat([torch.ones_like(sentence_mask[:, :1]), sentence_mask[:, :-1]], dim=1)
-        return self.sentence_generator(shifted, inputs_mask, document_states.detach(), document_mask)
+        return self.sentence_generator(shifted, inputs_mask, document_states, document_mask)
 
     # -- the plan of each decoder position -----------------------------------------------------------------------
 
@@ -120,8 +123,11 @@ class SentencePlannerForConditionalGeneration(BertSumAbsForConditionalGeneration
         index = index.clamp(max=predicted.shape[1] - 1)
         plan = torch.gather(predicted, 1, index.unsqueeze(-1).expand(-1, -1, predicted.shape[-1]))
         guidance = None
-        if inputs.get("labels") is not None and sentence_mask.any():
-            guidance = F.mse_loss(predicted[sentence_mask].float(), vectors[sentence_mask].float())
+        if inputs.get("labels") is not None and sentence_mask.any() and self.config.guidance_weight:
+            # the reference's second, detached pass: the guidance loss trains the sentence generator only
+            targets = vectors.detach()
+            guided = self.predicted_vectors(targets, sentence_mask, encoder_states.detach(), attention_mask)
+            guidance = F.mse_loss(guided[sentence_mask].float(), targets[sentence_mask].float())
             guidance = self.config.guidance_weight * guidance
         return self.plan_projection(plan), guidance
 

@@ -10,9 +10,13 @@ The input of a step is
 - `<BEG>`: the plan's begin marker, the unused word piece `plan_start_token` (`[unused3]`), inserted by id (the text
   "<BEG>" is never tokenized, and the vocabulary keeps the encoder's size);
 - records: the template sentences of the plan sentence's records (`rotowire_plans.plan_to_text`), cut to fit;
-- context: the game's date, both teams with their cities (home first), and the team of every player the plan sentence
-  names (the date, TEAM-NAME, TEAM-CITY and PLAYER_NAME template sentences), so that a sentence can name the date,
-  the opponent and a player's team although its records do not hold them.
+- context (`RealizerConfig.context`): with "paper" (Narayan et al. 2020, appendix B.4), the game's date, each team
+  (home first) with its home or away role, city, points, wins and losses, and the team and starting position of
+  every player the plan sentence names (the DAY, TEAM-NAME, TEAM-CITY, TEAM-PTS, TEAM-WINS, TEAM-LOSSES,
+  PLAYER_NAME and START_POSITION template sentences; a bench player has no START_POSITION record); with "names"
+  (realizers trained before issue #40), the date, the teams' names and cities and the named players' teams only. So
+  a sentence can name the date, the score, the teams' records, the opponent and a player's team although its
+  records do not hold them (and with `numbers_from_input`, write those numbers).
 
 All tokens have segment 0. Training pairs come from the oracle plan of each game's human summary: every summary
 sentence with at least one record is the target of its plan sentence, with the previous such sentence (not the
@@ -30,6 +34,8 @@ from ..text.rotowire_records import DATE_KEY, GAME_ENTITY, Game, parse_game
 from .processing_utils import SummarizationProcessor, padded_rows
 
 INPUT_KEYS = ("input_ids", "token_type_ids", "attention_mask")
+# A team's records in the paper's context, in this order; the "names" context keeps the first two.
+CONTEXT_TEAM_KEYS = ("TEAM-NAME", "TEAM-CITY", "TEAM-PTS", "TEAM-WINS", "TEAM-LOSSES")
 _WORD = re.compile(r"[A-Za-z]{2,}")  # single letters (initials) stay as written: "a" is no "A.J."
 
 
@@ -68,13 +74,17 @@ class RealizerProcessor(SummarizationProcessor):
         return oracle_plan(game)
 
     def context_text(self, game: Game, record_ids: Sequence[str]) -> str:
-        """The date, the teams and their cities, and the players the records name, as template sentences."""
-        ids = [f"{GAME_ENTITY}|{DATE_KEY}"]
-        for team in (game.home_name, game.vis_name):
-            ids += [f"{team}|TEAM-NAME", f"{team}|TEAM-CITY"]
-        players = (game.record(record_id).entity for record_id in record_ids)
-        ids += [f"{name}|PLAYER_NAME" for name in dict.fromkeys(players) if game.lookup(name, "PLAYER_NAME")]
-        return " ".join(game.record(record_id).sentence for record_id in ids)
+        """The context of the config's `context` as template sentences (see the module docstring); a record the game
+        lacks (filtered, or a bench player's starting position) is left out."""
+        paper = self.config.context == "paper"
+        team_keys = CONTEXT_TEAM_KEYS if paper else CONTEXT_TEAM_KEYS[:2]
+        player_keys = ("PLAYER_NAME", "START_POSITION") if paper else ("PLAYER_NAME",)
+        players = dict.fromkeys(game.record(record_id).entity for record_id in record_ids)
+        keys = [(GAME_ENTITY, DATE_KEY)]
+        keys += [(team, key) for team in (game.home_name, game.vis_name) for key in team_keys]
+        keys += [(name, key) for name in players if game.lookup(name, "PLAYER_NAME") for key in player_keys]
+        records = (game.lookup(entity, key) for entity, key in keys)
+        return " ".join(record.sentence for record in records if record is not None)
 
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"] if text else []

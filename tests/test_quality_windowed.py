@@ -30,14 +30,25 @@ def test_every_variant_is_a_valid_config_and_every_table_names_known_variants(sc
         ("transformer", {"copy_mechanism": False}),
         ("bert_decoder", {"encoder_input": "bert_windowed", "encoder_layers": 0}),
         ("bert_stacked_full", {"encoder_input": "bert_windowed", "max_source_positions": 2048}),
-        # concatenation: the features beside a convolutional token encoder's output (Table 1's best convolution)
-        ("bert_concat", {"encoder_input": "bert_concat", "convolution": "circular_2d"}),
+        # concatenation as the paper builds it: the features beside the convolutional layer's output (Table 1's best
+        # convolution), two layers over them; the earlier design after the whole encoder
+        ("bert_concat_paper", {"encoder_input": "bert_concat", "convolution": "circular_2d", "concat_after_layers": 1}),
+        ("bert_concat_paper_bert_decoder", {"encoder_input": "bert_concat", "convolution": "circular_2d",
+                                            "concat_after_layers": 1, "decoder_embeddings": "bert"}),
+        ("bert_concat", {"encoder_input": "bert_concat", "convolution": "circular_2d", "concat_after_layers": 3}),
     ],
 )
 def test_a_variant_changes_only_its_component(script, variant, differs_in):
     base = CopyTransformerConfig().to_dict()
     changed = CopyTransformerConfig(**script.VARIANTS[variant][1]).to_dict()
     assert {key: value for key, value in changed.items() if base.get(key) != value} == differs_in
+
+
+def test_table_4_has_the_papers_concatenation_and_both_with_the_bert_conditioned_decoder(script):
+    for table, suffix in (("4", ""), ("4_full", "_full")):
+        assert script.TABLES[table][1] == [
+            f"bert_stacked{suffix}", f"bert_concat_paper{suffix}", f"bert_stacked_bert_decoder{suffix}",
+            f"bert_concat_paper_bert_decoder{suffix}", f"bert_concat{suffix}"]
 
 
 def test_paired_difference_by_hand(script):
@@ -123,7 +134,7 @@ def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     assert options["--do_train"] is None and options["--bf16"] is None
     assert command[1].endswith("training_scripts/train_abstractive.py")
     assert json.loads(options["--config_overrides"]) == {"encoder_input": "bert_concat", "convolution": "circular_2d",
-                                                         "max_source_positions": 2048}
+                                                         "concat_after_layers": 3, "max_source_positions": 2048}
     assert options["--max_length"] == "2048" and options["--max_steps"] == "600"
     assert options["--train_file"] == "/data/cnn_dailymail/train_large.jsonl.gz"
     assert options["--eval_split"] == "validation[1000:1100]"  # the dev documents, never the reported ones

@@ -17,6 +17,7 @@ from sumformers.text.table_to_text_metrics import (
     damerau_levenshtein_distance,
     dld_similarity,
     extract_relations,
+    plan_scores,
     pooled_content_selection,
     relation_generation,
     text_content_ordering,
@@ -236,6 +237,33 @@ def test_content_selection_and_ordering_of_a_toy_plan():
     pooled = pooled_content_selection([selection, content_selection(["x"], ["x", "y"])])
     assert (pooled["precision"], pooled["recall"]) == (pytest.approx(3 / 4), pytest.approx(3 / 6))
     assert content_selection([EOT], ["a", EOT])["f1"] == 0.0
+
+
+def test_content_selection_leaves_the_names_and_the_date_out_as_the_paper_does():
+    # A planner that names both teams and the date but picks one statistic right, against a reference of two
+    # statistics and a player's name.
+    plan = ["game|DAY", "Cavaliers|TEAM-NAME", "Cavaliers|TEAM-CITY", "Bucks|TEAM-NAME", EOS, "Kevin Love|PTS",
+            "LeBron James|AST", EOT]
+    reference = ["Cavaliers|TEAM-NAME", "Kevin Love|PLAYER_NAME", "Kevin Love|PTS", "Kevin Love|REB", EOT]
+    # the paper's definition: statistics {Love PTS, James AST} against {Love PTS, Love REB}: P 1/2, R 1/2
+    paper = content_selection(plan, reference)
+    assert (paper["overlap"], paper["predicted"], paper["reference"]) == (1, 2, 2)
+    assert (paper["precision"], paper["recall"], paper["f1"]) == (0.5, 0.5, 0.5)
+    # every record (the package's earlier definition): 2 shared (the Cavaliers' name, Love's points) of 6 and 4
+    every = content_selection(plan, reference, records="all")
+    assert (every["overlap"], every["predicted"], every["reference"]) == (2, 6, 4)
+    assert every["precision"] == pytest.approx(1 / 3) and every["recall"] == pytest.approx(1 / 2)
+    # a plan of names only selects nothing under the paper's definition
+    assert content_selection(["Cavaliers|TEAM-NAME", "game|DAY", EOT], reference)["predicted"] == 0
+    with pytest.raises(ValueError, match="records must be one of statistics, all"):
+        content_selection(plan, reference, records="names")
+    # over games CS is micro-averaged: (1 + 1) shared of (2 + 1) predicted and (2 + 3) reference statistics, not the
+    # mean of the games' F1 (0.5 and 0.5)
+    second = (["Kevin Love|PTS", EOT], ["Kevin Love|PTS", "Kevin Love|AST", "Bucks|TEAM-PTS", EOT])
+    scores = plan_scores([plan, second[0]], [reference, second[1]])
+    assert scores["cs_precision"] == pytest.approx(100 * 2 / 3) and scores["cs_recall"] == pytest.approx(100 * 2 / 5)
+    assert scores["cs_f1"] == pytest.approx(100 * 2 * (2 / 3) * (2 / 5) / (2 / 3 + 2 / 5))
+    assert [game["cs_f1"] for game in scores["per_game"]] == [pytest.approx(50.0), pytest.approx(50.0)]
 
 
 def test_relation_generation_on_a_hand_made_text(game):

@@ -229,6 +229,56 @@ def test_guidance_loss_sends_no_gradient_into_the_encoder(minilm_tokenizer):
     torch.testing.assert_close(guidance, F.mse_loss(predicted[mask], vectors[mask]))
 
 
+def word_loss_by_hand(model, batch, plan_from_encoder=True):
+    """The word loss built from the planner's modules step by step (the autograd reference): each summary sentence
+    encoded alone, its vector the state at its end token; the sentence generator over the shifted vectors and the
+    document; each decoder position reading the plan of its sentence. `plan_from_encoder=False` detaches the
+    sentence generator's inputs (the plan then carries no gradient to the encoder, as before issue #40)."""
+    encoder_states = model.encode(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+    sentences = batch["summary_sentences"]
+    vectors = torch.zeros(*sentences.shape[:2], model.config.hidden_size)
+    for row in range(sentences.shape[0]):
+        for index in range(sentences.shape[1]):
+            tokens = sentences[row, index][sentences[row, index] != 0]
+            if len(tokens):
+                states = model.encoder(input_ids=tokens[None]).last_hidden_state
+                vectors = vectors.index_put((torch.tensor(row), torch.tensor(index)), states[0, -1])
+    real = (sentences != 0).any(-1)
+    shifted = torch.cat([torch.zeros_like(vectors[:, :1]), vectors[:, :-1]], 1)
+    shifted_mask = torch.cat([torch.ones_like(real[:, :1]), real[:, :-1]], 1)
+    document = encoder_states if plan_from_encoder else encoder_states.detach()
+    if not plan_from_encoder:
+        shifted = shifted.detach()
+    predicted = model.sentence_generator(shifted, shifted_mask, document, batch["attention_mask"])
+    decoder_inputs = decoder_inputs_from_labels(batch["labels"], model.config)
+    sentence_index = (decoder_inputs == model.config.sentence_separator_token_id).cumsum(1)
+    plan = torch.stack([predicted[row, sentence_index[row].clamp(max=predicted.shape[1] - 1)]
+                        for row in range(len(predicted))])
+    words = model.get_input_embeddings().weight
+    states = model.decoder(F.embedding(decoder_inputs, words), None, encoder_states, batch["attention_mask"],
+                           None, model.plan_projection(plan))
+    return model.word_loss(model.generator(states, words).flatten(0, 1), batch["labels"].flatten())
+
+
+def test_word_loss_trains_the_encoder_through_the_sentence_plan(minilm_tokenizer):
+    # guidance off: the loss is the word loss alone
+    model = tiny(guidance_weight=0.0)
+    _, batch = batch_of(model, minilm_tokenizer)
+    parameters = list(model.encoder.parameters())
+
+    def encoder_gradient(loss):
+        return torch.cat([g.flatten() for g in torch.autograd.grad(loss, parameters, allow_unused=True,
+                                                                   materialize_grads=True)])
+
+    gradient = encoder_gradient(model(**batch).loss)
+    reference = encoder_gradient(word_loss_by_hand(model, batch))
+    without_plan_path = encoder_gradient(word_loss_by_hand(model, batch, plan_from_encoder=False))
+    torch.testing.assert_close(gradient, reference, atol=1e-6, rtol=1e-4)
+    # the part that flows through r_sent (sentence vectors and the document states the sentence generator reads)
+    through_plan = (reference - without_plan_path).norm() / reference.norm()
+    assert through_plan > 0.05, through_plan
+
+
 class ForceSeparators(LogitsProcessor):
     """Makes greedy decoding close a sentence at the given steps (so generation meets its plan updates)."""
 

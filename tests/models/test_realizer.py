@@ -225,8 +225,45 @@ def test_lora_on_the_encoder_layers_adapts_the_decoder_too_and_merges_once(token
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def test_step_input_is_previous_sentence_beg_records_context(tokenizer, game):
+def test_the_papers_context_gives_the_teams_points_wins_losses_and_the_players_starting_positions(tokenizer, game):
+    # appendix B.4 of the paper: date; each team's name (home or away), city, points, wins, losses; each named
+    # player's team and starting position (Jabari Parker came off the bench: no position)
     processor = RealizerForConditionalGeneration.processor_class(tokenizer, tiny_config(tokenizer))
+    assert processor.config.context == "paper"
+    context = processor.context_text(game, ["Kevin Love|PTS", "Jabari Parker|REB", "Kevin Love|AST"])
+    assert context == (
+        "The game was played on Tuesday, November 29, 2016. "
+        "The Cavaliers were the home team. The Cavaliers are from Cleveland. "
+        "The Cavaliers scored 101 points, which is the 2nd best. The Cavaliers have 13 wins. "
+        "The Cavaliers have 3 losses. "
+        "The Bucks were the visiting team. The Bucks are from Milwaukee. "
+        "The Bucks scored 118 points, which is the best. The Bucks have 8 wins. The Bucks have 8 losses. "
+        "Kevin Love played for the Cleveland Cavaliers. Kevin Love started at forward. "
+        "Jabari Parker played for the Milwaukee Bucks.")
+    # so the score and the teams' records are numbers of the step's input (what numbers_from_input lets it write)
+    step = processor.encode_step(game, ["Kevin Love|PTS"])["input_ids"]
+    assert all(ids(tokenizer, number)[0] in step for number in ("101", "118", "13"))
+
+
+def test_a_realizer_config_saved_before_the_context_field_keeps_the_names_context(tokenizer, tmp_path):
+    config = tiny_config(tokenizer)
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["context"] == "paper"
+    del saved["context"]
+    (tmp_path / "config.json").write_text(json.dumps(saved))
+    assert RealizerConfig.from_pretrained(tmp_path).context == "names"
+    # the shipped realizer trained on that context and reads it
+    from sumformers.hub import shipped_checkpoints
+
+    assert RealizerConfig.from_pretrained(shipped_checkpoints()["realizer-minilm-rotowire"]).context == "names"
+    with pytest.raises(ValueError, match="context must be one of paper, names, got 'all'"):
+        tiny_config(tokenizer, context="all")
+
+
+def test_step_input_is_previous_sentence_beg_records_context(tokenizer, game):
+    # the context of the realizers trained before issue #40 (the shipped one's): names and cities, no numbers
+    processor = RealizerForConditionalGeneration.processor_class(tokenizer, tiny_config(tokenizer, context="names"))
     records = ["Kevin Love|PLAYER_NAME", "Kevin Love|PTS"]
     previous = "the bucks won ."
     step = processor({"game": game, "records": records, "previous": previous})

@@ -100,7 +100,7 @@ def ship(source: str, name: str, model: str, training: str, deviations: str, dev
         results=scores,
         evaluation=f"{development} Held out (`validation[:300]`, raw cased CNN articles, the shipped decoding): "
         f"ROUGE-1 / 2 / Lsum {scores['rouge1']:.2f} / {scores['rouge2']:.2f} / {scores['rougeLsum']:.2f}; both "
-        "held-out sets with Lead-3 and paired differences: `benchmarks/results/quality_cnndm.md`.",
+        "held-out sets with Lead-3 and paired differences: `benchmarks/results/quality_cnndm_gpu.md`.",
     )
     write_card(target, AutoConfig.from_pretrained(target), card)
     print(f"shipped {target}: {scores}", flush=True)

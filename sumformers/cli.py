@@ -13,6 +13,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from .text.readable_text import html_main_text
+
 ERROR_EXIT = 2
 STDIN = "-"
 HTML_SUFFIXES = (".html", ".htm")
@@ -77,8 +79,6 @@ def read_documents(source: Path) -> list[dict]:
     game (a line with a `box_score`, for table-to-text), or {"id", "error"} for entries that cannot be used, so one
     bad line does not cost the others.
     """
-    from .text.readable_text import html_main_text
-
     if source.is_dir():
         files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (*TEXT_SUFFIXES, ".jsonl"))
         if not files:

@@ -96,14 +96,13 @@ class CopyTransformerConfig(PretrainedConfig):
             each window (the MiniLM/BERT vocabulary's).
         decoder_embeddings (`str`, *optional*, defaults to `"shared"`): the decoder's word embeddings. `"shared"`:
             the model's own table (the encoder's and, tied, the output layer's). `"bert"` (the paper's
-            BERT-conditioned decoder; needs a `"bert_*"` encoder input): BERT's word vectors as its embedding layer
-            gives them, LayerNorm(word + token-type embedding) (the reference feeds BERT's embedding output; BERT's
-            positions are left out, the decoder adds its own), frozen as the rest of BERT, through a trainable
-            linear layer to `d_model` where the widths differ (initialised to keep their norm, so that they weigh
-            as much as the positions at the start; as they are where the widths agree). With `tie_word_embeddings`,
-            the output layer is tied to these projected vectors (the decoder reads and writes one table, as
-            OpenNMT's shared decoder embeddings; a per-word bias trains), and with `"bert_windowed"` the model keeps
-            no table of its own (the encoder reads no tokens).
+            BERT-conditioned decoder; needs a `"bert_*"` encoder input): BERT's word embeddings, frozen as the
+            rest of BERT, through a trainable linear layer to `d_model` where the widths differ (as they are where
+            they agree), scaled by sqrt(d_model) at the decoder's input as the model's own table is (unscaled they
+            were a thirtieth of the positions' norm at initialisation). With `tie_word_embeddings`, the output layer
+            is tied to these projected embeddings, unscaled (the decoder reads and writes one table, as OpenNMT's
+            shared decoder embeddings; a per-word bias trains), and with `"bert_windowed"` the model keeps no table
+            of its own (the encoder reads no tokens).
         convolution (`str`, *optional*, defaults to `"none"`): convolutional self-attention
             (`modeling.convolutional_attention`) in the lowest `convolution_layers` encoder layers: `"1d"` (a window
             of positions), `"2d"` (also neighbouring heads) or `"circular_2d"` (heads wrap around); `"none"`: full

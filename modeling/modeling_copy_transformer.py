@@ -9,9 +9,9 @@ with a pointer-generator head (See et al. 2017).
 - BERT conditioning (`encoder_input`): the frozen BERT's windowed features (`modeling.windowed_encoder`) replace the
   word embeddings ("bert_windowed", stacking) or are concatenated with the output of the lowest
   `concat_after_layers` encoder layers and projected, the layers above running over the result ("bert_concat");
-  `decoder_embeddings="bert"` reads the decoder inputs as BERT's embedding layer gives its words (LayerNorm over the
-  word and token-type embeddings, as the reference feeds BERT's embedding output), projected with a norm-keeping
-  initialisation, so that at initialisation they weigh as much as the positions. The frozen BERT lives at
+  `decoder_embeddings="bert"` reads the decoder inputs through BERT's word embeddings, projected and scaled by
+  sqrt(d_model) as the model's own table is (unscaled, they were a thirtieth of the positions' norm at
+  initialisation). The frozen BERT lives at
   `encoder.bert.encoder`; `save_pretrained` leaves it out and `from_pretrained` reloads it from
   `config.bert_name_or_path` (as `from_encoder` loads it), and `forward(bert_features=...)` takes cached features.
 - Word embeddings: a vocabulary x d_model table, or with `word_embedding_size` a narrower table and a linear map to
@@ -402,8 +402,8 @@ class CopyTransformerDecoder(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(config, index) for index in range(config.decoder_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         if config.decoder_embeddings == "bert" and bert_config(config).hidden_size != config.d_model:
-            # BERT's embeddings stay frozen; this projection to d_model trains (initialised to keep their norm)
-            self.bert_embedding_projection = WordEmbeddingProjection(bert_config(config).hidden_size, config.d_model)
+            # BERT's word embeddings stay frozen; this projection to d_model trains
+            self.bert_embedding_projection = nn.Linear(bert_config(config).hidden_size, config.d_model)
 
     def forward(self, embeddings, attention_mask, encoder_states, encoder_mask, cache=None) -> torch.Tensor:
         past = cache.get_seq_length() if cache is not None else 0
@@ -422,16 +422,15 @@ class CopyTransformerDecoder(nn.Module):
 
 
 class WordEmbeddingProjection(nn.Linear):
-    """The map from a factorized word table (`word_embedding_size`, no bias) or from BERT's word vectors (the
-    BERT-conditioned decoder, with a bias) to `d_model`. Initialised with std 1/sqrt(in_features) rather than the
-    model's 0.02, so that it keeps the norm of what it maps: the factorized table's embeddings start at the 0.02 scale
-    of an unfactorized table, BERT's LayerNormed word vectors at the scale of the positions they are added to."""
+    """The map from a factorized word table (`word_embedding_size`) to `d_model`. Initialised with std
+    1/sqrt(in_features) rather than the model's 0.02, so that the projected embeddings start at the 0.02 scale of an
+    unfactorized table."""
 
 
 class ProjectedEmbeddingsOutput(nn.Module):
     """The output layer tied to word embeddings that reach `d_model` through a projection, P e_w + c: the
-    BERT-conditioned decoder's (e_w BERT's frozen, LayerNormed word vector, P and c the decoder's trainable
-    projection) or a factorized word table's (e_w a row of the table, P its `WordEmbeddingProjection`, c = 0).
+    BERT-conditioned decoder's (e_w BERT's frozen embedding, P and c the decoder's trainable projection) or a
+    factorized word table's (e_w a row of the table, P its `WordEmbeddingProjection`, c = 0).
     logits_w = (P^T h) . e_w + b_w: the term h . c is the same for every word, so softmax over the vocabulary drops
     it; the per-word bias b is this layer's only parameter (the untied output layer's bias)."""
 
@@ -581,33 +580,22 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def bert_word_vectors(self, token_ids: torch.LongTensor | None = None) -> torch.Tensor:
-        """The frozen BERT's embedding layer over words alone, LayerNorm(word + first token-type embedding), for
-        `token_ids` or (None) the whole vocabulary: the BERT-conditioned decoder's word table, input and output. BERT's
-        positions stay out: the decoder adds its own, as every variant does."""
-        embeddings = self.frozen_bert.embeddings
-        words = embeddings.word_embeddings.weight if token_ids is None else embeddings.word_embeddings(token_ids)
-        token_types = getattr(embeddings, "token_type_embeddings", None)
-        if token_types is not None:
-            words = words + token_types.weight[0]
-        return embeddings.LayerNorm(words)
-
     def embed_decoder_inputs(self, token_ids: torch.LongTensor) -> torch.Tensor:
-        """The decoder inputs' word embeddings: the model's own (scaled), or BERT's LayerNormed word vectors (frozen,
-        `bert_word_vectors`) projected to d_model."""
+        """The decoder inputs' word embeddings scaled by sqrt(d_model): the model's own, or BERT's (frozen) projected
+        to d_model. The output layer reads the same table unscaled (as the shared table's)."""
         if self.config.decoder_embeddings == "shared":
             return self.encoder.embed(token_ids)
         token_ids = token_ids.masked_fill(token_ids >= self.config.vocab_size, self.config.unk_token_id)
-        embeddings = self.bert_word_vectors(token_ids)
+        embeddings = self.frozen_bert.get_input_embeddings()(token_ids)
         projection = getattr(self.decoder, "bert_embedding_projection", None)
-        return projection(embeddings) if projection is not None else embeddings
+        return self.encoder.embed_scale * (projection(embeddings) if projection is not None else embeddings)
 
     def vocab_logits(self, states: torch.Tensor) -> torch.Tensor:
         """P_vocab's logits from the decoder states: the output layer (tied to the decoder's word embeddings)."""
         if not isinstance(self.lm_head, ProjectedEmbeddingsOutput):
             return self.lm_head(states)
         if self.config.decoder_embeddings == "bert":
-            embeddings = self.bert_word_vectors()
+            embeddings = self.frozen_bert.get_input_embeddings().weight
             return self.lm_head(states, embeddings, getattr(self.decoder, "bert_embedding_projection", None))
         return self.lm_head(states, self.encoder.embed_tokens.weight, self.encoder.embed_projection)
 

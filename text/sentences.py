@@ -46,7 +46,8 @@ _TRANSCRIPT_MARKUP_RE = re.compile(r"\{\w+\}")
 # Lowercased text (the 40k CNN/DM set) hides the capital letters pysbd reads boundaries from: on it pysbd merges
 # sentences (27.6 words a sentence against 21.5 on the same kind of cased text). There a boundary is end punctuation,
 # closing quotes or brackets, then whitespace, unless the word before the full stop is a known abbreviation.
-_LOWERCASE_BOUNDARY_RE = re.compile(r"([.!?]+)[\"'\u2019\u201d)\]]*\s+")
+# The word before the punctuation is captured with it, so that checking it needs no look back along the line.
+_LOWERCASE_BOUNDARY_RE = re.compile(r"(\S*?)([.!?]+)[\"'\u2019\u201d)\]]*\s+")
 # Titles, ranks and other abbreviations that news text writes before a name or a number, rarely at a sentence end.
 _NON_FINAL_ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st mt ft gen gov sen rep lt col sgt capt cmdr adm maj cpl pvt rev hon pres supt det insp "
@@ -98,10 +99,9 @@ def _segment_line(line: str) -> list[str]:
 
 def _is_boundary(line: str, match: re.Match) -> bool:
     """Whether the end punctuation of `match` ends a sentence of lowercased `line`."""
-    if match.group(1) != ".":
+    if match.group(2) != ".":
         return True
-    start = match.start(1)
-    word = line[:start].rsplit(None, 1)[-1].lstrip("\"'(\u201c\u2018[") if line[:start].strip() else ""
+    word = match.group(1).lstrip("\"'(\u201c\u2018[")
     if word in _BEFORE_NUMBER_ABBREVIATIONS:
         return not line[match.end() : match.end() + 1].isdigit()
     return word not in _NON_FINAL_ABBREVIATIONS and not _INITIALISM_RE.fullmatch(word)
@@ -121,6 +121,8 @@ def split_lowercase_sentences(text: str) -> list[str]:
     """Split lowercased English text (no capital letters to read boundaries from) into sentences: at end
     punctuation followed by whitespace, except after abbreviations (mr., u.s., initials, "no." before a number).
     Stripped and filtered as `split_sentences`; line breaks always end a sentence."""
+    if not isinstance(text, str):
+        raise TypeError(f"split_lowercase_sentences expects a str, got {type(text).__name__}")
     return _split(text, _split_lowercase_line)
 
 
@@ -138,8 +140,6 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _split(text: str, segment_line) -> list[str]:
-    if not isinstance(text, str):
-        raise TypeError(f"expected a str, got {type(text).__name__}")
     sentences = []
     for line in _LINE_BREAK_RE.split(text):
         if not line.strip():

@@ -120,13 +120,26 @@ def timed_summaries(summarizer, documents: list[str], **options) -> tuple[list[s
     return [output["summary"] for output in outputs], seconds
 
 
+def checkpoint_key(checkpoint: Path, configs: bool = True) -> str:
+    """A digest of what a checkpoint's outputs depend on, not of its folder: cached summaries follow a checkpoint
+    copied to another machine, and a retrained one gets new entries. Its weights, and with `configs` its config and
+    generation config (leave them out where the cache key names every decoding setting: shipping rewrites them)."""
+    digest = hashlib.sha1()
+    names = ("config.json", "generation_config.json") if configs else ()
+    for path in sorted(checkpoint.iterdir()):
+        if path.suffix == ".safetensors" or path.name in names:
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
 DECODE_CHUNK = 100  # documents one cache file holds: an interrupted decoding resumes after its last whole chunk
 
 
 def cached_summaries(
     cache_dir: str, name: str, key: list, documents: list[str], load_summarizer: Callable, threads: int, **options
 ) -> tuple[list[str], str]:
-    """A model's summaries of `documents` and its decoding time per document as "seconds (threads)". They are read
+    """A model's summaries of `documents` and its decoding time per document as "seconds (threads)" (or the device's
+    name for `threads`). They are read
     and written `DECODE_CHUNK` documents at a time as `<cache_dir>/<name>-<hash of key and the chunk>.json`; a chunk
     not cached yet is summarized by `load_summarizer()` (a pipeline, loaded once and only then) with `options`. `key`
     (JSON) names everything else the summaries depend on; a cached chunk keeps the thread count it was timed with."""

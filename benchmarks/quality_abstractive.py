@@ -44,6 +44,7 @@ from _common import (
     REPO,
     SOURCES,
     cached_summaries,
+    checkpoint_key,
     display_path,
     find_checkpoint,
     format_cell,
@@ -142,11 +143,6 @@ def abstractive_metrics(summaries: list[str], documents: list[str], references: 
     )
 
 
-def checkpoint_key(checkpoint: Path) -> list:
-    """The folder and the time its newest file changed: a retrained checkpoint gets new cache entries."""
-    return [str(checkpoint), max(path.stat().st_mtime for path in checkpoint.iterdir() if path.is_file())]
-
-
 def generation_options(args) -> dict:
     """The generation options set by flag; the others are left to the model."""
     return {name: getattr(args, name) for name in GENERATION_OPTIONS if getattr(args, name) is not None}
@@ -181,7 +177,7 @@ def extractive_summaries(checkpoint: Path, documents: list[str], args) -> tuple[
 
     options = {"num_sentences": 3, "trigram_blocking": True}
 
-    key = ["extractive-summarization", *checkpoint_key(checkpoint), options]
+    key = ["extractive-summarization", checkpoint_key(checkpoint), options]
     return cached_summaries(args.cache_dir, f"extractive-{checkpoint.name}", key, documents,
                             lambda: load_pipeline(str(checkpoint), task="extractive-summarization"), args.threads,
                             **options, batch_size=args.batch_size)
@@ -201,7 +197,7 @@ def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], arg
         return transformers.pipeline("abstractive-summarization", model=str(checkpoint), device=device)
 
     # a GPU's summaries may differ from the CPU's in the last bits of a beam score: cached apart
-    key = ["abstractive-summarization", *checkpoint_key(checkpoint), options, *([device] if device != "cpu" else [])]
+    key = ["abstractive-summarization", checkpoint_key(checkpoint), options, *([device] if device != "cpu" else [])]
     return cached_summaries(args.cache_dir, flag, key, documents, load_summarizer, args.threads, **options,
                             batch_size=args.batch_size)
 

@@ -34,6 +34,7 @@ from _common import (
     REPO,
     SOURCES,
     cached_summaries,
+    checkpoint_key,
     display_path,
     find_checkpoint,
     format_cell,
@@ -89,6 +90,11 @@ def parse_args():
                         help="the models' rows with and without trigram blocking (default both), or one of them")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--end_bias", type=float, default=None,
+                        help="stepwise models: the end unit's logit bias (default: each model's own)")
+    parser.add_argument("--device", default="cpu", help="where the models decode (cpu, cuda); cached apart")
+    parser.add_argument("--decode_only", action="store_true",
+                        help="only decode the selected models into the cache (e.g. on a lent GPU), no table")
     parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_cnndm"))
     parser.add_argument("--output", default=str(REPO / "benchmarks" / "results" / "quality_cnndm.md"))
     return parser.parse_args()
@@ -161,10 +167,14 @@ def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = 
         minimum = config.get("min_sentences", 1)
         options = dict(beam_size=3, num_sentences=4, min_sentences=minimum)
         # the paper's rule (the default): a summary cut at 4 sentences pays for its end unit
-        closing = ", END paid at 4" if config.get("end_at_limit", True) else ""
+        given = getattr(args, "end_bias", None)
+        end_bias = config.get("end_bias", 0.0) if given is None else given
+        # every decoding setting is in the options (the cache key): shipping may rewrite the config
+        options.update(end_bias=end_bias, end_at_limit=config.get("end_at_limit", True))
+        closing = ", END paid at 4" if options["end_at_limit"] else ""
         description = f"beam 3, {minimum}-4 sentences{closing}"
-        if config.get("end_bias"):
-            description += f", END bias {config['end_bias']:g}"
+        if end_bias:
+            description += f", END bias {end_bias:g}"
     if max_words:
         options["max_words"] = max_words
         description += f", <= {max_words} words"
@@ -180,10 +190,14 @@ def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max
     import sumformers
 
     options, _ = decoding_options(name, checkpoint, args, max_words)
-    key = [str(checkpoint), (checkpoint / "config.json").stat().st_mtime, blocking, options]
-
-    return cached_summaries(args.cache_dir, name, key, documents, lambda: sumformers.load_pipeline(str(checkpoint)),
-                            args.threads, **options, trigram_blocking=blocking, batch_size=args.batch_size)
+    device = getattr(args, "device", "cpu")
+    # a GPU's summaries may differ from the CPU's in the last bits of a score: cached apart
+    key = [checkpoint_key(checkpoint, configs=False), blocking, options, *([device] if device != "cpu" else [])]
+    options.pop("end_at_limit", None)  # in the key, not a pipeline option: the model's own rule
+    return cached_summaries(args.cache_dir, name, key, documents,
+                            lambda: sumformers.load_pipeline(str(checkpoint), device=device),
+                            args.threads if device == "cpu" else device,
+                            **options, trigram_blocking=blocking, batch_size=args.batch_size)
 
 
 def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], counts: dict) -> str:
@@ -218,7 +232,8 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
     sources = [example.get("source", "cnn") for example in examples]
     counts = {"all": len(examples), **{source: sources.count(source) for source in SOURCES}}
     rows = []
-    for (name, blocking, *budget), summaries in baseline_summaries(documents, references, args.max_words).items():
+    baselines = {} if args.decode_only else baseline_summaries(documents, references, args.max_words)
+    for (name, blocking, *budget), summaries in baselines.items():
         label = "n/a" if blocking is None else ("yes" if blocking else "no")
         if budget:
             decoding = f"first 4, <= {budget[0]} words"
@@ -226,7 +241,7 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
             decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy, R1+R2 F"
             decoding = "greedy, mean R1/R2/Lsum F" if name == "Oracle (Full)" else decoding
         rows.append((name, decoding, label, dict(summary_metrics(summaries, references, sources), seconds=None)))
-    lead3 = next(result for name, _, label, result in rows if name == "Lead-3" and label == "no")
+    lead3 = next((result for name, _, label, result in rows if name == "Lead-3" and label == "no"), None)
     for *_, result in rows:
         paired_with_lead3(result, lead3)
     for name in selected:
@@ -241,6 +256,8 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
         for blocking, max_words in settings:
             print(f"{title} {name}, blocking {blocking}, budget {max_words}: {checkpoint}", file=sys.stderr, flush=True)
             summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words)
+            if args.decode_only:
+                continue
             metrics = paired_with_lead3(dict(summary_metrics(summaries, references, sources), seconds=seconds), lead3)
             description = decoding_options(name, checkpoint, args, max_words)[1]
             rows.append((name, description, "yes" if blocking else "no", metrics))
@@ -264,6 +281,10 @@ def main():
         raise SystemExit(f"unknown --models {unknown}; choose from {list(MODELS)}")
 
     checkpoints = {}
+    if args.decode_only:
+        for (title, path), (start, limit) in zip(sets, ranges):
+            evaluate_set(title, read_jsonl(path)[start : start + limit], selected, args, checkpoints)
+        return
     tables = [
         evaluate_set(title, read_jsonl(path)[start : start + limit], selected, args, checkpoints)
         for (title, path), (start, limit) in zip(sets, ranges)

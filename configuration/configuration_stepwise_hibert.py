@@ -23,7 +23,8 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             Bottom layers of the pretrained encoder that encode each sentence on its own.
         sentence_pooling (`str`, *optional*, defaults to `"mean"`):
             How a sentence's token states become its vector: `"mean"` (the pooling all-MiniLM-L6-v2 was trained
-            with) or `"first"` (the `[CLS]` state).
+            with) or `"first"` (the `[CLS]` state). `from_encoder` takes the encoder's own (`encoder_pooling`: its
+            sentence-transformers pooling config, else `"first"`).
         document_layers (`int`, *optional*, defaults to 2):
             Transformer layers over the sentence vectors; they start as copies of the pretrained encoder's top
             `document_layers` layers.

@@ -41,6 +41,7 @@ from .bert_blocks import (
     init_bert_style_weights,
     load_encoder_and_config,
 )
+from .pretrained_encoder import encoder_pooling
 from .sentence_scoring import (
     check_sentence_slots,
     first_sentences,
@@ -178,8 +179,11 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
         position tables, end-of-summary unit and scorer are new.
 
         With `config`, its settings are used as they are (to rebuild a saved model before loading its adapter);
-        otherwise a config is made from the encoder's and `config_kwargs`.
+        otherwise a config is made from the encoder's and `config_kwargs`, pooling sentences as the encoder was
+        trained to (`encoder_pooling`) unless `sentence_pooling` is given.
         """
+        if config is None and "sentence_pooling" not in config_kwargs:
+            config_kwargs["sentence_pooling"] = encoder_pooling(encoder_path)
         encoder, config = load_encoder_and_config(cls.config_class, encoder_path, config, **config_kwargs)
         available = encoder.config.num_hidden_layers
         if config.sentence_encoder_layers > available or config.document_layers > available:

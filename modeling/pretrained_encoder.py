@@ -52,6 +52,21 @@ def portable_encoder_name(name_or_path: str | None) -> str:
     return str(name_or_path)
 
 
+def encoder_pooling(name_or_path: str | None) -> str:
+    """How the encoder was trained to pool a sentence's token states: `"mean"` or `"first"` as its
+    sentence-transformers pooling config (`1_Pooling/config.json`) says, and `"first"` (BERT's `[CLS]` state, the
+    HiBERT paper's h_1) for an encoder without one."""
+    import json
+
+    from transformers.utils import cached_file
+
+    found = cached_file(resolve_encoder(name_or_path), "1_Pooling/config.json",
+                        _raise_exceptions_for_missing_entries=False, _raise_exceptions_for_connection_errors=False)
+    settings = json.loads(Path(found).read_text()) if found else {}
+    mean = settings.get("pooling_mode_mean_tokens") and not settings.get("pooling_mode_cls_token")
+    return "mean" if mean else "first"
+
+
 @contextlib.contextmanager
 def quiet_loading():
     """Silence transformers' load report and progress bar for loads whose report is expected noise: a summarizer

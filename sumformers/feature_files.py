@@ -65,14 +65,21 @@ def _read(path):
         return {name: arrays[name] for name in arrays.files if name != "header"}, header
 
 
-def load_features(path: str | Path, expected: dict | None = None) -> list[dict]:
+def load_features(path: str | Path, expected: dict | None = None, max_length: int | None = None) -> list[dict]:
     """The features `save_features` wrote, as `training_features` gave them (`input_ids`, `token_type_ids`,
     `attention_mask`, `cls_positions`, `num_sentences`, `oracle`, `labels`). Settings in `expected` must equal the
-    file's, else a ValueError names the difference (features cut for another model would train it on other inputs)."""
+    file's, else a ValueError names the difference (features cut for another model would train it on other inputs).
+
+    `max_length` shorter than the file's cuts each document to the whole sentences that fit in it (a model with a
+    shorter input, e.g. BERTSum's 512 positions); oracle sentences past the cut are dropped, not searched again."""
     arrays, header = _read(path)
     for name, value in (expected or {}).items():
         if header.get(name) != value:
             raise ValueError(f"{path} was written with {name}={header.get(name)!r}; this run needs {value!r}")
+    if max_length is not None and max_length > header["max_length"]:
+        raise ValueError(f"{path} was cut at {header['max_length']} tokens; it cannot give {max_length}")
+    limit = max_length or float("inf")
+    shortest = header.get("min_sentence_tokens", 0)
     cls_id, sep_id = header["cls_id"], header["sep_id"]
     pieces = arrays["pieces"].tolist()
     piece_lengths = arrays["piece_lengths"].tolist()
@@ -80,13 +87,21 @@ def load_features(path: str | Path, expected: dict | None = None) -> list[dict]:
     features, piece_at, sentence_at, oracle_at = [], 0, 0, 0
     for count, oracle_length in zip(arrays["sentence_counts"].tolist(), arrays["oracle_lengths"].tolist()):
         input_ids, token_type_ids, cls_positions = [], [], []
+        full = False
         for index, length in enumerate(piece_lengths[sentence_at : sentence_at + count]):
-            cls_positions.append(len(input_ids))
-            input_ids.extend([cls_id, *pieces[piece_at : piece_at + length], sep_id])
-            token_type_ids.extend([index % 2] * (length + 2))
+            # the cut `encode_sentences` makes: whole sentences, the last one shortened, nothing after one that did
+            # not fit
+            room = limit - len(input_ids) - 2
+            full = full or room < min(length, shortest) or room <= 0
+            if not full:
+                cls_positions.append(len(input_ids))
+                kept = min(length, room)
+                input_ids.extend([cls_id, *pieces[piece_at : piece_at + kept], sep_id])
+                token_type_ids.extend([index % 2] * (kept + 2))
             piece_at += length
         sentence_at += count
-        chosen = oracle[oracle_at : oracle_at + oracle_length]
+        count = len(cls_positions)
+        chosen = [index for index in oracle[oracle_at : oracle_at + oracle_length] if index < count]
         oracle_at += oracle_length
         features.append({
             "input_ids": input_ids,

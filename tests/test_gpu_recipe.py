@@ -2,6 +2,7 @@
 where the model trains), the carry builder's int8 word table and size limit, and the whole recipe at tiny scale on
 the CPU (slow)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -43,6 +44,34 @@ def test_feature_file_gives_back_the_processor_features(tmp_path, minilm_tokeniz
         load_features(path, expected={"max_sentence_tokens": 30})
 
 
+def test_feature_file_cut_shorter_equals_the_processor_cut(tmp_path, minilm_tokenizer):
+    """Read at a shorter length (BERTSum's 512 from a file cut at 768), the layout is the one the processor gives at
+    that length; oracle sentences past the cut are dropped."""
+    from sumformers.configuration.configuration_stepwise_hibert import StepwiseHiBertConfig
+    from sumformers.feature_files import load_features, save_features
+    from sumformers.processing.processing_stepwise_hibert import HiBertProcessor
+
+    config = StepwiseHiBertConfig(encoder_config=tiny_bert_config().to_dict(), max_document_sentences=16,
+                                  max_sentence_tokens=12)
+    processor = HiBertProcessor(minilm_tokenizer, config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        long = [processor.training_features(article, lambda sentences: [7, 1], max_length=200) for article in ARTICLES]
+        for max_length in (60, 47):  # 47: the last kept sentence is shortened to the room left
+            short = [processor.training_features(article, lambda sentences: [7, 1][: len(sentences)],
+                                                 max_length=max_length) for article in ARTICLES]
+            path = tmp_path / "features.npz.xz"
+            save_features(long, path, minilm_tokenizer, {"max_length": 200, "min_sentence_tokens": 5})
+            for cut, expected in zip(load_features(path, max_length=max_length), short):
+                assert cut["input_ids"] == expected["input_ids"] and len(cut["input_ids"]) <= max_length
+                assert cut["token_type_ids"] == expected["token_type_ids"]
+                assert cut["cls_positions"] == expected["cls_positions"]
+                assert cut["oracle"] == [index for index in (7, 1) if index < cut["num_sentences"]]
+                assert cut["labels"] == [float(index in cut["oracle"]) for index in range(cut["num_sentences"])]
+    with pytest.raises(ValueError, match="cut at 200 tokens; it cannot give 300"):
+        load_features(path, max_length=300)
+
+
 def test_int8_word_table_round_trip_and_other_weights_in_fp16(tmp_path):
     from safetensors.torch import load_file, save_file
 
@@ -74,31 +103,59 @@ def test_carry_builder_counts_the_travelling_tree(tmp_path, monkeypatch):
     assert with_blob - carry_to_gpu.travelling_mib(output) == pytest.approx(1.0)
 
 
+def test_end_bias_rule_takes_the_best_rouge_within_the_length_range():
+    import choose_end_bias
+
+    candidates = [{"end_bias": 0.0, "rouge1": 31.0, "mean_sentences": 2.0},
+                  {"end_bias": -1.0, "rouge1": 30.0, "mean_sentences": 2.6},
+                  {"end_bias": -2.0, "rouge1": 30.5, "mean_sentences": 3.1},
+                  {"end_bias": -3.0, "rouge1": 29.0, "mean_sentences": 4.6}]
+    assert choose_end_bias.choose(candidates, 2.5, 4.5)["end_bias"] == -2.0  # 31.0 is too short
+    # none in range: the nearest to it (4.6 is 0.1 above 4.5; 2.0 is 0.5 below)
+    assert choose_end_bias.choose([candidates[0], candidates[3]], 2.5, 4.5)["end_bias"] == -3.0
+
+
 @pytest.mark.slow
-def test_recipe_trains_and_packs_the_extractive_models_on_cpu(tmp_path, data_dir):
-    """The recipe's extractive part end to end at tiny scale: features written by train_stepwise.py, two steps of
-    each model, archives that load in the pipelines."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+def test_recipe_trains_decodes_and_packs_the_extractive_models_on_cpu(tmp_path, data_dir):
+    """The recipe end to end at tiny scale: features written by train_stepwise.py, one step of each model, the
+    stepwise model's end bias chosen on development documents, held-out summaries decoded into quality_cnndm.py's
+    cache, archives that load in the pipelines."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", SUMFORMERS_DATA_DIR=str(data_dir))
     features = tmp_path / "features.npz.xz"
     config = (REPO_ROOT / "training_scripts" / "gpu_recipe.json").read_text()
     subprocess.run([sys.executable, "training_scripts/train_stepwise.py", "--model_type", "stepwise_hibert",
                     "--train_file", str(data_dir / "cnn_dailymail" / "train_large.jsonl.gz"), "--max_train_samples",
                     "4", "--config_overrides", config, "--max_length", "768", "--save_features", str(features),
                     "--output_dir", str(tmp_path / "features")], cwd=REPO_ROOT, env=env, check=True)
-    out = tmp_path / "out"
-    trial = dict(env, DEVICE="cpu", MAX_STEPS="1", BATCH="2", PLANNER_STEPS="0", FEATURES=str(features),
-                 OUT=str(out), RESULTS=str(tmp_path / "results"), RUNS=str(tmp_path / "runs"), DEADLINE="1200")
+    out, results = tmp_path / "out", tmp_path / "results"
+    trial = dict(env, DEVICE="cpu", MAX_STEPS="1", BATCH_SCALE="16", EVAL_DOCUMENTS="2", FEATURES=str(features),
+                 MODELS="stepwise_etcsum bertsum hibert", OUT=str(out), RESULTS=str(results),
+                 RUNS=str(tmp_path / "runs"), DEADLINE="2400", EVAL_SECONDS="900")
     subprocess.run(["bash", "training_scripts/gpu_recipe.sh"], cwd=REPO_ROOT, env=trial, check=True)
     from transformers import pipeline
 
     import sumformers  # noqa: F401  (registers the tasks)
 
-    for run, task in (("stepwise-hibert-minilm-cnndm-gpu", "stepwise-summarization"),
+    for run, task in (("stepwise-etcsum-minilm-cnndm-gpu", "stepwise-summarization"),
+                      ("bertsum-minilm-cnndm-gpu", "extractive-summarization"),
                       ("hibert-minilm-cnndm-gpu", "extractive-summarization")):
         with tarfile.open(out / f"{run}.tgz") as archive:
             archive.extractall(tmp_path / run, filter="data")
         folder = tmp_path / run / "final"
         assert (folder / "adapter_model.safetensors").is_file()
-        assert "LoRA on the sentence encoder too" in (folder / "README.md").read_text()
         result = pipeline(task, model=str(folder))(ARTICLES[0])
         assert result["sentences"] and set(result["sentences"]) <= set(range(9))
+    def card(run):
+        return (tmp_path / run / "final" / "README.md").read_text()
+
+    assert "LoRA on the sentence encoder too" in card("hibert-minilm-cnndm-gpu")
+    assert "sentences of at most 36 word pieces" in card("bertsum-minilm-cnndm-gpu")
+    with tarfile.open(out / "results.tgz") as archive:
+        archive.extractall(tmp_path / "results-back", filter="data")
+    chosen = json.loads((tmp_path / "results-back" / "end_bias_stepwise-etcsum-minilm-cnndm-gpu.json").read_text())
+    stepwise = json.loads((tmp_path / "stepwise-etcsum-minilm-cnndm-gpu" / "final" / "config.json").read_text())
+    assert stepwise["end_bias"] == chosen["chosen"]["end_bias"]  # written before the archive
+    # three settings (blocking; none; none under 60 words) of one chunk for each model, and the development decodes
+    cached = sorted(path.name.split("-")[0] for path in (tmp_path / "results-back" / "quality_cnndm").iterdir())
+    assert cached.count("bertsum") == 3 and cached.count("hibert") == 3
+    assert cached.count("stepwise_etcsum") == 3 + len(chosen["candidates"])

@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# One call on a lent GPU machine (about 15 minutes in all, at most 10 a call) that trains models to ship, each written
-# to $OUT as a folder archive of at most 16 MiB (`<run>.tgz`: the final model, its card and training log), with the
-# call's logs, GPU use and machine facts in $OUT/results.tgz. In parallel, within DEADLINE seconds:
-# 1. the extractive default, Stepwise HiBERT, from the carried features (all 39,563 train_large articles, segmented,
-#    oracle-labelled and tokenized on the CPU machine: the GPU never waits on pysbd or the tokenizer) with the sentence
-#    encoder trained too (LoRA r=32 on every linear layer of all six MiniLM layers and of the document layers; the new
-#    modules in full), bf16, length-grouped batches of 64 documents, until the epochs or the deadline end;
-# 2. HiBERT (not stepwise) with the same recipe and features, for the stepwise-against-not comparison;
-# 3. the Stepwise ETCSum content planner for Rotowire (#14's recipe, checkpointed), then its planning rows on the
-#    15 test games (quality_rotowire.py), given PLANNER_EVAL_SECONDS before the deadline;
-# and first, for ATTENTION_SECONDS, benchmarks/attention.py --device cuda at 16,384 and 65,536 tokens (its timings
-# share the GPU only with the trainings' CPU-side loading).
-# The machine reaches no registry. Here, first:
+# One call on a lent GPU machine (about 15 minutes in all, at most 10 a call) that trains extractive models to ship
+# and decodes the documents they are chosen and reported on, each model written to $OUT as a folder archive of at
+# most 16 MiB (`<run>.tgz`: the final model, its card and training log), with the call's logs, decoded summaries
+# (quality_cnndm.py's cache), GPU use and machine facts in $OUT/results.tgz. In parallel, within DEADLINE seconds,
+# for each model type in MODELS (stepwise_hibert, hibert, etcsum, stepwise_etcsum, bertsum):
+# 1. training on the carried features (all 39,563 train_large articles, segmented, oracle-labelled and tokenized on
+#    the CPU machine: the GPU never waits on the segmenter, the oracle or the tokenizer), LoRA r=32 on every linear
+#    layer of all six MiniLM layers (HiBERT: the sentence encoder and the document layers), the new modules in full,
+#    bf16, length-grouped batches, until its epochs or the time kept for decoding;
+# 2. then, in the EVAL_SECONDS kept: a stepwise model's end bias chosen on the development documents
+#    (benchmarks/choose_end_bias.py, raw CNN validation[300:400]) and written to its config, and its summaries of the
+#    held-out sets (quality_cnndm.py --decode_only: validation_large[:1000] and validation[:300]) with and without
+#    trigram blocking and under 60 words; the table is built afterwards on the CPU machine from the returned cache.
+# Optional: the Stepwise ETCSum content planner for Rotowire (PLANNER_STEPS > 0) and, first, ATTENTION_SECONDS of
+# benchmarks/attention.py --device cuda.
+# The machine reaches no registry. Here, first (the features: 19 minutes on two cores):
 #   python training_scripts/train_stepwise.py --model_type stepwise_hibert --train_file \
 #       ../shared/data/cnn_dailymail/train_large.jsonl.gz --config_overrides "$(cat training_scripts/gpu_recipe.json)" \
 #       --max_length 768 --preprocessing_num_workers 2 --save_features runs/train_large_features.npz.xz \
@@ -19,15 +22,19 @@
 #   python benchmarks/carry_to_gpu.py --recipe shipped --features runs/train_large_features.npz.xz
 # then (device tool) this script with `.device` carried and the shipped checkpoints' subfolders moved out of the
 # tree (the builder refuses a carry over 64 MiB). A CPU trial at tiny scale (tests/test_gpu_recipe.py runs it):
-#   DEVICE=cpu MAX_STEPS=2 BATCH=2 PLANNER_STEPS=1 STEPS_PER_GAME=1 PLAN_LENGTH=4 ROTOWIRE_SPLIT=dev \
-#       FEATURES=runs/small_features.npz.xz bash training_scripts/gpu_recipe.sh
+#   DEVICE=cpu MAX_STEPS=1 BATCH_SCALE=32 EVAL_DOCUMENTS=2 FEATURES=runs/small_features.npz.xz \
+#       bash training_scripts/gpu_recipe.sh
 set -uo pipefail
 DEVICE=${DEVICE:-cuda} DEADLINE=${DEADLINE:-540} WHEELS=${WHEELS:-.device/whl}
 FEATURES=${FEATURES:-.device/features/train_large_features.npz.xz}
-EPOCHS=${EPOCHS:-3} MAX_STEPS=${MAX_STEPS:--1} BATCH=${BATCH:-64} LEARNING_RATE=${LEARNING_RATE:-5e-4}
-PLANNER_STEPS=${PLANNER_STEPS:-400} STEPS_PER_GAME=${STEPS_PER_GAME:-8} PLAN_LENGTH=${PLAN_LENGTH:-120}
+MODELS=${MODELS:-"etcsum stepwise_etcsum bertsum"}
+# BATCH_SCALE divides every batch (a CPU trial); EVAL_DOCUMENTS > 0 decodes only that many development and held-out
+# documents (a CPU trial), from validation[300:] and validation[:N]
+MAX_STEPS=${MAX_STEPS:--1} BATCH_SCALE=${BATCH_SCALE:-1} LEARNING_RATE=${LEARNING_RATE:-5e-4}
+EVAL_SECONDS=${EVAL_SECONDS:-150} EVAL_DOCUMENTS=${EVAL_DOCUMENTS:-0}
+PLANNER_STEPS=${PLANNER_STEPS:-0} STEPS_PER_GAME=${STEPS_PER_GAME:-8} PLAN_LENGTH=${PLAN_LENGTH:-120}
 ROTOWIRE_SPLIT=${ROTOWIRE_SPLIT:-test}
-PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150} ATTENTION_SECONDS=${ATTENTION_SECONDS:-90}
+PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150} ATTENTION_SECONDS=${ATTENTION_SECONDS:-0}
 # seconds kept for the extractive runs' loading (features, model, LoRA) before training and their saving after it
 LOAD_SECONDS=${LOAD_SECONDS:-75} SAVE_SECONDS=${SAVE_SECONDS:-40}
 OUT=${OUT:-/tmp/gpu-out} RESULTS=${RESULTS:-/tmp/gpu-results} RUNS=${RUNS:-/tmp/gpu-runs}
@@ -35,8 +42,8 @@ started=$(date +%s)
 # seconds left, at least 1 (`timeout 0` would mean no limit at all)
 left() { local seconds=$((DEADLINE - ($(date +%s) - started))); echo $((seconds > 1 ? seconds : 1)); }
 mkdir -p "$OUT" "$RESULTS" "$RUNS"
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-export SUMFORMERS_DATA_DIR=$PWD/.device/data
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+export SUMFORMERS_DATA_DIR=${SUMFORMERS_DATA_DIR:-$PWD/.device/data}
 
 if [ "$DEVICE" = cuda ]; then
     # the carried wheels and MiniLM (its weights back to fp32, the word table from int8), then this checkout
@@ -55,19 +62,54 @@ fi
 device_args=(--bf16); [ "$DEVICE" = cpu ] && device_args=(--use_cpu)
 echo "installed after $(($(date +%s) - started)) s" >> "$RESULTS/machine.txt"
 
-runs=()
-extractive() {  # extractive MODEL_TYPE RUN_NAME: the recipe on the carried features, then the run's archive
-    local output=$RUNS/$2
-    timeout "$(left)" python3 training_scripts/train_stepwise.py --model_type "$1" --features_file "$FEATURES" \
-        --config_overrides "$(cat training_scripts/gpu_recipe.json)" --max_length 768 --train_sentence_encoder \
-        --use_lora --lora_r 32 --lora_alpha 64 --lora_target_modules query,key,value,dense --trigram_blocking \
-        --per_device_train_batch_size "$BATCH" --learning_rate "$LEARNING_RATE" --warmup_steps 0.05 \
-        --num_train_epochs "$EPOCHS" --max_steps "$MAX_STEPS" --max_train_seconds $(($(left) - LOAD_SECONDS - SAVE_SECONDS)) \
+CACHE=$RESULTS/quality_cnndm
+etcsum_layout='{"max_sentence_tokens": 36, "max_document_sentences": 64}'  # the features' cut
+evaluation=(--device "$DEVICE" --batch_size 32 --cache_dir "$CACHE" --etcsum_max_length 768)
+held_out=() development=()
+if [ "$EVAL_DOCUMENTS" -gt 0 ]; then
+    held_out=(--data_file "$SUMFORMERS_DATA_DIR/cnn_dailymail/validation.jsonl" --limit "$EVAL_DOCUMENTS")
+    development=(--limit "$EVAL_DOCUMENTS")
+fi
+
+extractive() {  # extractive MODEL_TYPE: train it on the carried features, then decode; its archive in $OUT
+    local script=train_stepwise.py layout=(--config_overrides "$etcsum_layout" --max_length 768) extra=()
+    local batch epochs name run
+    case $1 in
+        stepwise_hibert) name="Stepwise HiBERT" batch=64 epochs=3 ;;
+        hibert) name=HiBERT batch=64 epochs=3 ;;
+        etcsum) name=ETCSum batch=32 epochs=1.5 ;;
+        stepwise_etcsum) name="Stepwise ETCSum" batch=16 epochs=0.5 ;;
+        bertsum) name=BERTSum batch=64 epochs=2 script=train_extractive.py layout=(--max_length 512) ;;
+        *) echo "unknown model type $1" >&2; return 1 ;;
+    esac
+    case $1 in
+        *hibert) layout=(--config_overrides "$(cat training_scripts/gpu_recipe.json)" --max_length 768)
+                 extra=(--train_sentence_encoder) ;;
+    esac
+    [ "$script" = train_stepwise.py ] && extra+=(--model_type "$1" --trigram_blocking)
+    run=$(echo "$1" | tr _ -)-minilm-cnndm-gpu
+    local output=$RUNS/$run flag=--$(echo "$name" | tr 'A-Z ' 'a-z_')
+    timeout "$(left)" python3 "training_scripts/$script" --features_file "$FEATURES" "${layout[@]}" "${extra[@]}" \
+        --use_lora --lora_r 32 --lora_alpha 64 --lora_target_modules query,key,value,dense \
+        --per_device_train_batch_size $((batch / BATCH_SCALE)) --learning_rate "$LEARNING_RATE" --warmup_steps 0.05 \
+        --num_train_epochs "$epochs" --max_steps "$MAX_STEPS" \
+        --max_train_seconds $(($(left) - EVAL_SECONDS - LOAD_SECONDS - SAVE_SECONDS)) \
         --train_sampling_strategy group_by_length --dataloader_num_workers 4 --save_steps 500 --save_total_limit 1 \
         --logging_steps 25 --seed 42 --do_train --output_dir "$output" "${device_args[@]}" \
-        > "$RESULTS/log_$2.txt" 2>&1
-    cp "$RESULTS/log_$2.txt" "$output/final/training_log.txt" 2>/dev/null
-    tar czf "$OUT/$2.tgz" -C "$output" final
+        > "$RESULTS/log_$run.txt" 2>&1
+    cp "$RESULTS/log_$run.txt" "$output/final/training_log.txt" 2>/dev/null
+    if [ "${1#stepwise}" != "$1" ]; then  # its end bias, chosen on the development documents
+        timeout "$(left)" python3 benchmarks/choose_end_bias.py --model "$name" --checkpoint "$output/final" \
+            "${evaluation[@]}" "${development[@]}" --write --output "$RESULTS/end_bias_$run.json" \
+            >> "$RESULTS/log_decode_$run.txt" 2>&1
+    fi
+    tar czf "$OUT/$run.tgz" -C "$output" final
+    # the shipped decoding (trigram blocking) first, then without it and under 60 words
+    for settings in "--blocking yes" "--blocking no --max_words 60"; do
+        # shellcheck disable=SC2086
+        timeout "$(left)" python3 benchmarks/quality_cnndm.py --decode_only --models "$name" "$flag" "$output/final" \
+            $settings "${evaluation[@]}" "${held_out[@]}" >> "$RESULTS/log_decode_$run.txt" 2>&1
+    done
 }
 
 if [ "$DEVICE" = cuda ] && [ "$ATTENTION_SECONDS" -gt 0 ]; then
@@ -76,10 +118,11 @@ if [ "$DEVICE" = cuda ] && [ "$ATTENTION_SECONDS" -gt 0 ]; then
         --timeout 40 --output-dir "$RESULTS" > "$RESULTS/log_attention.txt" 2>&1) &
     attention=$!
 fi
-extractive stepwise_hibert stepwise-hibert-minilm-cnndm-gpu &
-runs+=($!)
-extractive hibert hibert-minilm-cnndm-gpu &
-runs+=($!)
+runs=()
+for model_type in $MODELS; do
+    extractive "$model_type" &
+    runs+=($!)
+done
 [ -n "${attention:-}" ] && wait "$attention"
 if [ "$PLANNER_STEPS" -gt 0 ]; then
     # the ETCSum planner (a checkpoint every 50 steps), then its planning rows on the test games

@@ -24,6 +24,7 @@ from pathlib import Path
 from torch.nn import Dropout
 
 from sumformers import BertSumForExtractiveSummarization
+from sumformers.feature_files import load_features, read_header
 from sumformers.frozen_layers import train_over_cached_states
 from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
@@ -61,6 +62,16 @@ class ExtractiveArguments:
     attention_dropout: float | None = field(
         default=None, metadata={"help": "Encoder attention-probability dropout (default: the encoder's own)."}
     )
+    features_file: str | None = field(
+        default=None,
+        metadata={"help": "Train on the features of this file (train_stepwise.py --save_features; cut to "
+                          "--max_length, with its sentence length limits) instead of --train_file."},
+    )
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={"help": "End training after this many seconds (then save and evaluate); the learning-rate "
+                          "schedule still spans the planned steps."},
+    )
 
 
 def build_features(example, processor, multiple_documents, columns, max_length):
@@ -79,7 +90,13 @@ def main():
     model_args, data_args, training_args, extractive_args = parse_arguments(ExtractiveArguments)
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
     push = take_push_to_hub(training_args)
-    train_dataset, eval_dataset = load_splits(data_args)
+    has_data = data_args.dataset_name or data_args.train_file or data_args.validation_file
+    train_dataset, eval_dataset = load_splits(data_args) if has_data else (None, None)
+    # sentences cut as the feature file's were, so that the model reads at inference what it was trained on
+    limits = {}
+    if extractive_args.features_file:
+        header = read_header(extractive_args.features_file)
+        limits = {name: header[name] for name in ("max_sentence_tokens", "min_sentence_tokens")}
 
     source = model_args.model_name_or_path
     model, tokenizer = model_and_tokenizer(
@@ -90,6 +107,7 @@ def main():
             inter_sentence_layers=extractive_args.inter_sentence_layers,
             num_sentences=extractive_args.num_sentences,
             trigram_blocking=extractive_args.trigram_blocking,
+            **limits,
         ),
     )
     if extractive_args.attention_dropout is not None:
@@ -106,27 +124,37 @@ def main():
     multiple_documents = model.reads_multiple_documents
     model = apply_lora(model, model_args)
 
-    datasets = [data_args.dataset_name or Path(data_args.train_file or data_args.validation_file).parent.name]
+    data_file = data_args.train_file or data_args.validation_file
+    datasets = [data_args.dataset_name or (Path(data_file).parent.name if data_file else "local-jsonl")]
     card_info = new_card_info(training_args, data_args, datasets)
-    features = None
-    if training_args.do_train and train_dataset is not None:
+    features, trained_on = None, None
+    if training_args.do_train and extractive_args.features_file:
+        features = load_features(
+            extractive_args.features_file, expected={"oracle": data_args.oracle}, max_length=extractive_args.max_length
+        )[: data_args.max_train_samples]
+        trained_on = header["source"]
+    elif training_args.do_train and train_dataset is not None:
         features = map_training_features(
             train_dataset, build_features, training_args, data_args, processor, multiple_documents,
             max_length=extractive_args.max_length,
         )
+        trained_on = training_source(data_args)
     collate = processor.collate
     if features is not None and frozen:
         features, collate = train_over_cached_states(
             model, features, collate, frozen, extractive_args.bottom_state_cache, training_args
         )
-    trainer, result = train(model, training_args, features, collate, tokenizer=tokenizer)
+    trainer, result = train(
+        model, training_args, features, collate, tokenizer=tokenizer, max_seconds=extractive_args.max_train_seconds
+    )
     if result is not None:
+        sentence_cut = f" (sentences of at most {limits['max_sentence_tokens']} word pieces)" if limits else ""
         card_info["training"] = (
-            f"{len(features)} documents from {training_source(data_args)}, "
+            f"{len(features)} documents from {trained_on}, "
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes, learning rate "
             f"{training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
-            f"(use_lora={model_args.use_lora}), max {extractive_args.max_length} tokens, "
+            f"(use_lora={model_args.use_lora}), max {extractive_args.max_length} tokens{sentence_cut}, "
             f"{f'bottom {frozen} encoder layers frozen (states cached in bfloat16), ' if frozen else ''}"
             f"attention dropout {model.config.get_encoder_config().attention_probs_dropout_prob}, "
             f"{'Oracle (Full) labels, whole document' if data_args.oracle == 'full' else 'greedy-oracle labels'}; "

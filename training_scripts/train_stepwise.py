@@ -238,6 +238,7 @@ def main():
     if training_args.do_train and (train_dataset is not None or stepwise_args.features_file):
         if stepwise_args.features_file:
             mapped = load_features(stepwise_args.features_file, expected=feature_settings)
+            mapped = mapped[: data_args.max_train_samples]  # the file's first documents, as --max_train_samples takes
             trained_on = read_header(stepwise_args.features_file)["source"]
         else:
             mapped = map_training_features(

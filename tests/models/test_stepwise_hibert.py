@@ -160,6 +160,28 @@ def test_mean_and_first_token_pooling(minilm_tokenizer):
         torch.testing.assert_close(vectors[0, 1], expected, atol=1e-5, rtol=1e-5)
 
 
+def test_from_encoder_pools_as_the_encoder_was_trained(encoder_folder, tmp_path):
+    """Mean pooling for an encoder whose sentence-transformers pooling config says so (all-MiniLM-L6-v2), the first
+    token for a plain BERT without one; a given `sentence_pooling` wins."""
+    import shutil
+
+    from sumformers.modeling.pretrained_encoder import bundled_encoder_path, encoder_pooling
+
+    assert encoder_pooling(str(bundled_encoder_path())) == "mean"
+    assert encoder_pooling(str(encoder_folder)) == "first"
+    sentence_transformers = tmp_path / "sentence-transformers-encoder"
+    shutil.copytree(encoder_folder, sentence_transformers)
+    (sentence_transformers / "1_Pooling").mkdir()
+    (sentence_transformers / "1_Pooling" / "config.json").write_text(
+        '{"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true}'
+    )
+    for folder, given, expected in ((encoder_folder, None, "first"), (sentence_transformers, None, "mean"),
+                                    (sentence_transformers, "first", "first")):
+        settings = dict(TINY, **({"sentence_pooling": given} if given else {}))
+        model = StepwiseHiBertForExtractiveSummarization.from_encoder(str(folder), **settings)
+        assert model.config.sentence_pooling == expected
+
+
 def test_config_rejects_bad_settings():
     with pytest.raises(ValueError, match="sentence_pooling"):
         HiBertConfig(sentence_pooling="max")

@@ -77,6 +77,7 @@ extractive() {  # extractive MODEL_TYPE: train it on the carried features, then 
     case $1 in
         stepwise_hibert) name="Stepwise HiBERT" batch=64 epochs=3 ;;
         hibert) name=HiBERT batch=64 epochs=3 ;;
+        hibert_first_token) name=HiBERT batch=64 epochs=3 ;;  # the pooling comparison: [CLS] instead of the mean
         etcsum) name=ETCSum batch=32 epochs=1.5 ;;
         stepwise_etcsum) name="Stepwise ETCSum" batch=16 epochs=0.5 ;;
         bertsum) name=BERTSum batch=64 epochs=2 script=train_extractive.py layout=(--max_length 512) ;;
@@ -85,8 +86,12 @@ extractive() {  # extractive MODEL_TYPE: train it on the carried features, then 
     case $1 in
         *hibert) layout=(--config_overrides "$(cat training_scripts/gpu_recipe.json)" --max_length 768)
                  extra=(--train_sentence_encoder) ;;
+        hibert_first_token)
+            layout=(--config_overrides "$(sed 's/}$/, "sentence_pooling": "first"}/' training_scripts/gpu_recipe.json)"
+                    --max_length 768)
+            extra=(--train_sentence_encoder) ;;
     esac
-    [ "$script" = train_stepwise.py ] && extra+=(--model_type "$1" --trigram_blocking)
+    [ "$script" = train_stepwise.py ] && extra+=(--model_type "${1%_first_token}" --trigram_blocking)
     run=$(echo "$1" | tr _ -)-minilm-cnndm-gpu
     local output=$RUNS/$run flag=--$(echo "$name" | tr 'A-Z ' 'a-z_')
     timeout "$(left)" python3 "training_scripts/$script" --features_file "$FEATURES" "${layout[@]}" "${extra[@]}" \

@@ -1,11 +1,14 @@
-"""Ship the extractive models that `training_scripts/gpu_recipe.sh` trained (their folders as the call returned them)
-as the package's checkpoints: `stepwise-hibert-minilm-cnndm` (the default) and `hibert-minilm-cnndm`, each with the
-decoding chosen on development documents (`--end_bias` for the stepwise model: its end unit's logit, chosen on raw CNN
-`validation[300:400]`) and a card that says what ran where, then the card's scores: the shipped pipeline on the 300
-raw CNN articles of `validation[:300]` (never trained on nor used for a choice), as `test_default_model` recomputes.
+"""Ship an extractive model that `training_scripts/gpu_recipe.sh` trained (its folder as the call returned it) as one
+of the package's checkpoints, with the decoding chosen on development documents (`--end_bias` for a stepwise model: its
+end unit's logit, chosen on raw CNN `validation[300:400]` by `choose_end_bias.py`) and a card that says what ran
+where, then the card's scores: the shipped pipeline on the 300 raw CNN articles of `validation[:300]` (never trained
+on nor used for a choice), as `test_default_model` recomputes for the default; `--device cuda` reads the summaries the
+GPU call decoded (quality_cnndm.py's cache) instead of decoding here.
 
-    python benchmarks/ship_cnndm_gpu.py --stepwise runs/gpu/stepwise-hibert-minilm-cnndm-gpu/final \
-        --hibert runs/gpu/hibert-minilm-cnndm-gpu/final --end_bias -2.1
+    python benchmarks/ship_cnndm_gpu.py --model "Stepwise HiBERT" \
+        --source runs/gpu/stepwise-hibert-minilm-cnndm-gpu/final --end_bias -2.1 --development "..."
+    python benchmarks/ship_cnndm_gpu.py --model ETCSum --source runs/gpu2/1/etcsum-minilm-cnndm-gpu/final \
+        --device cuda --call "three models side by side on the GPU within its 560 s" --development "..."
 """
 
 import argparse
@@ -14,10 +17,6 @@ from pathlib import Path
 
 from _common import REPO, setup_runtime, ship_adapter_checkpoint
 
-TRAINED_ON = (
-    "one NVIDIA H200 (`training_scripts/gpu_recipe.sh`, features from `train_stepwise.py --save_features` on the CPU "
-    "machine; the call trained three models side by side on the GPU within its 555 s)"
-)
 DATA = (
     "The 39,563 CNN/DailyMail training articles of the shared `train_large.jsonl.gz` (lowercased; 57% CNN, 43% Daily "
     "Mail), split with the lowercase-aware `split_sentences` (20.1 words a sentence on lowercased text, against "
@@ -25,45 +24,74 @@ DATA = (
     "36 word pieces; 24.4 sentences a document), greedy-oracle targets (PreSumm's ROUGE-1 F + ROUGE-2 F, at most 4 "
     "sentences, in selection order; 2.78 a document)."
 )
-ENCODER = (
-    "Sentence encoder: all six MiniLM layers, mean-pooled (all-MiniLM-L6-v2's own pooling, its `1_Pooling` config; "
-    "the paper's first token holds for BERT, not for this encoder), trained too (LoRA r=32, alpha 64 on "
-    "query/key/value/dense of every layer); document layers: copies of MiniLM layers 4-5 with the same LoRA; the new "
-    "modules in full. The MiniLM carried to the GPU held its frozen word table in int8 rows (0.7% relative error, 64 "
-    "MiB carry limit); the shipped adapter loads over the exact installed MiniLM, on which every score here is "
-    "measured."
+CARRIED = (
+    "The MiniLM carried to the GPU held its frozen word table in int8 rows (0.7% relative error, 64 MiB carry limit); "
+    "the shipped adapter loads over the exact installed MiniLM, on which every score here is measured."
 )
-
-DEVIATIONS = (
-    "Deviations from the paper, each with its reason: the sentence encoder is mean-pooled (MiniLM was trained for "
-    "mean pooling; first-token pooling was not trained for comparison in this GPU window); LoRA instead of full "
-    "fine-tuning (all six layers and the document layers in fp16 would be about 31 MB, over the 20 MB checkpoint "
-    "limit); greedy-oracle targets; documents cut at 768 tokens for training (the carry limit; 92% of oracle "
-    "sentences lie in the first 32 sentences); {extra}"
+HIBERT_ENCODER = (
+    "Sentence encoder: all six MiniLM layers, mean-pooled (the pooling `from_encoder` reads from all-MiniLM-L6-v2's "
+    "own `1_Pooling` config; the paper's first token holds for BERT, not for this encoder), trained too (LoRA r=32, "
+    "alpha 64 on query/key/value/dense of every layer); document layers: copies of MiniLM layers 4-5 with the same "
+    "LoRA; the new modules in full. " + CARRIED
 )
-STEPWISE_DEVIATIONS = (
-    "the end unit's logit biased by {end_bias:g} (not in the paper: the length calibration on raw text above); "
-    "training stopped at 1.38 of the 3 scheduled epochs by the GPU window (the learning rate still at 57% of its "
-    "peak)."
+ETCSUM_ENCODER = (
+    "Encoder: ETC global-local attention over the document's tokens (local radius 84; a global token per sentence), "
+    "started from all six MiniLM layers with LoRA r=32, alpha 64 on query/key/value/dense of every layer; the global "
+    "token embeddings, sentence positions, relative-position biases and the scorer are new and train in full. "
+    + CARRIED
 )
-HIBERT_DEVIATIONS = "trigram blocking on (PreSumm's, for a model that scores each sentence alone)."
-GPU_RUN = (
-    "Trained on one NVIDIA H200 with `training_scripts/gpu_recipe.sh` (the run below; 428 s of training, 0.12 h). "
-    "Run: {run}"
+BERTSUM_ENCODER = (
+    "Encoder: MiniLM over the first 512 tokens (its position table) with LoRA r=32, alpha 64 on query/key/value/dense "
+    "of all six layers; the two inter-sentence Transformer layers, the segment embeddings and the scorer train in "
+    "full. " + CARRIED
 )
+LORA = (
+    "LoRA instead of full fine-tuning (every layer in fp16 would be about 31 MB, over the 20 MB checkpoint limit); "
+    "greedy-oracle targets; documents cut at 768 tokens for training (the carry limit; 92% of oracle sentences lie "
+    "in the first 32 sentences)"
+)
+POOLING = (
+    "the sentence encoder is mean-pooled (MiniLM was trained for mean pooling; on development documents the same "
+    "recipe with the first token, trained beside a mean-pooled copy for the same 166 s, scored {pooling})"
+)
+STEPWISE = "the end unit's logit biased by {end_bias:g} (not in the paper: the length calibration on raw text)"
+# quality_cnndm.py's name -> (shipped folder, encoder text, deviations from the paper, shipped decoding settings)
+MODELS = {
+    "Stepwise HiBERT": ("stepwise-hibert-minilm-cnndm", HIBERT_ENCODER, f"{POOLING}; {LORA}; {STEPWISE}",
+                        {"trigram_blocking": True, "min_sentences": 1}),
+    "HiBERT": ("hibert-minilm-cnndm", HIBERT_ENCODER,
+               f"{POOLING}; {LORA}; trigram blocking on (PreSumm's, for a model that scores each sentence alone)",
+               {"trigram_blocking": True}),
+    "ETCSum": ("etcsum-minilm-cnndm", ETCSUM_ENCODER,
+               f"{LORA}; trained and evaluated on the first 768 tokens (the model accepts 4,096); trigram blocking "
+               "on (as for the other models that score each sentence alone)", {"trigram_blocking": True}),
+    "Stepwise ETCSum": ("stepwise-etcsum-minilm-cnndm", ETCSUM_ENCODER,
+                        f"{LORA}; trained and evaluated on the first 768 tokens (the model accepts 4,096); {STEPWISE}",
+                        {"trigram_blocking": True, "min_sentences": 1}),
+    "BERTSum": ("bertsum-minilm-cnndm", BERTSUM_ENCODER,
+                f"{LORA}; sentences cut at 36 word pieces as the training features were (PreSumm keeps 200), so "
+                "more of them fit in 512 tokens", {"trigram_blocking": True}),
+}
+GPU_RUN = "Trained on one NVIDIA H200 with `training_scripts/gpu_recipe.sh` (the run below). Run: {run}"
 
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stepwise", required=True, help="the recipe's Stepwise HiBERT folder")
-    parser.add_argument("--hibert", required=True, help="the recipe's HiBERT folder")
-    parser.add_argument("--end_bias", type=float, required=True, help="the stepwise model's dev-chosen end bias")
+    parser.add_argument("--model", required=True, choices=list(MODELS))
+    parser.add_argument("--source", required=True, help="the recipe's final folder of that model")
+    parser.add_argument("--end_bias", type=float, default=None, help="a stepwise model's dev-chosen end bias")
+    parser.add_argument("--pooling", default="no differently", help="HiBERT models: the pooling comparison's figures")
     parser.add_argument("--development", required=True, help="the card's line on the development choice")
+    parser.add_argument("--call", default="three models side by side on the GPU within its 555 s",
+                        help="what the GPU call trained beside this model")
+    parser.add_argument("--device", default="cpu", help="cuda: the held-out summaries the GPU call decoded")
+    parser.add_argument("--results", default="benchmarks/results/quality_cnndm_gpu.md",
+                        help="the quality_cnndm.py table that holds this model's rows")
     parser.add_argument("--threads", type=int, default=2)
     return parser.parse_args()
 
 
-def held_out_scores(folder: Path, name: str, threads: int) -> dict:
+def held_out_scores(folder: Path, name: str, threads: int, device: str) -> dict:
     """ROUGE-1/2/Lsum of the shipped pipeline with its own defaults on the 300 raw CNN articles of validation[:300],
     decoded as `quality_cnndm.py --blocking yes` decodes them (its cache then holds them for the table)."""
     from argparse import Namespace
@@ -75,32 +103,42 @@ def held_out_scores(folder: Path, name: str, threads: int) -> dict:
 
     rows = read_jsonl(data_dir() / "cnn_dailymail" / "validation.jsonl")[:300]
     settings = Namespace(cache_dir=str(REPO / "runs" / "quality_cnndm"), threads=threads, batch_size=8,
-                         etcsum_max_length=512)
+                         etcsum_max_length=768, device=device)
     summaries, _ = model_summaries(name, folder, [row["document"] for row in rows], True, settings)
     scores = rouge_scores(summaries, [row["summary"] for row in rows])
     return {key: round(value, 2) for key, value in scores.items()}
 
 
-def ship(source: str, name: str, model: str, training: str, deviations: str, development: str,
-         config_updates: dict, threads: int) -> Path:
+def ship(args) -> Path:
     from transformers import AutoConfig
 
     from sumformers.hub import CARD_INFO_FILE, write_card
 
+    name, encoder, deviations, config_updates = MODELS[args.model]
+    stepwise = args.model.startswith("Stepwise")
+    if stepwise != (args.end_bias is not None):
+        raise SystemExit("--end_bias is for (and needed by) the stepwise models")
+    if stepwise:
+        config_updates = dict(config_updates, end_bias=args.end_bias)
+    run = json.loads((Path(args.source) / CARD_INFO_FILE).read_text())["training"]
     target = REPO / "checkpoints" / name
-    ship_adapter_checkpoint(source, target, [], TRAINED_ON, "Training run", config_updates=config_updates)
+    trained_on = (f"one NVIDIA H200 (`training_scripts/gpu_recipe.sh`, features from `train_stepwise.py "
+                  f"--save_features` on the CPU machine; the call trained {args.call})")
+    ship_adapter_checkpoint(args.source, target, [], trained_on, "Training run", config_updates=config_updates)
     (target / "training_log.txt").unlink(missing_ok=True)
     card = json.loads((target / CARD_INFO_FILE).read_text())
-    scores = held_out_scores(target, model, threads)
+    scores = held_out_scores(target, args.model, args.threads, args.device)
+    decoded = " (decoded on the H200)" if args.device != "cpu" else ""
     card.update(
-        training=f"{DATA} {ENCODER} {training} {deviations}",
+        training=f"{DATA} {encoder} {GPU_RUN.format(run=run)} Deviations from the paper, each with its reason: "
+        + deviations.format(end_bias=args.end_bias, pooling=args.pooling) + ".",
         dataset_name="CNN/DailyMail 3.0.0 (first 300 documents of the validation split, CNN articles)",
         split="validation[:300]",
         datasets=["abisee/cnn_dailymail"],
         results=scores,
-        evaluation=f"{development} Held out (`validation[:300]`, raw cased CNN articles, the shipped decoding): "
-        f"ROUGE-1 / 2 / Lsum {scores['rouge1']:.2f} / {scores['rouge2']:.2f} / {scores['rougeLsum']:.2f}; both "
-        "held-out sets with Lead-3 and paired differences: `benchmarks/results/quality_cnndm_gpu.md`.",
+        evaluation=f"{args.development} Held out (`validation[:300]`, raw cased CNN articles, the shipped "
+        f"decoding{decoded}): ROUGE-1 / 2 / Lsum {scores['rouge1']:.2f} / {scores['rouge2']:.2f} / "
+        f"{scores['rougeLsum']:.2f}; both held-out sets with Lead-3 and paired differences: `{args.results}`.",
     )
     write_card(target, AutoConfig.from_pretrained(target), card)
     print(f"shipped {target}: {scores}", flush=True)
@@ -110,14 +148,7 @@ def ship(source: str, name: str, model: str, training: str, deviations: str, dev
 def main():
     args = parse_args()
     setup_runtime(args.threads)
-    stepwise_log = json.loads((Path(args.stepwise) / "sumformers_card.json").read_text())["training"]
-    hibert_log = json.loads((Path(args.hibert) / "sumformers_card.json").read_text())["training"]
-    ship(args.stepwise, "stepwise-hibert-minilm-cnndm", "Stepwise HiBERT", GPU_RUN.format(run=stepwise_log),
-         DEVIATIONS.format(extra=STEPWISE_DEVIATIONS.format(end_bias=args.end_bias)), args.development,
-         {"end_bias": args.end_bias, "trigram_blocking": True, "min_sentences": 1}, args.threads)
-    ship(args.hibert, "hibert-minilm-cnndm", "HiBERT", GPU_RUN.format(run=hibert_log),
-         DEVIATIONS.format(extra=HIBERT_DEVIATIONS), "Decoding: top 3, trigram blocking.", {"trigram_blocking": True},
-         args.threads)
+    ship(args)
 
 
 if __name__ == "__main__":

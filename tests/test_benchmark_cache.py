@@ -62,3 +62,22 @@ def test_the_cache_key_separates_settings_and_documents_and_loads_the_model_only
     common.cached_summaries(str(tmp_path), "m", ["beam 4"], ["x", "z", "w"], load_summarizer, 1)
     assert calls == [["x", "y"], ["x", "y"], ["x", "z"], ["w"]]
     assert len(loads) == 3  # once per call that summarized, however many chunks
+
+
+def test_checkpoint_key_follows_the_weights_not_the_folder(common, tmp_path):
+    import shutil
+
+    original = tmp_path / "run" / "final"
+    original.mkdir(parents=True)
+    (original / "adapter_model.safetensors").write_bytes(b"weights")
+    (original / "config.json").write_text('{"end_bias": 0.0}')
+    (original / "README.md").write_text("a card")
+    shipped = tmp_path / "checkpoints" / "model"
+    shutil.copytree(original, shipped)
+    (shipped / "README.md").write_text("another card")  # no weight or setting
+    assert common.checkpoint_key(shipped) == common.checkpoint_key(original)
+    (shipped / "config.json").write_text('{"end_bias": -2.0}')  # shipping rewrites the config
+    assert common.checkpoint_key(shipped, configs=False) == common.checkpoint_key(original, configs=False)
+    assert common.checkpoint_key(shipped) != common.checkpoint_key(original)
+    (shipped / "adapter_model.safetensors").write_bytes(b"retrained")
+    assert common.checkpoint_key(shipped, configs=False) != common.checkpoint_key(original, configs=False)

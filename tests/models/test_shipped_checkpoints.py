@@ -124,13 +124,21 @@ def test_top_sentences_are_the_best_scored(name):
     assert result["sentences"] == sorted(probabilities.topk(3).indices.tolist())
 
 
-# The two ETCSum checkpoints were trained before relative keys: their config.json has neither `relative_attention` nor
-# `long_position_embeddings`, so they load with the per-head bias and the tiled position table they were trained with.
-# Their logits for the bundled article (512 tokens) as computed before relative keys existed, to float32 precision.
+# The ETCSum checkpoint was trained before relative keys: its config.json has neither `relative_attention` nor
+# `long_position_embeddings`, so it loads with the per-head bias and the tiled position table it was trained with.
+# Its logits for the bundled article (512 tokens) as computed before relative keys existed, to float32 precision.
 ETC_LOGITS_BEFORE_RELATIVE_KEYS = {
     "etcsum-minilm-cnndm": ([-1.08849, -1.15698, -1.17488, -1.25218, -1.39123, -1.64665], -37.17868),
-    "stepwise-etcsum-minilm-cnndm": ([0.9462, 0.62825, 0.51299, 0.23784, 0.08106, -0.22523], -31.73424),
 }
+
+
+def test_the_gpu_trained_stepwise_etcsum_has_the_etc_design():
+    """Stepwise ETCSum, retrained on the GPU with `from_encoder`'s design: relative keys and no absolute positions for
+    the long tokens, so nothing is tiled past MiniLM's 512 positions (its 768-token training inputs)."""
+    model = sumformers.load_pipeline("stepwise-etcsum-minilm-cnndm").model
+    assert (model.config.relative_attention, model.config.long_position_embeddings) == ("keys", "none")
+    assert model.embeddings.position_embeddings is None
+    assert any("relative_keys" in parameter for parameter, _ in model.named_parameters())
 
 
 @pytest.mark.parametrize("name", sorted(ETC_LOGITS_BEFORE_RELATIVE_KEYS))

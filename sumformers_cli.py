@@ -137,6 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_summary_options(view)
 
+    demo = commands.add_parser("demo", help="a Gradio app showing the view of pasted text, a file or a Rotowire game")
+    demo.add_argument(
+        "--model", default=None, help="shipped checkpoint name, model folder or Hub repo id (default: bundled)"
+    )
+    demo.add_argument("--host", default="127.0.0.1", help="address to serve on (0.0.0.0: every interface)")
+    demo.add_argument("--port", type=positive_int, default=None, help="port (default: Gradio's, 7860 or the next free)")
+    add_summary_options(demo)
+
     evaluate = commands.add_parser("evaluate", help="ROUGE of predictions or a baseline against references")
     evaluate.add_argument("--data", required=True, help="JSONL with `id`, `document` and `summary`")
     source = evaluate.add_mutually_exclusive_group(required=True)
@@ -147,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="write a self-contained Hub repo: export [MODEL] OUTPUT_DIR")
     export.add_argument("paths", nargs="+", metavar="[MODEL] OUTPUT_DIR")
     export.add_argument("--push-to-hub", default=None, metavar="REPO_ID", help="upload the export (needs network)")
+    export.add_argument(
+        "--space",
+        action="store_true",
+        help="write a Hub Space instead: the export in model/, the Gradio demo (app.py), requirements.txt, README.md",
+    )
     return parser
 
 
@@ -187,8 +200,8 @@ def check_input_file(name: str, flag: str) -> None:
 
 def check_arguments(args) -> None:
     """Everything that can be checked before a model is loaded; an error exits with status 2."""
-    if args.command in ("summarize", "view"):
-        if args.input != STDIN and not Path(args.input).exists():
+    if args.command in ("summarize", "view", "demo"):
+        if args.command != "demo" and args.input != STDIN and not Path(args.input).exists():
             fail(f"{args.input}: no such file or folder")
         check_model(args.model)
         check_model(args.planner, flag="--planner")
@@ -208,6 +221,8 @@ def check_arguments(args) -> None:
     elif args.command == "export":
         if len(args.paths) > 2:
             fail("export takes [MODEL] OUTPUT_DIR")
+        if args.space and args.push_to_hub:
+            fail("--push-to-hub uploads a model repo; upload a Space folder with `hf upload --repo-type space`")
         if len(args.paths) == 2:
             check_model(args.paths[0], flag="export MODEL")
         output = Path(args.paths[-1]).expanduser()

@@ -221,22 +221,27 @@ def _task_record(record: dict, task: str) -> dict:
     return {"id": record["id"], "error": f"{record['id']}: a {task} model reads {wanted}"}
 
 
-def _records_and_pipeline(args) -> tuple[list[dict], object, dict]:
-    """The input's records (those the model's task cannot read as errors), the model's pipeline and the options
-    given for its task, for `summarize` and `view`."""
+def _pipeline_and_options(args) -> tuple[object, dict]:
+    """The model's pipeline and the options given for its task (`summarize`, `view`, `demo`)."""
     from .hub import load_pipeline
     from .pipelines.table_to_text import planner_pipeline
 
-    try:
-        records = read_input(args.input)
-    except ValueError as error:
-        _fail(str(error))
     summarizer = _load(load_pipeline, args.model)
     options = _task_options(args, summarizer.task)
     if summarizer.task == TABLE_TO_TEXT and "planner" not in options and "plan" not in options:
         _fail("a table-to-text model needs --planner MODEL or --plan oracle")
     if "planner" in options:
         options["planner"] = _load(planner_pipeline, options["planner"])
+    return summarizer, options
+
+
+def _records_and_pipeline(args) -> tuple[list[dict], object, dict]:
+    """The input's records (those the model's task cannot read as errors), and `_pipeline_and_options`."""
+    try:
+        records = read_input(args.input)
+    except ValueError as error:
+        _fail(str(error))
+    summarizer, options = _pipeline_and_options(args)
     return [_task_record(record, summarizer.task) for record in records], summarizer, options
 
 
@@ -317,6 +322,23 @@ def view_command(args) -> int:
     return ERROR_EXIT if failed else 0
 
 
+def demo_command(args) -> int:
+    try:
+        from .demo.app import build_demo
+    except ImportError as error:
+        _fail(f'the demo needs Gradio ({one_line(error)}): pip install "sumformers[demo]"')
+    from .demo.space import EXAMPLE_GAMES
+
+    summarizer, options = _pipeline_and_options(args)
+    games = {}
+    if EXAMPLE_GAMES.is_file():  # a source checkout: its bundled games to pick from
+        games = {record["id"]: record["game"] for record in read_documents(EXAMPLE_GAMES) if "game" in record}
+    build_demo(summarizer, args.model or "default", options, games).launch(
+        server_name=args.host, server_port=args.port
+    )
+    return 0
+
+
 def evaluate_command(args) -> int:
     from .text.evaluation import evaluate_file
 
@@ -338,8 +360,14 @@ def export_command(args) -> int:
     from .hub import export_model, push_to_hub
 
     model, output = (None, args.paths[0]) if len(args.paths) == 1 else args.paths
+    write = export_model
+    if args.space:
+        try:
+            from .demo.space import write_space as write
+        except ImportError as error:
+            _fail(f'a Space needs Gradio ({one_line(error)}): pip install "sumformers[demo]"')
     try:
-        folder = export_model(model, output)
+        folder = write(model, output)
     except FileExistsError as error:
         _fail(str(error))
     except Exception as error:  # noqa: BLE001 (loading: no such name or Hub repo, a broken folder)
@@ -353,6 +381,7 @@ def export_command(args) -> int:
 COMMANDS = {
     "summarize": summarize_command,
     "view": view_command,
+    "demo": demo_command,
     "evaluate": evaluate_command,
     "export": export_command,
 }

@@ -6,6 +6,7 @@ import warnings
 
 from ..processing.sentence_layout import document_sentences
 from ..text.readable_text import readable_text
+from ..text.rotowire_records import Game, parse_game
 from .abstractive import COPY_ATTENTION, WORD_OVERLAP, abstractive_body, copy_attention_sources, overlap_sources
 from .extractive import extractive_body
 from .page import error_block, page, reference_section
@@ -116,8 +117,9 @@ def summarize_to_html(pipe, inputs, reference: str | None = None, title: str = "
         output = view_output(pipe, inputs, **options)
         game = None
         if pipe.task in TABLE_TASKS:
+            # parsed with this package's own copy of `Game` (an exported model's processor has another)
             given = inputs["game"] if isinstance(inputs, dict) and "game" in inputs else inputs
-            game = pipe.model_processor.game(given)
+            game = given if isinstance(given, Game) else parse_game(given)
     except (TypeError, ValueError) as error:
         return error_page(" ".join(str(error).split()) or type(error).__name__, title, pipe.task, model)
     if game is not None and reference is None and game.summary:

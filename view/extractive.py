@@ -10,7 +10,7 @@ import math
 
 from .page import score_text, shade, text
 
-ALTERNATIVES = 4  # candidates shown per step besides the choice
+ALTERNATIVES = 3  # candidates shown per step besides the choice
 
 
 def is_stepwise(output: dict) -> bool:
@@ -58,7 +58,7 @@ def _steps_table(output: dict) -> str:
     def name(index: int | None) -> str:
         if index is None or index >= len(sentences):
             return "END (stop)"
-        return f"{index + 1}: {sentences[index][:70]}{'...' if len(sentences[index]) > 70 else ''}"
+        return f"sentence {index + 1}: {sentences[index][:60]}{'...' if len(sentences[index]) > 60 else ''}"
 
     rows, previous = [], 0.0
     for number, step in enumerate(output["steps"], start=1):
@@ -122,7 +122,7 @@ def extractive_body(output: dict) -> str:
     )
     steps = _steps_table(output) if is_stepwise(output) else ""
     return (
-        f'<h2>Summary</h2><div class="summary">{summary}</div>{steps}<h2>Document</h2>{legend}{"".join(parts)}'
+        f'<h2>Summary</h2><div class="summary">{summary}</div><h2>Document</h2>{legend}{"".join(parts)}{steps}'
     )
 
 

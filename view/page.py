@@ -28,6 +28,7 @@ h1 {{ font-size: 1.4rem; }} h2 {{ font-size: 1.15rem; margin-top: 2rem; }} h3 {{
 table {{ border-collapse: collapse; font-size: .85rem; margin: .5rem 0; }}
 td, th {{ border: 1px solid #ddd; padding: .15rem .4rem; text-align: left; vertical-align: top; }}
 .supported {{ background: #c8e6c9; }} .unsupported {{ background: #ffcdd2; }} .unchecked {{ background: #eee; }}
+.records {{ font-size: .75rem; line-height: 1.25; margin: 0; }}
 .side {{ display: grid; grid-template-columns: 1fr 1fr; gap: 1rem; }}
 """
 

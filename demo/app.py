@@ -10,6 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from ..text.jsonl import read_jsonl
 from ..text.readable_text import html_main_text
 from ..view.render import TABLE_TASKS, error_page, summarize_to_html
 
@@ -21,18 +22,14 @@ def read_upload(path: str, reads_games: bool) -> tuple[object, str | None]:
     """An uploaded file as one input and its reference (None without one): HTML as its main text, the first line of
     a JSONL file (a game, or a `document`/`documents` with its `summary`), anything else as text."""
     file = Path(path)
-    content = file.read_bytes().decode("utf-8", errors="replace")
     if file.suffix in (".html", ".htm"):
-        return html_main_text(content), None
+        return html_main_text(file.read_bytes().decode("utf-8", errors="replace")), None
     if file.suffix != ".jsonl" and not reads_games:
-        return content, None
-    line = next((line for line in content.splitlines() if line.strip()), "")
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{file.name}: the first line is not valid JSON ({error.msg})") from None
-    if not isinstance(row, dict):
-        raise ValueError(f"{file.name}: the first line is not a JSON object")
+        return file.read_bytes().decode("utf-8", errors="replace"), None
+    rows = read_jsonl(file)
+    if not rows:
+        raise ValueError(f"{file.name}: no JSON line")
+    row = rows[0]
     if reads_games or "box_score" in row:
         return row, None
     reference = row.get("summary") if isinstance(row.get("summary"), str) else None

@@ -64,7 +64,7 @@ def test_the_demo_shows_the_view_of_pasted_text_and_of_an_uploaded_file(client_o
     broken = tmp_path / "broken.jsonl"
     broken.write_text("{not json\n")
     refused = page_of(client.predict("", gradio_client.handle_file(str(broken)), None, "", api_name="/view"))
-    assert "broken.jsonl: the first line is not valid JSON" in refused and "Traceback" not in refused
+    assert "broken.jsonl, line 1: invalid JSON" in refused and "Traceback" not in refused
     assert "got NoneType" not in refused
 
 

@@ -217,3 +217,17 @@ def test_the_readme_view_commands_name_bundled_files_and_the_screenshots_ship():
     assert all((REPO_ROOT / args.input).is_file() for args in arguments)
     for image in ("docs/view_news.png", "docs/view_rotowire.png"):
         assert f"]({image})" in section and (REPO_ROOT / image).stat().st_size < 200_000
+
+
+def test_a_content_plan_is_shown_as_its_template_sentences_beside_their_records():
+    from sumformers.text.rotowire_plans import plan_to_text
+
+    game = parse_game(GAME_LINE)
+    plan = ["Al Horford|PLAYER_NAME", "Al Horford|PTS", "<EOS>", "Hawks|TEAM-PTS", "<EOT>"]
+    output = {"plan": plan, "plan_text": plan_to_text(game, plan), "steps": [], "score": -1.0}
+    page = Elements(render_html(output, "content-planning", game=game))
+    rows = page.find("realized")
+    assert len(rows) == 2 and "Al Horford" in rows[0][2] and "TEAM-PTS" in rows[1][2]
+    # the templates state the table's own numbers: every number tied to a statistic is supported
+    marks = [e for e in page.find("number") if "unchecked" not in e[1]["class"]]
+    assert marks and all("supported" in e[1]["class"].split() for e in marks)

@@ -1,4 +1,4 @@
-"""The `sumformers` command: summarize, evaluate, export.
+"""The `sumformers` command: summarize, view, evaluate, export.
 
 This module parses and checks the arguments without importing torch or transformers (`import sumformers` registers
 every model with transformers, which takes seconds), so `--help` and argument errors answer at once; the commands
@@ -67,6 +67,44 @@ def baseline_name(text: str) -> str:
     return text
 
 
+def add_summary_options(parser: argparse.ArgumentParser) -> None:
+    """The options that shape a summary, which `summarize` and `view` share."""
+    parser.add_argument(
+        "--num-sentences", type=positive_int, default=None, help="extractive models: summary length (default: model's)"
+    )
+    parser.add_argument(
+        "--trigram-blocking",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="extractive models: skip a sentence sharing a trigram with one already chosen",
+    )
+    parser.add_argument(
+        "--max-words",
+        type=positive_int,
+        default=None,
+        help="extractive models: summary budget in words (skip what exceeds it)",
+    )
+    parser.add_argument(
+        "--ranker",
+        default=None,
+        choices=("identity", "tfidf", "textrank", "sumbasic"),
+        help="wikisum: paragraph ranker",
+    )
+    parser.add_argument(
+        "--max-input-tokens", type=positive_int, default=None, help="wikisum: L, tokens fed to the decoder"
+    )
+    parser.add_argument("--num-beams", type=positive_int, default=None, help="wikisum, abstractive: beam size")
+    parser.add_argument(
+        "--max-new-tokens", type=positive_int, default=None, help="wikisum, abstractive: summary length limit in tokens"
+    )
+    parser.add_argument(
+        "--planner", default=None, help="table-to-text: content-planning model (shipped name, folder or Hub repo id)"
+    )
+    parser.add_argument(
+        "--plan", default=None, choices=("oracle",), help="table-to-text: realize each game's oracle plan instead"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -82,41 +120,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--model", default=None, help="shipped checkpoint name, model folder or Hub repo id (default: bundled)"
     )
     summarize.add_argument("--output", default=None, help="JSONL output file (default: standard output)")
-    summarize.add_argument(
-        "--num-sentences", type=positive_int, default=None, help="extractive models: summary length (default: model's)"
-    )
-    summarize.add_argument(
-        "--trigram-blocking",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="extractive models: skip a sentence sharing a trigram with one already chosen",
-    )
-    summarize.add_argument(
-        "--max-words",
-        type=positive_int,
-        default=None,
-        help="extractive models: summary budget in words (skip what exceeds it)",
-    )
-    summarize.add_argument(
-        "--ranker",
-        default=None,
-        choices=("identity", "tfidf", "textrank", "sumbasic"),
-        help="wikisum: paragraph ranker",
-    )
-    summarize.add_argument(
-        "--max-input-tokens", type=positive_int, default=None, help="wikisum: L, tokens fed to the decoder"
-    )
-    summarize.add_argument("--num-beams", type=positive_int, default=None, help="wikisum, abstractive: beam size")
-    summarize.add_argument(
-        "--max-new-tokens", type=positive_int, default=None, help="wikisum, abstractive: summary length limit in tokens"
-    )
-    summarize.add_argument(
-        "--planner", default=None, help="table-to-text: content-planning model (shipped name, folder or Hub repo id)"
-    )
-    summarize.add_argument(
-        "--plan", default=None, choices=("oracle",), help="table-to-text: realize each game's oracle plan instead"
-    )
+    add_summary_options(summarize)
     summarize.add_argument("--batch-size", type=positive_int, default=4, help="documents per forward pass")
+
+    view = commands.add_parser("view", help="one self-contained HTML page per input: what the model chose and why")
+    view.add_argument("input", help="as for summarize: a text, HTML or JSONL file, a folder, or - for standard input")
+    view.add_argument(
+        "--model", default=None, help="shipped checkpoint name, model folder or Hub repo id (default: bundled)"
+    )
+    view.add_argument("--output-dir", required=True, help="folder for the pages (<id>.html each)")
+    view.add_argument(
+        "--reference",
+        default=None,
+        help="a reference summary file (one sentence per line) for a single input; a JSONL line's `summary` is "
+        "taken by itself, and a Rotowire game's own summary",
+    )
+    add_summary_options(view)
+
+    demo = commands.add_parser("demo", help="a Gradio app showing the view of pasted text, a file or a Rotowire game")
+    demo.add_argument(
+        "--model", default=None, help="shipped checkpoint name, model folder or Hub repo id (default: bundled)"
+    )
+    demo.add_argument("--host", default="127.0.0.1", help="address to serve on (0.0.0.0: every interface)")
+    demo.add_argument("--port", type=positive_int, default=None, help="port (default: Gradio's, 7860 or the next free)")
+    add_summary_options(demo)
 
     evaluate = commands.add_parser("evaluate", help="ROUGE of predictions or a baseline against references")
     evaluate.add_argument("--data", required=True, help="JSONL with `id`, `document` and `summary`")
@@ -128,6 +155,11 @@ def build_parser() -> argparse.ArgumentParser:
     export = commands.add_parser("export", help="write a self-contained Hub repo: export [MODEL] OUTPUT_DIR")
     export.add_argument("paths", nargs="+", metavar="[MODEL] OUTPUT_DIR")
     export.add_argument("--push-to-hub", default=None, metavar="REPO_ID", help="upload the export (needs network)")
+    export.add_argument(
+        "--space",
+        action="store_true",
+        help="write a Hub Space instead: the export in model/, the Gradio demo (app.py), requirements.txt, README.md",
+    )
     return parser
 
 
@@ -168,14 +200,20 @@ def check_input_file(name: str, flag: str) -> None:
 
 def check_arguments(args) -> None:
     """Everything that can be checked before a model is loaded; an error exits with status 2."""
-    if args.command == "summarize":
-        if args.input != STDIN and not Path(args.input).exists():
+    if args.command in ("summarize", "view", "demo"):
+        if args.command != "demo" and args.input != STDIN and not Path(args.input).exists():
             fail(f"{args.input}: no such file or folder")
         check_model(args.model)
         check_model(args.planner, flag="--planner")
         if args.planner is not None and args.plan is not None:
             fail("give --planner or --plan, not both")
+    if args.command == "summarize":
         check_output_file(args.output)
+    elif args.command == "view":
+        if args.reference is not None:
+            check_input_file(args.reference, "--reference")
+        if Path(args.output_dir).expanduser().is_file():
+            fail(f"--output-dir {args.output_dir}: a file, not a folder")
     elif args.command == "evaluate":
         check_input_file(args.data, "--data")
         if args.predictions is not None:
@@ -183,6 +221,8 @@ def check_arguments(args) -> None:
     elif args.command == "export":
         if len(args.paths) > 2:
             fail("export takes [MODEL] OUTPUT_DIR")
+        if args.space and args.push_to_hub:
+            fail("--push-to-hub uploads a model repo; upload a Space folder with `hf upload --repo-type space`")
         if len(args.paths) == 2:
             check_model(args.paths[0], flag="export MODEL")
         output = Path(args.paths[-1]).expanduser()

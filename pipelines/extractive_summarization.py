@@ -15,16 +15,19 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
     Options: `num_sentences` (default: the model config's, 3), `trigram_blocking` (skip a sentence sharing a trigram
     with one already chosen; default: the model config's), `max_words` (a budget in whitespace words: a sentence
     that would exceed it is skipped, as in `stepwise-summarization`), `max_length` (tokens; default the encoder's
-    limit).
+    limit), `return_sentences` (add what the model read, as `sumformers.view` shows it).
     Output per document: `summary` (chosen sentences in document order, one per line), `sentences` (their indices),
-    `scores` (their probabilities).
+    `scores` (their probabilities); with `return_sentences`, `document_sentences` (every sentence the model read, in
+    order), `sentence_scores` (the probability of each) and, for a model that reads several documents,
+    `sentence_documents` (the document of each).
 
     The model's processor turns each input into its tensors: models that read several documents (HetFormer) also
     take `{"documents": [...]}`, and may set the default summary length for that kind of input.
     """
 
     def _sanitize_parameters(
-        self, num_sentences=None, trigram_blocking=None, max_words=None, max_length=None, **kwargs
+        self, num_sentences=None, trigram_blocking=None, max_words=None, max_length=None, return_sentences=None,
+        **kwargs,
     ):
         reject_unknown_options(kwargs)
         preprocess = {} if max_length is None else {"max_length": max_length}
@@ -39,6 +42,8 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
             if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1:
                 raise ValueError(f"max_words must be a positive integer, got {max_words!r}")
             postprocess["max_words"] = max_words
+        if return_sentences is not None:
+            postprocess["return_sentences"] = bool(return_sentences)
         return preprocess, {}, postprocess
 
     def preprocess(self, document, max_length=None):
@@ -52,9 +57,13 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
         outputs = {"probabilities": torch.sigmoid(logits.float()), "sentences": batch_sentences}
         if default_num_sentences is not None:
             outputs["default_num_sentences"] = default_num_sentences
+        if "document_ids" in model_inputs:  # a multi-document model's node layout: the document of each sentence
+            outputs["sentence_documents"] = model_inputs["document_ids"].gather(1, model_inputs["cls_positions"])
         return outputs
 
-    def postprocess(self, model_outputs, num_sentences=None, trigram_blocking=None, max_words=None):
+    def postprocess(
+        self, model_outputs, num_sentences=None, trigram_blocking=None, max_words=None, return_sentences=False
+    ):
         sentences = model_outputs["sentences"]
         if isinstance(sentences, list) and len(sentences) == 1 and isinstance(sentences[0], tuple):
             sentences = sentences[0]
@@ -69,8 +78,13 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
             ranked, list(sentences), num_sentences, trigram_blocking=trigram_blocking, max_words=max_words
         )
         chosen = sorted(chosen)
-        return {
+        result = {
             "summary": "\n".join(sentences[i] for i in chosen),
             "sentences": chosen,
             "scores": [probabilities[i] for i in chosen],
         }
+        if return_sentences:
+            result.update(document_sentences=list(sentences), sentence_scores=probabilities)
+            if "sentence_documents" in model_outputs:
+                result["sentence_documents"] = model_outputs["sentence_documents"][0, : len(sentences)].tolist()
+        return result

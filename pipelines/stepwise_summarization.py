@@ -35,6 +35,8 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
     - `end_bias` (0.0): added to the end-of-summary unit's logit (negative: longer summaries);
     - `max_words`: a length budget in whitespace words (a sentence that would exceed it is never picked);
     - `return_steps`: add each step's whole distribution over the sentences and the end unit;
+    - `return_sentences`: add `document_sentences`, every sentence the model read, in order (what
+      `sumformers.view` shows);
     - `max_length`: input tokens (default and maximum: the model's limit).
 
     Output per document: `summary` (the chosen sentences in document order, one per line), `sentences` (their
@@ -54,6 +56,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
         max_words=None,
         return_steps=None,
         max_length=None,
+        return_sentences=None,
         **kwargs,
     ):
         reject_unknown_options(kwargs)
@@ -82,7 +85,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
                 f"num_sentences={forward['num_sentences']} is more than this model can condition on "
                 f"(max_summary_sentences={config.max_summary_sentences})"
             )
-        return preprocess, forward, {}
+        return preprocess, forward, {"return_sentences": True} if return_sentences else {}
 
     def preprocess(self, document, max_length=None):
         return self.model_processor(self.readable_input(document, max_length), max_length=max_length)
@@ -107,7 +110,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
         hypotheses = stepwise_beam_search(score_rows, batch_sentences, **search_options)
         return {"hypotheses": hypotheses, "sentences": batch_sentences}
 
-    def postprocess(self, model_outputs):
+    def postprocess(self, model_outputs, return_sentences=False):
         hypothesis, sentences = model_outputs["hypotheses"], model_outputs["sentences"]
         if isinstance(hypothesis, list):  # an unbatched forward output holds one-element lists
             hypothesis, sentences = hypothesis[0], sentences[0]
@@ -119,7 +122,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
             if step.distribution is not None:
                 entry["distribution"] = list(step.distribution)
             steps.append(entry)
-        return {
+        result = {
             "summary": "\n".join(sentences[step.sentence] for step in in_document_order),
             "sentences": [step.sentence for step in in_document_order],
             "scores": [step.probability for step in in_document_order],
@@ -127,6 +130,9 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
             "steps": steps,
             "score": hypothesis.score,
         }
+        if return_sentences:
+            result["document_sentences"] = list(sentences)
+        return result
 
 
 __all__ = ["StepwiseSummarizationPipeline"]

@@ -1,4 +1,4 @@
-"""The `sumformers` commands: summarize, evaluate, export.
+"""The `sumformers` commands: summarize, view, evaluate, export.
 
 The argument parser and its checks are in the top-level module `sumformers_cli` (the console script), which answers
 `--help` and argument errors without importing torch; it calls `run` here once the arguments are valid.
@@ -127,6 +127,8 @@ def jsonl_records(text: str, name: str, stem: str) -> list[dict]:
         # two-stage (WikiSum) models rank the paragraphs of each document against the title
         if isinstance(row.get("title"), str):
             record["title"] = row["title"]
+        if isinstance(row.get("summary"), str):  # the reference summary `view` shows beside the model's
+            record["reference"] = row["summary"]
         records.append(record)
     return records
 
@@ -219,23 +221,34 @@ def _task_record(record: dict, task: str) -> dict:
     return {"id": record["id"], "error": f"{record['id']}: a {task} model reads {wanted}"}
 
 
-def summarize_command(args) -> int:
-    from tqdm.auto import tqdm
-
+def _pipeline_and_options(args) -> tuple[object, dict]:
+    """The model's pipeline and the options given for its task (`summarize`, `view`, `demo`)."""
     from .hub import load_pipeline
     from .pipelines.table_to_text import planner_pipeline
 
-    try:
-        records = read_input(args.input)
-    except ValueError as error:
-        _fail(str(error))
     summarizer = _load(load_pipeline, args.model)
     options = _task_options(args, summarizer.task)
     if summarizer.task == TABLE_TO_TEXT and "planner" not in options and "plan" not in options:
         _fail("a table-to-text model needs --planner MODEL or --plan oracle")
     if "planner" in options:
         options["planner"] = _load(planner_pipeline, options["planner"])
-    records = [_task_record(record, summarizer.task) for record in records]
+    return summarizer, options
+
+
+def _records_and_pipeline(args) -> tuple[list[dict], object, dict]:
+    """The input's records (those the model's task cannot read as errors), and `_pipeline_and_options`."""
+    try:
+        records = read_input(args.input)
+    except ValueError as error:
+        _fail(str(error))
+    summarizer, options = _pipeline_and_options(args)
+    return [_task_record(record, summarizer.task) for record in records], summarizer, options
+
+
+def summarize_command(args) -> int:
+    from tqdm.auto import tqdm
+
+    records, summarizer, options = _records_and_pipeline(args)
     valid = [record for record in records if "error" not in record]
     multiple = summarizer.model.reads_multiple_documents
     inputs = (model_input(record, summarizer.task, multiple) for record in valid)
@@ -270,6 +283,62 @@ def summarize_command(args) -> int:
     return ERROR_EXIT if failed else 0
 
 
+def page_file_name(record_id: str, taken: set[str]) -> str:
+    """A file name for a record's page: its id with anything but letters, digits, `.`, `_` and `-` made `_`,
+    numbered where two ids give the same name."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", record_id).strip(".") or "page"
+    name, number = f"{stem}.html", 1
+    while name in taken:
+        number += 1
+        name = f"{stem}-{number}.html"
+    taken.add(name)
+    return name
+
+
+def view_command(args) -> int:
+    from .view import error_page, summarize_to_html
+
+    records, summarizer, options = _records_and_pipeline(args)
+    if args.reference is not None and len(records) != 1:
+        _fail(f"--reference is for a single input; {args.input} holds {len(records)} (give each a `summary`)")
+    reference = read_text_file(Path(args.reference)) if args.reference is not None else None
+    output = Path(args.output_dir).expanduser()
+    output.mkdir(parents=True, exist_ok=True)
+    model, task = args.model or "default", summarizer.task
+    multiple = summarizer.model.reads_multiple_documents
+    failed, taken = 0, set()
+    for record in records:
+        if "error" in record:
+            failed += 1
+            print(f"sumformers: error: {record['error']}", file=sys.stderr)
+            page = error_page(record["error"], record["id"], task, model)
+        else:
+            page = summarize_to_html(summarizer, model_input(record, task, multiple),
+                                     reference=record.get("reference", reference), title=record["id"], model=model,
+                                     **options)
+        path = output / page_file_name(record["id"], taken)
+        path.write_text(page, encoding="utf-8")
+        print(path)
+    return ERROR_EXIT if failed else 0
+
+
+def demo_command(args) -> int:
+    try:
+        from .demo.app import build_demo
+    except ImportError as error:
+        _fail(f'the demo needs Gradio ({one_line(error)}): pip install "sumformers[demo]"')
+    from .demo.space import EXAMPLE_GAMES
+
+    summarizer, options = _pipeline_and_options(args)
+    games = {}
+    if EXAMPLE_GAMES.is_file():  # a source checkout: its bundled games to pick from
+        games = {record["id"]: record["game"] for record in read_documents(EXAMPLE_GAMES) if "game" in record}
+    build_demo(summarizer, args.model or "default", options, games).launch(
+        server_name=args.host, server_port=args.port
+    )
+    return 0
+
+
 def evaluate_command(args) -> int:
     from .text.evaluation import evaluate_file
 
@@ -291,8 +360,14 @@ def export_command(args) -> int:
     from .hub import export_model, push_to_hub
 
     model, output = (None, args.paths[0]) if len(args.paths) == 1 else args.paths
+    write = export_model
+    if args.space:
+        try:
+            from .demo.space import write_space as write
+        except ImportError as error:
+            _fail(f'a Space needs Gradio ({one_line(error)}): pip install "sumformers[demo]"')
     try:
-        folder = export_model(model, output)
+        folder = write(model, output)
     except FileExistsError as error:
         _fail(str(error))
     except Exception as error:  # noqa: BLE001 (loading: no such name or Hub repo, a broken folder)
@@ -303,7 +378,13 @@ def export_command(args) -> int:
     return 0
 
 
-COMMANDS = {"summarize": summarize_command, "evaluate": evaluate_command, "export": export_command}
+COMMANDS = {
+    "summarize": summarize_command,
+    "view": view_command,
+    "demo": demo_command,
+    "evaluate": evaluate_command,
+    "export": export_command,
+}
 
 
 def run(args) -> int:

@@ -63,6 +63,8 @@ __all__ = [
     "damerau_levenshtein_distance",
     "dld_similarity",
     "extract_relations",
+    "is_supported",
+    "number_relations",
     "pooled_content_selection",
     "plan_scores",
     "relation_generation",
@@ -238,23 +240,31 @@ def _relation(game: Game, analysis: SentenceAnalysis, number: NumberMention) -> 
     return None
 
 
+def number_relations(
+    game: Game, text: str | Sequence[str]
+) -> list[tuple[SentenceAnalysis, list[tuple[NumberMention, Relation | None]]]]:
+    """Each sentence of `text` (`analyze_summary`) with each number it holds and the relation the extractor ties it
+    to (None where it ties it to nobody): what `extract_relations` reads, with the numbers' positions kept."""
+    return [(analysis, [(number, _relation(game, analysis, number)) for number in analysis.numbers])
+            for analysis in analyze_summary(game, text)]
+
+
+def is_supported(game: Game, relation: Relation) -> bool:
+    """Whether the box score holds `relation`'s value for its entity and key."""
+    return game.table.get((relation.entity, relation.key)) == relation.value
+
+
 def extract_relations(game: Game, text: str | Sequence[str]) -> list[Relation]:
     """The relations `text` states about `game`'s players and teams, in order of mention (repeats kept). Reads the
     names from the game, never its numbers."""
-    relations = []
-    for analysis in analyze_summary(game, text):
-        for number in analysis.numbers:
-            relation = _relation(game, analysis, number)
-            if relation is not None:
-                relations.append(relation)
-    return relations
+    return [relation for _, numbers in number_relations(game, text) for _, relation in numbers if relation is not None]
 
 
 def relation_generation(game: Game, text: str | Sequence[str]) -> dict[str, float]:
     """RG: ``precision``, the share of the text's distinct relations that the table supports (0.0 when none was
     extracted); ``supported``, their count; ``extracted``, the distinct relations found."""
     relations = set(extract_relations(game, text))
-    supported = sum(game.table.get((r.entity, r.key)) == r.value for r in relations)
+    supported = sum(is_supported(game, r) for r in relations)
     return {"precision": supported / len(relations) if relations else 0.0, "supported": supported,
             "extracted": len(relations)}
 

@@ -118,3 +118,42 @@ def test_numbers_from_input_shipping_options_are_checked_before_any_work(script,
     with pytest.raises(SystemExit):
         script.main()
     assert message in capsys.readouterr().err
+
+
+def test_plan_rows_give_the_papers_micro_averaged_content_selection_and_the_macro_f1_beside_it(script):
+    from sumformers.text.rotowire_records import EOT
+
+    # game 1: statistics {Love PTS, James AST} against {Love PTS, Love REB} (names dropped): P = R = F1 = 1/2;
+    # game 2: {Love PTS} against {Love PTS, Love AST, Bucks PTS}: P 1, R 1/3, F1 1/2.
+    plans = [["game|DAY", "Cavaliers|TEAM-NAME", "Kevin Love|PTS", "LeBron James|AST", EOT], ["Kevin Love|PTS", EOT]]
+    references = [["Kevin Love|PLAYER_NAME", "Kevin Love|PTS", "Kevin Love|REB", EOT],
+                  ["Kevin Love|PTS", "Kevin Love|AST", "Bucks|TEAM-PTS", EOT]]
+    cells = [cell.strip() for cell in script.plan_row("x", plans, references, 3.0).split("|")[2:-1]]
+    # micro: 2 shared of 3 predicted and 5 reference: P 66.7, R 40.0, F1 2PR/(P+R) = 50.0; macro F1 (50 + 50) / 2
+    assert [cell.split(" [")[0] for cell in cells] == ["66.7", "40.0", "50.0", "50.0", cells[4].split(" [")[0], "3"]
+    # the interval pools resampled games: every resample is one of (1/2, 1/2), (1, 1/3) or their mix
+    low, high = script.pooled_selection_intervals([{"overlap": 1, "predicted": 2, "reference": 2},
+                                                   {"overlap": 1, "predicted": 1, "reference": 3}])["cs_precision"]
+    assert low == pytest.approx(50.0) and high == pytest.approx(100.0)
+    # the earlier definition counts the names and the date: game 1 then shares 1 of 4 and 3 records
+    every = [cell.strip() for cell in script.plan_row("x", plans, references, 0.0, "all").split("|")[2:-1]]
+    assert every[0].startswith("40.0 ")  # (1 + 1) shared of (4 + 1) predicted
+
+
+def test_updating_the_planner_card_replaces_only_its_planning_table(script, tmp_path):
+    shipped = tmp_path / "planner"
+    shutil.copytree(shipped_checkpoints()["stepwise-hibert-planner-minilm-rotowire"], shipped)
+    card = json.loads((shipped / "sumformers_card.json").read_text())
+    card["evaluation"] = "\n\n".join(["Development games: CS F1 37.07.", "15 `test` games, old CS.",
+                                      "| system | CS P | CS R |\n|---|---|---|\n| old row |", "| system | BLEU |"])
+    (shipped / "sumformers_card.json").write_text(json.dumps(card))
+    table = ["| system | CS P | CS R | CS F1 | CS F1 (macro) | CO | seconds |", "|---|---|---|---|---|---|---|",
+             "| new row |"]
+
+    script.update_planner_card(shipped, table, "15 `test` games, the paper's CS.")
+
+    evaluation = json.loads((shipped / "sumformers_card.json").read_text())["evaluation"]
+    assert evaluation.split("\n\n") == ["Development games: CS F1 37.07.", "15 `test` games, the paper's CS.",
+                                        "\n".join(table), "| system | BLEU |"]
+    readme = (shipped / "README.md").read_text()
+    assert "| new row |" in readme and "| old row |" not in readme

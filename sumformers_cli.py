@@ -3,17 +3,20 @@
 This module parses and checks the arguments without importing torch or transformers (`import sumformers` registers
 every model with transformers, which takes seconds), so `--help` and argument errors answer at once; the commands
 themselves (`sumformers.cli`) are imported only when the arguments are valid. Every error is one line
-`sumformers: error: ...` on standard error and exit status 2.
+`sumformers: error: ...` on standard error and exit status 2. Ctrl-C (SIGINT) and SIGTERM stop a command with one
+line `sumformers: interrupted ...` and exit status 128 + the signal's number (130, 143).
 """
 
 import argparse
 import os
 import re
+import signal
 import sys
 from pathlib import Path
 
 ERROR_EXIT = 2
 PROG = "sumformers"
+STDIN = "-"
 
 # A Hub repo id: `name` or `namespace/name` (huggingface_hub's rule, without importing it).
 _HUB_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
@@ -23,6 +26,22 @@ _BASELINE = re.compile(r"(lead|oracle)(?:-([1-9][0-9]*))?")
 def fail(message: str):
     print(f"{PROG}: error: {message}", file=sys.stderr)
     sys.exit(ERROR_EXIT)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt, so that both stop a command the same way."""
+
+
+def _terminate(signal_number, frame):
+    raise Terminated(signal_number)
+
+
+def _interrupted_exit(stop: KeyboardInterrupt) -> int:
+    """One line for a stopped command (what it had finished: the notes `sumformers.cli` adds), and its exit status."""
+    signal_number = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+    notes = "".join(f"; {note}" for note in getattr(stop, "__notes__", ()))
+    print(f"{PROG}: interrupted by {signal.Signals(signal_number).name}{notes}", file=sys.stderr)
+    return 128 + signal_number
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     summarize = commands.add_parser("summarize", help="summarize a text file, a JSONL file or a folder")
     summarize.add_argument(
         "input",
-        help="text file, JSONL with `document` (or a `documents` list, and `title` for wikisum; a Rotowire game for "
-        "table-to-text) per line, or a folder",
+        help="text or HTML file, JSONL with `document` (or a `documents` list, and `title` for wikisum; a Rotowire "
+        "game for table-to-text) per line, a folder of those, or - for standard input (a text, or JSONL when every "
+        "line is a JSON object)",
     )
     summarize.add_argument(
         "--model", default=None, help="shipped checkpoint name, model folder or Hub repo id (default: bundled)"
@@ -149,7 +169,7 @@ def check_input_file(name: str, flag: str) -> None:
 def check_arguments(args) -> None:
     """Everything that can be checked before a model is loaded; an error exits with status 2."""
     if args.command == "summarize":
-        if not Path(args.input).exists():
+        if args.input != STDIN and not Path(args.input).exists():
             fail(f"{args.input}: no such file or folder")
         check_model(args.model)
         check_model(args.planner, flag="--planner")
@@ -173,11 +193,20 @@ def check_arguments(args) -> None:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    check_arguments(args)
-    from sumformers import cli  # the heavy import: torch, transformers, every model
+    # SIGTERM stops a command as Ctrl-C does (unless this process was started with it ignored)
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
+    try:
+        args = build_parser().parse_args(argv)
+        check_arguments(args)
+        from sumformers import cli  # the heavy import: torch, transformers, every model
 
-    return cli.run(args)
+        return cli.run(args)
+    except KeyboardInterrupt as stop:
+        return _interrupted_exit(stop)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -75,7 +75,8 @@ def ship_adapter_checkpoint(
     card = json.loads((source / CARD_INFO_FILE).read_text())
     name = target.name
     card.update(model_name=name, repo_id=f"sumformers/{name}", training=f"{card['training']} Trained on {trained_on}.")
-    card["evaluation"] = "\n".join([f"{development}: {card['evaluation']}", "", *evaluation])
+    own = [f"{development}: {card['evaluation']}", ""] if card.get("evaluation") else []  # a run with --do_eval
+    card["evaluation"] = "\n".join([*own, *evaluation])
     if generation:
         if not decoding:
             raise ValueError("a changed generation config needs the card's account of it (decoding)")

@@ -35,6 +35,10 @@ KEPT_FIELDS = ("id", "document", "summary", "source")
 # the GPU machine's image (Python 3.12) lacks these; the versions of constraints.txt where it names them
 BINARY_WHEELS = ("datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19", "nltk==3.10.4")
 SOURCE_ONLY = ("rouge-score==0.1.2", "pysbd==0.3.4")  # no wheels on PyPI: built here (pure Python)
+WORD_TABLE = "embeddings.word_embeddings.weight"
+# what the device tool carries at most: the working tree that travels (tracked files present, untracked ones not
+# ignored) and this folder
+CARRY_LIMIT_MIB = 64
 MACHINE_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 
 
@@ -43,6 +47,11 @@ def parse_args():
     parser.add_argument("--output", default=str(REPO / ".device"), help="the folder to write (default .device/)")
     parser.add_argument("--steps", type=int, default=600, help="the recipe's steps of 16 documents (default 600)")
     parser.add_argument("--validation_rows", type=int, default=1100)
+    parser.add_argument("--recipe", choices=("ablations", "shipped"), default="ablations",
+                        help="ablations: run_on_gpu.sh's rows (default); shipped: training_scripts/gpu_recipe.sh's "
+                             "models (--features, MiniLM's word table in int8)")
+    parser.add_argument("--features", help="shipped: the extractive training features (train_stepwise.py "
+                                           "--save_features) to carry")
     parser.add_argument("--fp32", metavar="FOLDER", default=None,
                         help="on the GPU machine: cast the carried MiniLM's fp16 weights in FOLDER back to float32")
     return parser.parse_args()
@@ -83,19 +92,37 @@ def machine_wheels(target: Path) -> None:
     subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(target), *SOURCE_ONLY], check=True)
 
 
-def cast_weights(source: Path, target: Path, dtype, skip: str | None = None) -> None:
+def cast_weights(source: Path, target: Path, dtype, skip: str | None = None, int8: str | None = None) -> None:
     """`source`'s safetensors weights, the floating-point ones cast to `dtype` (integer buffers such as position ids
-    kept), into `target` (the same file allowed), those named `skip...` left out."""
+    kept), into `target` (the same file allowed), those named `skip...` left out. The matrix named `int8` is stored
+    as int8 rows with one float32 scale a row (`<name>.int8`, `<name>.scale`: the row's largest magnitude / 127);
+    casting such a file back to a float dtype restores the matrix under its name (row relative error about 0.7%
+    for MiniLM's word table, which the models keep frozen)."""
+    import torch
     from safetensors.torch import load_file, save_file
 
     weights = load_file(source)
-    kept = {name: tensor.to(dtype) if tensor.is_floating_point() else tensor
-            for name, tensor in weights.items() if not (skip and name.startswith(skip))}
+    kept = {}
+    for name, tensor in weights.items():
+        if skip and name.startswith(skip):
+            continue
+        if name == int8:
+            scale = tensor.float().abs().amax(dim=1, keepdim=True).clamp(min=1e-12) / 127
+            kept[name + ".int8"] = torch.round(tensor.float() / scale).clamp(-127, 127).to(torch.int8)
+            kept[name + ".scale"] = scale
+        elif name.endswith(".int8"):
+            base = name[: -len(".int8")]
+            kept[base] = (tensor.float() * weights[base + ".scale"]).to(dtype)
+        elif name.endswith(".scale") and name[: -len(".scale")] + ".int8" in weights:
+            continue
+        else:
+            kept[name] = tensor.to(dtype) if tensor.is_floating_point() else tensor
     save_file(kept, target, metadata={"format": "pt"})
 
 
-def fp16_minilm(target: Path) -> None:
-    """The bundled MiniLM's folder copied to `target` with its weights in fp16, as an importable package."""
+def fp16_minilm(target: Path, int8_word_table: bool = False) -> None:
+    """The bundled MiniLM's folder copied to `target` with its weights in fp16 (with `int8_word_table`, its word
+    table in int8 rows: 32 MiB instead of 43), as an importable package."""
     import torch
 
     from sumformers.modeling.pretrained_encoder import bundled_encoder_path
@@ -107,7 +134,8 @@ def fp16_minilm(target: Path) -> None:
     shutil.copytree(source, package / "model", ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.onnx"))
     (package / "__init__.py").write_text('"""all-MiniLM-L6-v2 in fp16 for a GPU run (benchmarks/carry_to_gpu.py)."""\n')
     # the models load MiniLM without its pooler
-    cast_weights(source / "model.safetensors", package / "model" / "model.safetensors", torch.float16, skip="pooler.")
+    cast_weights(source / "model.safetensors", package / "model" / "model.safetensors", torch.float16, skip="pooler.",
+                 int8=WORD_TABLE if int8_word_table else None)
 
 
 def rounding_effect() -> str:
@@ -137,6 +165,15 @@ def rounding_effect() -> str:
             "windowed features to those of the fp32 weights)")
 
 
+def travelling_mib(output: Path) -> float:
+    """MiB that a device call would carry: the working tree's tracked files present on disk, its untracked files that
+    git does not ignore, and everything under `output`."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            check=True, capture_output=True).stdout.decode().split("\0")
+    paths = {REPO / name for name in listed if name} | {path for path in output.rglob("*")}
+    return sum(path.stat().st_size for path in paths if path.is_file()) / 2**20
+
+
 def main():
     args = parse_args()
     if args.fp32:
@@ -147,21 +184,33 @@ def main():
         print(f"{args.fp32}: weights cast to float32")
         return
     output = Path(args.output)
-    count = 16 * args.steps
-    cnndm = output / "data" / "cnn_dailymail"
-    write_jsonl(drawn_training_documents(count), cnndm / f"train_large_sample{count}.jsonl.xz")
     from sumformers.text.evaluation import data_dir, read_jsonl
 
-    validation = read_jsonl(data_dir() / "cnn_dailymail" / "validation_large.jsonl.gz")[: args.validation_rows]
-    write_jsonl(validation, cnndm / "validation_large.jsonl.gz")
+    if args.recipe == "ablations":
+        count = 16 * args.steps
+        cnndm = output / "data" / "cnn_dailymail"
+        write_jsonl(drawn_training_documents(count), cnndm / f"train_large_sample{count}.jsonl.xz")
+        validation = read_jsonl(data_dir() / "cnn_dailymail" / "validation_large.jsonl.gz")[: args.validation_rows]
+        write_jsonl(validation, cnndm / "validation_large.jsonl.gz")
+    else:
+        if not args.features:
+            raise SystemExit("--recipe shipped needs --features (train_stepwise.py --save_features)")
+        (output / "features").mkdir(parents=True, exist_ok=True)
+        shutil.copy(args.features, output / "features" / Path(args.features).name)
     (output / "data" / "rotowire").mkdir(parents=True, exist_ok=True)
     shutil.copy(data_dir() / "rotowire" / "games.jsonl", output / "data" / "rotowire" / "games.jsonl")
     machine_wheels(output / "whl")
-    fp16_minilm(output / "site")
-    print(f"the carried MiniLM's rounding: {rounding_effect()}")
+    fp16_minilm(output / "site", int8_word_table=args.recipe == "shipped")
+    if args.recipe == "ablations":
+        print(f"the carried MiniLM's rounding: {rounding_effect()}")
     for path in sorted(output.rglob("*")):
         if path.is_file():
             print(f"{path.stat().st_size / 2**20:8.2f} MiB  {path.relative_to(output)}")
+    total = travelling_mib(output)
+    print(f"{total:.1f} MiB would travel (limit {CARRY_LIMIT_MIB})")
+    if total > CARRY_LIMIT_MIB:
+        raise SystemExit(f"refused: {total:.1f} MiB would travel, over the device tool's {CARRY_LIMIT_MIB} MiB; move "
+                         "bulky folders (the shipped checkpoints' subfolders) out of the tree for the call")
 
 
 if __name__ == "__main__":

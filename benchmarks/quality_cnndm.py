@@ -61,7 +61,7 @@ HELD_OUT_SETS = (
     ("validation_large[:1000]", "validation_large.jsonl.gz", 0, 1000),
     ("validation[:300] (CNN)", "validation.jsonl", 0, 300),
 )
-COLUMNS = ("rouge1", "rouge2", "rougeLsum", "mean_words", "redundancy")
+COLUMNS = ("rouge1", "rouge1_vs_lead3", "rouge2", "rougeLsum", "mean_sentences", "mean_words", "redundancy")
 
 
 def parse_args():
@@ -85,6 +85,8 @@ def parse_args():
         "--models", default=None, help=f"comma-separated subset of {', '.join(MODELS)} (default: all)"
     )
     parser.add_argument("--max_words", type=int, default=None, help="add rows under this word budget (see above)")
+    parser.add_argument("--blocking", choices=("both", "yes", "no"), default="both",
+                        help="the models' rows with and without trigram blocking (default both), or one of them")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache_dir", default=str(REPO / "runs" / "quality_cnndm"))
@@ -98,9 +100,21 @@ def summary_metrics(summaries: list[str], references: list[str], sources: list[s
     from sumformers.text.sentences import has_repeated_trigram, summary_length_stats, to_sentences
 
     scores = rouge_metrics(summaries, references, sources)
-    scores["mean_words"] = summary_length_stats(summaries)["mean_words"]
+    lengths = summary_length_stats(summaries)
+    scores["mean_words"], scores["mean_sentences"] = lengths["mean_words"], lengths["mean_sentences"]
     scores["redundancy"] = 100.0 * sum(has_repeated_trigram(to_sentences(s)) for s in summaries) / len(summaries)
     return scores
+
+
+def paired_with_lead3(result: dict, lead3: dict) -> dict:
+    """`result` with `rouge1_vs_lead3`: the mean per-document ROUGE-1 difference to Lead-3 (no blocking) on the same
+    documents, with its 95% bootstrap interval."""
+    from sumformers.text.scoring import bootstrap_interval
+
+    differences = [a - b for a, b in zip(result["rouge1_per_document"], lead3["rouge1_per_document"])]
+    result["rouge1_vs_lead3"] = sum(differences) / len(differences)
+    result["rouge1_vs_lead3_interval"] = bootstrap_interval(differences)
+    return result
 
 
 def baseline_summaries(documents: list[str], references: list[str], max_words: int | None) -> dict:
@@ -149,6 +163,8 @@ def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = 
         # the paper's rule (the default): a summary cut at 4 sentences pays for its end unit
         closing = ", END paid at 4" if config.get("end_at_limit", True) else ""
         description = f"beam 3, {minimum}-4 sentences{closing}"
+        if config.get("end_bias"):
+            description += f", END bias {config['end_bias']:g}"
     if max_words:
         options["max_words"] = max_words
         description += f", <= {max_words} words"
@@ -176,14 +192,15 @@ def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], count
     lines = [
         f"## {title}: {counts['all']} documents",
         "",
-        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | words | redundancy % |"
+        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-1 - Lead-3 (paired) | ROUGE-2 | ROUGE-Lsum "
+        "| sentences | words | redundancy % |"
         + source_columns
         + " s / doc (threads) |",
-        "|---|---|---|---|---|---|---|---|" + "---|" * len(by_source) + "---|",
+        "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(by_source) + "---|",
     ]
     for name, decoding, blocking, result in rows:
         if isinstance(result, str):
-            lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | |" + " |" * len(by_source) + " |")
+            lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | | | |" + " |" * len(by_source) + " |")
             continue
         values = " | ".join(format_cell(result, column) for column in COLUMNS)
         sources = "".join(f" {result[f'rouge1_{source}']:.2f} |" for source in by_source)
@@ -209,17 +226,22 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
             decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy, R1+R2 F"
             decoding = "greedy, mean R1/R2/Lsum F" if name == "Oracle (Full)" else decoding
         rows.append((name, decoding, label, dict(summary_metrics(summaries, references, sources), seconds=None)))
+    lead3 = next(result for name, _, label, result in rows if name == "Lead-3" and label == "no")
+    for *_, result in rows:
+        paired_with_lead3(result, lead3)
     for name in selected:
         checkpoint = resolve_checkpoint(name, getattr(args, name.lower().replace(" ", "_")))
         if checkpoint is None:
             rows.append((name, "-", "-", "checkpoint not found"))
             continue
         checkpoints[name] = display_path(checkpoint)
-        settings = [(False, None), (True, None)] + ([(False, args.max_words)] if args.max_words else [])
+        blocking_settings = {"both": (False, True), "yes": (True,), "no": (False,)}[args.blocking]
+        settings = [(blocking, None) for blocking in blocking_settings]
+        settings += [(False, args.max_words)] if args.max_words else []
         for blocking, max_words in settings:
             print(f"{title} {name}, blocking {blocking}, budget {max_words}: {checkpoint}", file=sys.stderr, flush=True)
             summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words)
-            metrics = dict(summary_metrics(summaries, references, sources), seconds=seconds)
+            metrics = paired_with_lead3(dict(summary_metrics(summaries, references, sources), seconds=seconds), lead3)
             description = decoding_options(name, checkpoint, args, max_words)[1]
             rows.append((name, description, "yes" if blocking else "no", metrics))
     return format_table(title, rows, counts)

@@ -641,6 +641,14 @@ def baseline_summaries(examples: list[dict], ranker: str) -> dict[str, list[str]
     return {"Lead-3": lead, f"extractive stage alone ({ranker}, reference length)": extractive}
 
 
+def pipeline_summaries(summarizer, examples: list[dict], **options) -> list[str]:
+    """The `wikisum` pipeline's summaries of `examples` as `read_wikisum_examples(..., ranking_unit="sentence")` gives
+    them: their documents come one sentence a line, so they are ranked as given, each line a unit. (A model trained on
+    sentences, `config.ranking_unit="sentence"`, lays out a plain article string the same way by itself.)"""
+    inputs = [{"title": example["title"], "documents": example["documents"]} for example in examples]
+    return [output["summary"] for output in summarizer(inputs, ranking_unit="paragraph", **options)]
+
+
 def rouge_benchmark(
     models: dict[str, str],
     cnndm_rows: int,
@@ -681,8 +689,7 @@ def rouge_benchmark(
             systems.update({name: (texts, 0.0) for name, texts in baseline_summaries(examples, ranker).items()})
         for system, (label, options) in systems_of_models.items():
             started = time.perf_counter()
-            inputs = [{"title": example["title"], "documents": example["documents"]} for example in examples]
-            texts = [output["summary"] for output in summarizers[label](inputs, **options)]
+            texts = pipeline_summaries(summarizers[label], examples, **options)
             seconds = (time.perf_counter() - started) / len(examples)
             systems[system] = (texts, seconds)
             print(dataset, system, f"{seconds:.1f} s/example", flush=True)

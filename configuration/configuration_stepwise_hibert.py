@@ -107,6 +107,9 @@ class StepwiseHiBertConfig(StepwiseConfigMixin, HiBertConfig):
             so it is scored, like every other, with its end-of-summary probability (False: cut without it).
         min_sentences (`int`, *optional*, defaults to 1):
             Pipeline default: the end-of-summary unit can close the summary only from this length on.
+        end_bias (`float`, *optional*, defaults to 0.0):
+            Pipeline default: added to the end-of-summary unit's logit at every step (negative: longer summaries), to
+            calibrate the summary length on text unlike the training text.
         trigram_blocking (`bool`, *optional*, defaults to `False`):
             Pipeline default; the stepwise model sees what it already chose, so blocking is an option, as in the
             paper, not the default.

@@ -5,7 +5,7 @@ experts)."""
 from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
-from ..text.ranking import RANKERS
+from ..text.ranking import RANKERS, RANKING_UNITS
 
 ATTENTION_LAYER_TYPES = ("full", "local", "compressed")
 DECODER_INITS = ("random", "encoder")
@@ -73,6 +73,11 @@ class WikiSumConfig(PretrainedConfig):
             `forward` refuses longer sequences too.
         ranker (`str`, *optional*, defaults to `"tfidf"`):
             Default stage-1 ranker of the pipeline, one of `identity`, `tfidf`, `textrank`, `sumbasic`, `oracle`.
+        ranking_unit (`str`, *optional*, defaults to `"paragraph"`):
+            What the pipeline's ranker ranks by default, as the model was trained (`train_wikisum.py
+            --ranking_unit`): `"paragraph"`, the input's paragraphs as given (blank lines, else lines), or
+            `"sentence"`, each document split into sentences first, so that a plain article string is ranked
+            sentence by sentence.
         encoder_name_or_path (`str`, *optional*):
             Where the initial weights came from (a Hub id), recorded for model cards: the word embeddings only
             (`decoder_init="random"`) or the whole decoder (`"encoder"`).
@@ -138,6 +143,7 @@ class WikiSumConfig(PretrainedConfig):
         max_input_tokens: int = 1024,
         max_position_embeddings: int = 16384,
         ranker: str = "tfidf",
+        ranking_unit: str = "paragraph",
         encoder_name_or_path: str | None = None,
         decoder_init: str = "random",
         encoder_layer_map: list[int] | None = None,
@@ -170,6 +176,8 @@ class WikiSumConfig(PretrainedConfig):
             raise ValueError("local_block_size and compression_stride must be positive")
         if ranker not in RANKERS:
             raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
+        if ranking_unit not in RANKING_UNITS:
+            raise ValueError(f"ranking_unit must be one of {RANKING_UNITS}, got {ranking_unit!r}")
         if decoder_init not in DECODER_INITS:
             raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
         if layer_norm_position not in LAYER_NORM_POSITIONS:
@@ -211,6 +219,7 @@ class WikiSumConfig(PretrainedConfig):
         self.max_input_tokens = max_input_tokens
         self.max_position_embeddings = max_position_embeddings
         self.ranker = ranker
+        self.ranking_unit = ranking_unit
         self.encoder_name_or_path = encoder_name_or_path
         self.decoder_init = decoder_init
         self.encoder_layer_map = list(encoder_layer_map) if encoder_layer_map is not None else None

@@ -63,6 +63,7 @@ class StepwiseConfigMixin:
         min_sentences: int = 1,
         trigram_blocking: bool = False,
         end_at_limit: bool = True,
+        end_bias: float = 0.0,
         **kwargs,
     ):
         # the last step conditions on num_sentences - 1 sentences, or with end_at_limit the END step on num_sentences
@@ -76,6 +77,7 @@ class StepwiseConfigMixin:
         self.max_summary_sentences = max_summary_sentences
         self.beam_size = beam_size
         self.min_sentences = min_sentences
+        self.end_bias = float(end_bias)
         super().__init__(num_sentences=num_sentences, trigram_blocking=trigram_blocking, **kwargs)
 
 

@@ -13,9 +13,14 @@ compete with the kept ones) and `_check_early_stop_heuristic` (whether a running
 transformers divides by 1 and its beam bookkeeping is used as it is.
 """
 
+from contextvars import ContextVar
+
 import torch
 
 LENGTH_PENALTY_TYPES = ("transformers", "gnmt")
+# The normalisation of the generate() call under way, read by the two beam-search hooks below: a context variable, not
+# a model attribute, so that threads generating with one model at once each keep their own.
+_LENGTH_PENALTY_TYPE: ContextVar[str] = ContextVar("length_penalty_type", default="transformers")
 
 
 def gnmt_length_penalty(length: int, alpha: float) -> float:
@@ -40,19 +45,16 @@ class LengthPenaltyTypeMixin:
     generation config with `length_penalty_type`, saved in generation_config.json as a custom entry) ranks finished
     beams with GNMT's penalty, `length_penalty` being its alpha."""
 
-    # the normalisation of the generate() call under way, read by the two beam-search hooks below
-    _length_penalty_type = "transformers"
-
     def generate(self, inputs=None, generation_config=None, length_penalty_type: str | None = None, **kwargs):
         chosen = resolve_length_penalty_type(length_penalty_type, generation_config, self.generation_config)
-        self._length_penalty_type = chosen
+        token = _LENGTH_PENALTY_TYPE.set(chosen)
         try:
             return super().generate(inputs, generation_config, **kwargs)
         finally:
-            del self._length_penalty_type
+            _LENGTH_PENALTY_TYPE.reset(token)
 
     def _update_finished_beams(self, *, topk_log_probs, cur_len, decoder_prompt_len, length_penalty, **kwargs):
-        if self._length_penalty_type == "gnmt":
+        if _LENGTH_PENALTY_TYPE.get() == "gnmt":
             topk_log_probs = topk_log_probs / gnmt_length_penalty(cur_len + 1 - decoder_prompt_len, length_penalty)
             length_penalty = 0.0
         return super()._update_finished_beams(
@@ -66,7 +68,7 @@ class LengthPenaltyTypeMixin:
     def _check_early_stop_heuristic(
         self, *, running_beam_scores, cur_len, max_length, decoder_prompt_len, early_stopping, length_penalty, **kwargs
     ) -> torch.Tensor:
-        if self._length_penalty_type == "gnmt":
+        if _LENGTH_PENALTY_TYPE.get() == "gnmt":
             # transformers' guess of the best length a running beam may still reach, under GNMT's penalty
             best_length = max_length if early_stopping == "never" and length_penalty > 0.0 else cur_len
             running_beam_scores = running_beam_scores / gnmt_length_penalty(

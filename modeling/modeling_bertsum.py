@@ -78,6 +78,7 @@ class BertSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     base_model_prefix = "bertsum"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    attention_backends = ("eager", "sdpa")
     # `forward` takes **kwargs only to ignore them; the loss is already a mean.
     accepts_loss_kwargs = False
 

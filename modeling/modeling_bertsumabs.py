@@ -31,7 +31,7 @@ from .bert_blocks import (
     load_encoder_and_config,
 )
 from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
-from .summarizer_mixin import SummarizerMixin
+from .summarizer_mixin import SummarizerMixin, decoding_cache
 
 
 def decoder_inputs_from_labels(labels: torch.LongTensor, config: BertSumAbsConfig) -> torch.LongTensor:
@@ -181,11 +181,9 @@ class SummaryDecoder(nn.Module):
             )
         positions = torch.arange(past, past + length, device=word_embeddings.device)
         states = self.dropout(self.embedding_norm(word_embeddings + self.position_embeddings(positions)))
+        # the cache by position: transformers 5.24 renamed this argument from `past_key_values` to `cache`
         self_mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=states,
-            attention_mask=attention_mask,
-            past_key_values=cache.self_attention_cache if cache is not None else None,
+            self.config, states, attention_mask, cache.self_attention_cache if cache is not None else None
         )
         cross_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=states, attention_mask=encoder_mask, encoder_hidden_states=encoder_states
@@ -217,6 +215,7 @@ class BertSumAbsPreTrainedModel(SummarizerMixin, PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    attention_backends = ("eager", "sdpa")
     accepts_loss_kwargs = False
 
     @torch.no_grad()
@@ -330,6 +329,7 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
         use_cache: bool | None = None,
         bottom_states: torch.FloatTensor | None = None,
         bottom_layers: int = 0,
+        cache: EncoderDecoderCache | None = None,
         **inputs,
     ) -> Seq2SeqLMOutput:
         r"""
@@ -338,7 +338,10 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
             labels the output holds the loss and no logits.
         bottom_states (`torch.FloatTensor` of shape `(batch_size, tokens, hidden_size)`, *optional*): cached states of
             the encoder's frozen bottom `bottom_layers` layers (training), instead of `input_ids`.
+        cache (`EncoderDecoderCache`, *optional*): `past_key_values` under the name transformers 5.24's `generate()`
+            gives it.
         """
+        past_key_values = decoding_cache(past_key_values, cache)
         if encoder_outputs is None:
             encoder_states = self.encode(input_ids, attention_mask, token_type_ids, bottom_states, bottom_layers)
         else:

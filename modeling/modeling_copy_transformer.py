@@ -56,7 +56,7 @@ from .convolutional_attention import ConvolutionalPattern
 from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
 from .pointer_generator import PointerGenerator, extended_vocabulary_size, mixture_log_probs
 from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name, resolve_encoder
-from .summarizer_mixin import SummarizerMixin
+from .summarizer_mixin import GENERATE_CACHE_KEYWORD, SummarizerMixin, decoding_cache
 from .windowed_encoder import WindowedEncoder
 
 
@@ -409,11 +409,9 @@ class CopyTransformerDecoder(nn.Module):
         past = cache.get_seq_length() if cache is not None else 0
         positions = self.positions(past, embeddings.shape[1], embeddings.device).to(embeddings.dtype)
         states = self.dropout(embeddings + positions)
+        # the cache by position: transformers 5.24 renamed this argument from `past_key_values` to `cache`
         self_mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=states,
-            attention_mask=attention_mask,
-            past_key_values=cache.self_attention_cache if cache is not None else None,
+            self.config, states, attention_mask, cache.self_attention_cache if cache is not None else None
         )
         cross_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=states, attention_mask=encoder_mask, encoder_hidden_states=encoder_states
@@ -457,6 +455,7 @@ class CopyTransformerPreTrainedModel(SummarizerMixin, PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
+    attention_backends = ("eager", "sdpa")
     accepts_loss_kwargs = False
 
     @torch.no_grad()
@@ -632,6 +631,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         return_dict: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
+        cache: CopyTransformerCache | None = None,
     ) -> CopyTransformerOutput:
         r"""
         source_extended_ids (`torch.LongTensor` of shape `(batch_size, source_length)`, *optional*): `input_ids` with
@@ -643,7 +643,10 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             token (extended ids allowed), -100 where padded; `decoder_input_ids` default to them shifted right.
         return_dict, output_attentions, output_hidden_states: what `generate()` passes; the output is always a
             `CopyTransformerOutput` and holds no attention weights or hidden states.
+        cache (`CopyTransformerCache`, *optional*): `past_key_values` under the name transformers 5.24's `generate()`
+            gives it.
         """
+        past_key_values = decoding_cache(past_key_values, cache)
         if output_attentions or output_hidden_states:
             raise ValueError("the CopyTransformer returns no attention weights or hidden states (see copy_attentions)")
         if encoder_outputs is None:
@@ -706,7 +709,8 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         if beta:
             if kwargs.get("use_cache", (generation_config or self.generation_config).use_cache) is False:
                 raise ValueError("the coverage penalty reads the copy attention the cache keeps: keep use_cache on")
-            cache = kwargs.setdefault("past_key_values", CopyTransformerCache())
+            given = decoding_cache(kwargs.pop("past_key_values", None), kwargs.pop("cache", None))
+            cache = kwargs[GENERATE_CACHE_KEYWORD] = CopyTransformerCache() if given is None else given
             if not isinstance(cache, CopyTransformerCache):
                 raise ValueError(f"the coverage penalty needs a CopyTransformerCache, got {type(cache).__name__}")
             penalty = CoveragePenaltyLogitsProcessor(beta, lambda: cache.copy_attention)

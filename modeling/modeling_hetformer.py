@@ -154,6 +154,7 @@ class HetFormerPreTrainedModel(SummarizerMixin, PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _supports_flex_attn = True
+    attention_backends = ("eager", "sdpa", "flex_attention", "blocked")
     # `forward` takes **kwargs only to ignore them; the loss is already a mean.
     accepts_loss_kwargs = False
 

@@ -19,6 +19,8 @@ each plan computed once per hypothesis prefix (memoized for the `generate()` cal
 of its own.
 """
 
+from contextvars import ContextVar
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -27,6 +29,10 @@ from transformers.masking_utils import create_bidirectional_mask, create_causal_
 from ..configuration.configuration_bertsumabs import SentencePlannerConfig
 from .modeling_bertsum import sinusoidal_positions
 from .modeling_bertsumabs import BertSumAbsForConditionalGeneration, DecoderLayer
+
+# The plans the `generate()` call under way has computed (see `generation_plan`): a context variable, not a model
+# attribute, so that threads generating with one model at once keep their own.
+_PLAN_MEMO: ContextVar[dict | None] = ContextVar("sentence_planner_plan_memo", default=None)
 
 
 class SentenceGenerator(nn.Module):
@@ -43,9 +49,8 @@ class SentenceGenerator(nn.Module):
         of each next sentence out."""
         positions = sinusoidal_positions(sentence_inputs.shape[1], sentence_inputs.shape[2], sentence_inputs.device)
         states = sentence_inputs + positions.to(sentence_inputs.dtype)
-        self_mask = create_causal_mask(
-            config=self.config, inputs_embeds=states, attention_mask=sentence_mask, past_key_values=None
-        )
+        # no cache, given by position: transformers 5.24 renamed the argument from `past_key_values` to `cache`
+        self_mask = create_causal_mask(self.config, states, sentence_mask, None)
         cross_mask = create_bidirectional_mask(
             config=self.config,
             inputs_embeds=states,
@@ -71,7 +76,6 @@ class SentencePlannerForConditionalGeneration(BertSumAbsForConditionalGeneration
         hidden = config.hidden_size
         self.plan_projection = nn.Sequential(nn.Linear(hidden, hidden), nn.Dropout(config.dropout))
         self.post_init()
-        self._plan_memo = None  # set for the duration of a `generate()` call
 
     # -- sentence vectors ----------------------------------------------------------------------------------------
 
@@ -130,11 +134,11 @@ class SentencePlannerForConditionalGeneration(BertSumAbsForConditionalGeneration
     # -- generation --------------------------------------------------------------------------------------------
 
     def generate(self, *args, **kwargs):
-        self._plan_memo = {"sentences": {}, "plans": {}}
+        token = _PLAN_MEMO.set({"sentences": {}, "plans": {}})
         try:
             return super().generate(*args, **kwargs)
         finally:
-            self._plan_memo = None
+            _PLAN_MEMO.reset(token)
 
     def prepare_inputs_for_generation(self, decoder_input_ids, **kwargs):
         model_inputs = super().prepare_inputs_for_generation(decoder_input_ids, **kwargs)
@@ -161,7 +165,7 @@ class SentencePlannerForConditionalGeneration(BertSumAbsForConditionalGeneration
         """[rows, fed, hidden]: r_sent at the last `fed` positions of each hypothesis, from its completed sentences.
         Memoized per (row, completed sentences): beam search keeps each row on its document, so a row's plan
         depends only on its sentences."""
-        memo = self._plan_memo if self._plan_memo is not None else {"sentences": {}, "plans": {}}
+        memo = _PLAN_MEMO.get() or {"sentences": {}, "plans": {}}
         ids = decoder_input_ids.tolist()
         length = decoder_input_ids.shape[1]
         keys = [

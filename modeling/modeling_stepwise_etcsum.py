@@ -201,6 +201,7 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     # The sparse attention module serves every backend (`modeling/attention.py`); the config defaults to "blocked".
     _supports_sdpa = True
     _supports_flex_attn = True
+    attention_backends = ("eager", "sdpa", "flex_attention", "blocked")
     # `forward` takes **kwargs only to ignore them; the loss is already a mean.
     accepts_loss_kwargs = False
     # Rebuilt from the pretrained encoder by `from_encoder` (the relative-position biases inside the layers excepted,

@@ -40,7 +40,7 @@ from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, g
 from .bert_blocks import init_bert_style_weights
 from .pointer_generator import PointerGenerator, mixture_log_probs
 from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name
-from .summarizer_mixin import SummarizerMixin
+from .summarizer_mixin import SummarizerMixin, decoding_cache
 
 # Checkpoints name the null slot's parameters as they were named before the slot became a module
 # (`WikiSumNullSlot`): transformers renames them when loading and back when saving, so every checkpoint, older or
@@ -516,6 +516,7 @@ class WikiSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     _no_split_modules = ["WikiSumDecoderLayer"]
     _supports_sdpa = True
     _supports_flex_attn = True
+    attention_backends = ("eager", "sdpa", "flex_attention", "blocked")
     # `forward` returns a mean loss and takes **kwargs only to ignore Trainer's extras
     accepts_loss_kwargs = False
 
@@ -571,8 +572,10 @@ class WikiSumModel(WikiSumPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_hidden_states: bool | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ):
+        past_key_values = decoding_cache(past_key_values, cache)  # `cache`: the name transformers 5.24 gives it
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("give exactly one of input_ids and inputs_embeds")
         if inputs_embeds is None:
@@ -1094,6 +1097,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         output_hidden_states: bool | None = None,
         logits_to_keep: int = 0,
         token_type_ids: torch.LongTensor | None = None,
+        cache: Cache | None = None,
         **kwargs,
     ) -> MoeCausalLMOutputWithPast:
         r"""
@@ -1104,7 +1108,12 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
             Compute logits for the last `logits_to_keep` positions only (0 = all); `generate()` sets 1.
         token_type_ids (`torch.LongTensor`, *optional*):
             Ignored: segment ids that BERT-style tokenizers return.
+        cache (`WikiSumCache`, *optional*):
+            `past_key_values` under the name transformers 5.24's `generate()` gives it.
         """
+        past_key_values = decoding_cache(past_key_values, cache)
+        if use_cache and past_key_values is None:  # made here, so that the copy head reads it without asking the output
+            past_key_values = WikiSumCache(self.config)
         # Ignored, since a decoder-only model reads one stream and has no segment embedding; accepted because the
         # bundled WordPiece tokenizer returns segment ids and generate() refuses a keyword that forward() does not
         # name, so that the standard `model.generate(**tokenizer(text, return_tensors="pt"))` works.
@@ -1123,9 +1132,10 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
         )
         hidden_states = outputs.last_hidden_state
         if self.pointer is not None:
-            cache = past_key_values if past_key_values is not None else outputs.past_key_values
             # float32 log-probabilities for the loss; the logits come back in the model's dtype, as without the head
-            scores = self.copy_log_probs(input_ids, hidden_states, attention_mask, past_length, cache, logits_to_keep)
+            scores = self.copy_log_probs(
+                input_ids, hidden_states, attention_mask, past_length, past_key_values, logits_to_keep
+            )
             logits = scores.to(hidden_states.dtype)
         else:
             if logits_to_keep:
@@ -1145,7 +1155,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
             loss=loss,
             aux_loss=outputs.aux_loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            past_key_values=past_key_values if use_cache else None,
             hidden_states=outputs.hidden_states,
         )
 

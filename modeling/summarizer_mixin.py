@@ -12,6 +12,7 @@ encoder, loads the adapter and its decoding settings and merges it; a folder or 
 
 import torch
 from transformers import GenerationConfig
+from transformers.generation.utils import ALL_CACHE_NAMES
 from transformers.utils import cached_file
 
 from .pretrained_encoder import quiet_loading
@@ -21,6 +22,18 @@ FULL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 GENERATION_CONFIG = "generation_config.json"
 # `from_pretrained` arguments that locate files (passed on to every file look-up).
 HUB_ARGUMENTS = ("cache_dir", "force_download", "proxies", "token", "revision", "local_files_only", "subfolder")
+# The keyword under which `generate()` hands a model its decoding cache: `past_key_values` in transformers 5.23,
+# `cache` from 5.24 on (which still takes `past_key_values` from callers, with a deprecation warning).
+GENERATE_CACHE_KEYWORD = ALL_CACHE_NAMES[0]
+
+
+def decoding_cache(past_key_values, cache):
+    """The decoding cache a generating model's `forward` was given, under either name (see GENERATE_CACHE_KEYWORD):
+    a `forward` that read only `past_key_values` would decode every step of a 5.24 `generate()` without its past."""
+    if cache is not None and past_key_values is not None:
+        raise ValueError("give the decoding cache as `cache` or as `past_key_values`, not both")
+    return past_key_values if cache is None else cache
+
 
 class SummarizerMixin:
     """Mixed into every sumformers `PreTrainedModel` (before `PreTrainedModel` in the bases).
@@ -34,7 +47,11 @@ class SummarizerMixin:
     - `processor_class`: the processor that turns text into this model's inputs and its choices back into text;
     - `is_stepwise`: the model scores the next choice given a partial summary (`stepwise-summarization`, and the
       `content-planning` planners, whose summary is a plan);
-    - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`).
+    - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`);
+    - `attention_backends`: the `attn_implementation` values the model runs (with transformers' `_supports_sdpa` and
+      `_supports_flex_attn` set to match); any other is refused when the model is made (`from_pretrained`,
+      `from_config`, the constructor), since a name transformers knows (sumformers registers "blocked" for its sparse
+      attention) would otherwise be accepted and fail in `forward`.
 
     Code reads the first three from a model instance (`model.new_modules`), so that a class whose contract depends on
     its config defines them as properties instead (WikiSum: a decoder started from the encoder is pretrained and
@@ -47,6 +64,16 @@ class SummarizerMixin:
     processor_class = None
     is_stepwise = False
     reads_multiple_documents = False
+    attention_backends: tuple[str, ...] = ("eager",)
+
+    def get_correct_attn_implementation(self, requested_attention: str | None, is_init_check: bool = False) -> str:
+        if requested_attention is not None and requested_attention not in self.attention_backends:
+            *others, last = map(repr, self.attention_backends)
+            supported = f"{', '.join(others)} or {last}" if others else last
+            raise ValueError(
+                f"{type(self).__name__} does not run attn_implementation={requested_attention!r}: it runs {supported}"
+            )
+        return super().get_correct_attn_implementation(requested_attention, is_init_check)
 
     @classmethod
     def from_encoder(cls, encoder_path: str, config=None, **config_kwargs):
@@ -107,4 +134,4 @@ def is_adapter_checkpoint(name_or_path, **hub_arguments) -> bool:
     )
 
 
-__all__ = ["SummarizerMixin", "is_adapter_checkpoint"]
+__all__ = ["GENERATE_CACHE_KEYWORD", "SummarizerMixin", "decoding_cache", "is_adapter_checkpoint"]

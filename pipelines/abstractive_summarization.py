@@ -3,7 +3,10 @@ encoder-decoder summarizers (BertSumExtAbs, the sentence planner, the CopyTransf
 
 import functools
 
+import torch
+
 from ..generation.word_ngram_blocking import NoRepeatWordNGramLogitsProcessor, word_start_mask
+from ..text.readable_text import has_word
 from .base import SummarizationPipeline, reject_unknown_options
 
 # `generate()` options the pipeline passes through; the defaults are the model's generation config.
@@ -27,7 +30,7 @@ class AbstractiveSummarizationPipeline(SummarizationPipeline):
     Inputs: a string (split into sentences with pysbd) or `{"sentences": [...]}`; a list of those is a batch.
     Options: the `generate()` options in `GENERATION_OPTIONS`, `no_repeat_word_ngram_size` (default: the model
     config's, 3; 0 turns blocking off) and `max_input_length` (document tokens; default the encoder's limit).
-    Output per document: `summary` (one sentence per line).
+    Output per document: `summary` (one sentence per line); "" for a document without a word (nothing is generated).
     """
 
     def _sanitize_parameters(self, max_input_length=None, no_repeat_word_ngram_size=None, **kwargs):
@@ -45,12 +48,22 @@ class AbstractiveSummarizationPipeline(SummarizationPipeline):
         return word_start_mask(self.tokenizer)
 
     def preprocess(self, document, max_length=None):
-        inputs = self.model_processor(document, max_length=max_length)
+        self.model_processor.check_input(document)
+        document = self.readable_input(document, max_length)
+        sentences = document["sentences"] if isinstance(document, dict) else document
+        has_text = any(has_word(text) for text in ([sentences] if isinstance(sentences, str) else sentences))
+        # Without a word the summary is empty: the processor encodes a stand-in, which keeps a batch's shapes, and
+        # its summary is never written.
+        inputs = self.model_processor(document if has_text else ".", max_length=max_length)
         inputs.pop("sentences")
-        return inputs
+        return {**inputs, "has_text": torch.tensor([has_text])}
 
     def _forward(self, model_inputs, no_repeat_word_ngram_size=None, **generation):
         decode_inputs = {name: model_inputs.pop(name) for name in self.model_processor.decode_inputs}
+        has_text = model_inputs.pop("has_text")
+        if not has_text.any():  # nothing to generate
+            sequences = torch.zeros((len(has_text), 1), dtype=torch.long)
+            return {"sequences": sequences, "has_text": has_text, **decode_inputs}
         if no_repeat_word_ngram_size is None:
             no_repeat_word_ngram_size = self.model.config.no_repeat_word_ngram_size
         processors = []
@@ -62,9 +75,11 @@ class AbstractiveSummarizationPipeline(SummarizationPipeline):
             )
         sequences = self.model.generate(**model_inputs, logits_processor=processors, **generation)
         # flat keys: a batched pipeline splits each key of the output into its rows
-        return {"sequences": sequences, **decode_inputs}
+        return {"sequences": sequences, "has_text": has_text, **decode_inputs}
 
     def postprocess(self, model_outputs):
+        if not model_outputs["has_text"][0]:
+            return {"summary": ""}
         decode_inputs = {name: model_outputs[name] for name in self.model_processor.decode_inputs}
         return {"summary": self.model_processor.decode(model_outputs["sequences"][0].tolist(), **decode_inputs)}
 

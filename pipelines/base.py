@@ -1,8 +1,12 @@
-"""What the sumformers pipelines share: the model's own processor, and batches that survive a bad item."""
+"""What the sumformers pipelines share: the model's own processor, inputs read as a model can read them, and batches
+that survive a bad item."""
 
 import functools
+import warnings
 
 from transformers import Pipeline
+
+from ..text.readable_text import cut_to_words, readable_text
 
 
 def reject_unknown_options(options: dict) -> None:
@@ -11,8 +15,16 @@ def reject_unknown_options(options: dict) -> None:
         raise TypeError(f"unknown option(s) {sorted(options)}")
 
 
+def _is_text_list(value) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+
+
 class SummarizationPipeline(Pipeline):
     """A `Pipeline` whose `preprocess` goes through the processor the model declares (`model.processor_class`).
+
+    Text inputs are first read as the model can read them (`readable_input`): HTML as its main text, lines of only
+    whitespace and punctuation as blank (a text of nothing else gives an empty summary), and a text far past what the
+    model reads cut before it is split into sentences and tokenized, with a warning that names the limit.
 
     A list of inputs is a batch: an item the processor rejects (`None`, a number, a malformed dict) gets
     `{"error": message}` in its place and the other items are summarized as usual. A single bad input raises the
@@ -24,9 +36,57 @@ class SummarizationPipeline(Pipeline):
     _load_feature_extractor = False
     _load_tokenizer = True
 
+    #: Whether the inputs are texts (the pipelines over Rotowire games set False: a game is read as it is).
+    reads_text = True
+
     @functools.cached_property
     def model_processor(self):
         return self.model.processor_class(self.tokenizer, self.model.config)
+
+    def word_limit(self, max_length: int | None = None) -> int:
+        """The most words of a document worth splitting into sentences and tokenizing: twice the tokens the model
+        reads. A word is at least one token; the margin keeps the sentences that follow one the model cuts short (at
+        `max_sentence_tokens`)."""
+        return 2 * self.model_processor.token_limit(max_length)
+
+    def readable_document(self, document, max_length: int | None = None):
+        """One document (a string or its sentences) with each text as `readable_text` has it, cut at `word_limit`
+        words with a warning."""
+        texts = [readable_text(text) for text in ([document] if isinstance(document, str) else document)]
+        limit = self.word_limit(max_length)
+        kept, words = cut_to_words(texts, limit)
+        if words > limit:
+            warnings.warn(
+                f"Input cut to its first {limit} words (twice the model's limit of "
+                f"{self.model_processor.token_limit(max_length)} tokens) before sentence splitting: "
+                f"{words - limit} of {words} words not read.",
+                stacklevel=3,
+            )
+        return kept[0] if isinstance(document, str) else kept
+
+    def readable_input(self, inputs, max_length: int | None = None):
+        """What the model's processor gets of an input: its documents as `readable_document` has them (a string, a
+        sentence list, a dict's `document`, `sentences` and each of its `documents`) and a dict's `title` as
+        `readable_text` has it. Anything else comes back as it is, for the processor to check."""
+        if not self.reads_text:
+            return inputs
+        if isinstance(inputs, str) or _is_text_list(inputs):
+            return self.readable_document(inputs, max_length)
+        if not isinstance(inputs, dict):
+            return inputs
+        readable = dict(inputs)
+        if isinstance(inputs.get("title"), str):
+            readable["title"] = readable_text(inputs["title"])
+        for field in ("document", "sentences"):
+            if isinstance(inputs.get(field), str) or _is_text_list(inputs.get(field)):
+                readable[field] = self.readable_document(inputs[field], max_length)
+        documents = inputs.get("documents")
+        if isinstance(documents, (list, tuple)):
+            readable["documents"] = [
+                self.readable_document(item, max_length) if isinstance(item, str) or _is_text_list(item) else item
+                for item in documents
+            ]
+        return readable
 
     def __call__(self, inputs, *args, **kwargs):
         if isinstance(inputs, list):

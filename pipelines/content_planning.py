@@ -30,6 +30,8 @@ class ContentPlanningPipeline(StepwiseSummarizationPipeline):
     reads, `rotowire_plans.plan_to_text`) and `score` (the sum of the steps' log-probabilities).
     """
 
+    reads_text = False
+
     def _sanitize_parameters(
         self, max_plan_length=None, min_plan_length=None, beam_size=None, sentence_break_bias=None, return_steps=None,
         max_length=None, **kwargs,

@@ -42,7 +42,7 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
         return preprocess, {}, postprocess
 
     def preprocess(self, document, max_length=None):
-        return self.model_processor(document, max_length=max_length)
+        return self.model_processor(self.readable_input(document, max_length), max_length=max_length)
 
     def _forward(self, model_inputs):
         sentences = model_inputs.pop("sentences")

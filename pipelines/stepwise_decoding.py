@@ -17,6 +17,8 @@ Search, per document:
   processor does; the probabilities reported are then those of the biased distribution): a negative bias lengthens
   plan sentences where greedy search breaks after every unit, because the break, a fifth of all oracle targets, is
   the single most probable unit whenever the model spreads its mass over the records;
+- `end_bias` is added to the end-of-summary unit's logit in the same way: a negative bias lengthens summaries (the
+  length a model learned on one kind of text, say lowercased news, recalibrated for another);
 - at most `num_sentences` sentences: with `end_at_limit` (the paper's rule: every hypothesis is scored on a complete
   summary) a hypothesis that reaches the limit takes one more step in which END is its only choice, so it pays for
   its end as finished ones do; without it, the search stops after `num_sentences` choices and such hypotheses are kept
@@ -144,6 +146,7 @@ def stepwise_beam_search(
     repeatable: Sequence[Collection[int]] | None = None,
     sentence_break: int | None = None,
     sentence_break_bias: float = 0.0,
+    end_bias: float = 0.0,
 ) -> list[Hypothesis]:
     """Decode a batch of documents (each a list of sentence strings) together; returns the best hypothesis of each.
 
@@ -173,9 +176,11 @@ def stepwise_beam_search(
             break
         rows = [(d, hypothesis) for d, search in active for hypothesis in search.live]
         logits = score_rows([d for d, _ in rows], [hypothesis.sentences for _, hypothesis in rows]).float()
-        if sentence_break_bias:
+        if sentence_break_bias or end_bias:
             logits = logits.clone()
-            logits[:, sentence_break] += sentence_break_bias
+            if sentence_break_bias:
+                logits[:, sentence_break] += sentence_break_bias
+            logits[:, -1] += end_bias
         log_probs = torch.log_softmax(logits, dim=-1)
         row = 0
         for d, search in active:

@@ -1,6 +1,8 @@
 """The `stepwise-summarization` pipeline: a stepwise extractive model (Stepwise HiBERT, Stepwise ETCSum) picks one
 sentence at a time, conditioned on what it already picked, with beam search over the steps (Narayan et al. 2020)."""
 
+import math
+
 import torch
 
 from .base import SummarizationPipeline, reject_unknown_options
@@ -11,6 +13,12 @@ def _positive(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
+
+
+def _finite(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
 
 
 class StepwiseSummarizationPipeline(SummarizationPipeline):
@@ -24,6 +32,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
       earlier at the end-of-summary unit);
     - `trigram_blocking`: never pick a sentence sharing a trigram with one already picked;
     - `min_sentences` (1): the end-of-summary unit can close the summary only from this length on;
+    - `end_bias` (0.0): added to the end-of-summary unit's logit (negative: longer summaries);
     - `max_words`: a length budget in whitespace words (a sentence that would exceed it is never picked);
     - `return_steps`: add each step's whole distribution over the sentences and the end unit;
     - `max_length`: input tokens (default and maximum: the model's limit).
@@ -40,6 +49,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
         beam_size=None,
         trigram_blocking=None,
         min_sentences=None,
+        end_bias=None,
         num_sentences=None,
         max_words=None,
         return_steps=None,
@@ -62,6 +72,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
             "min_sentences": _positive(
                 "min_sentences", min_sentences if min_sentences is not None else config.min_sentences
             ),
+            "end_bias": _finite("end_bias", config.end_bias if end_bias is None else end_bias),
             "max_words": None if max_words is None else _positive("max_words", max_words),
             "return_distributions": bool(return_steps),
             "end_at_limit": config.end_at_limit,
@@ -74,7 +85,7 @@ class StepwiseSummarizationPipeline(SummarizationPipeline):
         return preprocess, forward, {}
 
     def preprocess(self, document, max_length=None):
-        return self.model_processor(document, max_length=max_length)
+        return self.model_processor(self.readable_input(document, max_length), max_length=max_length)
 
     def _forward(self, model_inputs, **search_options):
         sentences = model_inputs.pop("sentences")

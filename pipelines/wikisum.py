@@ -4,7 +4,7 @@ decoder, its generated summary out (Liu et al. 2018's two stages)."""
 import torch
 
 from ..modeling.modeling_wikisum import is_integer
-from ..text.ranking import RANKERS
+from ..text.ranking import RANKERS, RANKING_UNITS
 from .base import SummarizationPipeline
 
 # Generation settings the pipeline accepts directly; anything else goes through `generate_kwargs`.
@@ -25,8 +25,11 @@ class WikiSumPipeline(SummarizationPipeline):
 
     Inputs: a string (one long text, no title) or ``{"title": ..., "documents": [...]}`` (``"document"`` for one
     text; ``"reference"`` for the oracle ranker); a list of those is a batch. Documents are split into paragraphs
-    (blank lines, else lines).
+    (blank lines, else lines), or with `ranking_unit="sentence"` into sentences.
     Options: `ranker` (one of identity, tfidf, textrank, sumbasic, oracle; default the model config's),
+    `ranking_unit` ("paragraph" or "sentence": what the ranker ranks; default the model config's, the unit it was
+    trained and scored with: the shipped CNN/DM model ranks sentences, so a plain article is ranked sentence by
+    sentence; "paragraph" takes documents already laid out one unit a line as they are),
     `max_input_tokens` (L; default the config's), generation settings (`num_beams`, `length_penalty`,
     `length_penalty_type` ("transformers": divide a beam's log-probability by |Y| ** length_penalty; "gnmt": by
     ((5 + |Y|) / 6) ** length_penalty, the paper's), `max_new_tokens`, `min_new_tokens`, `no_repeat_ngram_size`,
@@ -40,7 +43,9 @@ class WikiSumPipeline(SummarizationPipeline):
     raise a one-line ValueError before any work.
     """
 
-    def _sanitize_parameters(self, ranker=None, max_input_tokens=None, generate_kwargs=None, **options):
+    def _sanitize_parameters(
+        self, ranker=None, max_input_tokens=None, ranking_unit=None, generate_kwargs=None, **options
+    ):
         unknown = sorted(set(options) - set(GENERATION_OPTIONS))
         if unknown:
             raise ValueError(
@@ -51,6 +56,10 @@ class WikiSumPipeline(SummarizationPipeline):
             if ranker not in RANKERS:
                 raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
             preprocess["ranker"] = ranker
+        if ranking_unit is not None:
+            if ranking_unit not in RANKING_UNITS:
+                raise ValueError(f"ranking_unit must be one of {RANKING_UNITS}, got {ranking_unit!r}")
+            preprocess["ranking_unit"] = ranking_unit
         limit = self.model.config.max_position_embeddings
         if max_input_tokens is not None:
             if not is_integer(max_input_tokens):
@@ -81,8 +90,8 @@ class WikiSumPipeline(SummarizationPipeline):
             settings["max_new_tokens"] = max(DEFAULT_MAX_NEW_TOKENS, minimum)
         return settings
 
-    def preprocess(self, inputs, ranker=None, max_input_tokens=None):
-        return self.model_processor(inputs, ranker, max_input_tokens)
+    def preprocess(self, inputs, ranker=None, max_input_tokens=None, ranking_unit=None):
+        return self.model_processor(self.readable_input(inputs), ranker, max_input_tokens, ranking_unit)
 
     def _forward(self, model_inputs, generate_kwargs=None):
         paragraphs = model_inputs["paragraphs"]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from ..text.evaluation import read_jsonl
-from ..text.ranking import RANKERS, fit_to_budget, rank_paragraphs, split_paragraphs
+from ..text.jsonl import read_jsonl
+from ..text.ranking import RANKERS, RANKING_UNITS, fit_to_budget, rank_paragraphs, split_paragraphs
 from ..text.sentences import split_sentences, strip_transcript_markup
 from .processing_utils import SummarizationProcessor
 
@@ -71,9 +71,6 @@ def _topic_title(row: dict) -> str:
     return ""
 
 
-RANKING_UNITS = ("paragraph", "sentence")
-
-
 def sentence_lines(documents: list[str]) -> list[str]:
     """Each document rewritten one sentence a line, so that the rankers rank sentences."""
     return ["\n".join(split_sentences(document)) for document in documents]
@@ -125,13 +122,24 @@ class WikiSumProcessor(SummarizationProcessor):
     def check_input(self, inputs) -> None:
         wikisum_inputs(inputs)
 
-    def encode(self, inputs, ranker: str | None = None, max_input_tokens: int | None = None) -> tuple[list[int], list]:
+    def encode(
+        self,
+        inputs,
+        ranker: str | None = None,
+        max_input_tokens: int | None = None,
+        ranking_unit: str = "paragraph",
+    ) -> tuple[list[int], list]:
         """The decoder input's token ids (a list) and the (RankedParagraph, token count) pairs fed in: paragraphs
-        ranked by `ranker` (default the config's), cut at `max_input_tokens` (default the config's L)."""
+        (with `ranking_unit="sentence"`: sentences) ranked by `ranker` (default the config's), cut at
+        `max_input_tokens` (default the config's L)."""
         title, documents, reference = wikisum_inputs(inputs)
         ranker = ranker or self.config.ranker
         if ranker not in RANKERS:
             raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
+        if ranking_unit not in RANKING_UNITS:
+            raise ValueError(f"ranking_unit must be one of {RANKING_UNITS}, got {ranking_unit!r}")
+        if ranking_unit == "sentence":
+            documents = sentence_lines(documents)
         if ranker == "oracle" and reference is None:
             raise ValueError("the oracle ranker needs the reference summary in the input: {'reference': ...}")
         paragraphs = split_paragraphs(documents)
@@ -147,7 +155,8 @@ class WikiSumProcessor(SummarizationProcessor):
     ) -> dict:
         """One training example (`title`, `documents`, `summary`) as lists (what `collate` pads): `input_ids`, the
         decoder input `__call__` gives the model, `summary_start` (its length) and `summary_ids`, the summary's first
-        `max_summary_tokens` tokens and the end token."""
+        `max_summary_tokens` tokens and the end token. The documents are ranked as given: the training data is laid
+        out once when read (`read_wikisum_examples`' `ranking_unit`)."""
         inputs = {"title": example["title"], "documents": example["documents"]}
         input_ids, _ = self.encode(inputs, ranker, max_input_tokens)
         summary_ids = self.tokenizer(example["summary"], add_special_tokens=False, verbose=False)["input_ids"]
@@ -177,8 +186,12 @@ class WikiSumProcessor(SummarizationProcessor):
         return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels[:, -keep:],
                 "logits_to_keep": keep}
 
-    def __call__(self, inputs, ranker: str | None = None, max_input_tokens: int | None = None) -> dict:
-        input_ids, fed = self.encode(inputs, ranker, max_input_tokens)
+    def __call__(
+        self, inputs, ranker: str | None = None, max_input_tokens: int | None = None, ranking_unit: str | None = None
+    ) -> dict:
+        """The pipeline's input: ranked by `ranking_unit`, default the config's (a model trained on sentences ranks
+        the sentences of a plain article, as it was trained and scored)."""
+        input_ids, fed = self.encode(inputs, ranker, max_input_tokens, ranking_unit or self.config.ranking_unit)
         if not input_ids:
             empty = torch.zeros(1, 0, dtype=torch.long)
             return {"input_ids": empty, "attention_mask": empty.clone(), "paragraphs": ()}

@@ -58,7 +58,8 @@ def build_model_card(config, card_info: dict) -> ModelCard:
     """`card_info` (all optional): `model_name`, `repo_id`, `datasets` (Hub ids), `dataset_name`, `split`,
     `results` ({metric: value x 100}), `training` (markdown), `decoding` (markdown: the generation config's settings
     where a template shows them), `evaluation` (markdown), `comparisons` (markdown: benchmark tables beyond the model's
-    own scores, where a template shows them)."""
+    own scores, where a template shows them), `quality_note` (one sentence: how a demonstration model compares with
+    the simple baseline it does not beat, with the numbers of its evaluation; the card's first line)."""
     encoder = portable_encoder_name(getattr(config, "encoder_name_or_path", None))
     results = card_info.get("results", {})
     eval_results = [
@@ -90,7 +91,7 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         model_name=model_name if eval_results else None,
         eval_results=eval_results or None,
     )
-    return ModelCard.from_template(
+    card = ModelCard.from_template(
         card_data,
         template_path=str(card_template(config.model_type)),
         model_name=model_name,
@@ -109,3 +110,7 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         comparisons=card_info.get("comparisons"),
         config=config,
     )
+    if card_info.get("quality_note"):
+        # the first line a reader sees, so that a demonstration model is not taken for a usable one
+        card.text = f"\n**{card_info['quality_note'].strip()}**\n" + card.text
+    return card

@@ -4,12 +4,23 @@ The argument parser and its checks are in the top-level module `sumformers_cli` 
 `--help` and argument errors without importing torch; it calls `run` here once the arguments are valid.
 """
 
+import contextlib
 import json
+import pickle
+import re
+import signal
 import sys
 import warnings
 from pathlib import Path
 
+from .text.readable_text import html_main_text
+
 ERROR_EXIT = 2
+STDIN = "-"
+HTML_SUFFIXES = (".html", ".htm")
+TEXT_SUFFIXES = (".txt", ".md", *HTML_SUFFIXES)
+# Terminal colour and style codes (ESC [ ... m) that some libraries put in their error messages.
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 def _one_line_warnings(message, category, filename, lineno, line=None):
@@ -21,18 +32,47 @@ def _fail(message: str) -> None:
     sys.exit(ERROR_EXIT)
 
 
-def read_text_file(path: Path) -> str:
-    """Read text as UTF-8; undecodable bytes are replaced (with a warning) rather than failing the document."""
-    data = path.read_bytes()
+def decoded_text(data: bytes, name) -> str:
+    """`data` read as UTF-8; undecodable bytes are replaced (with a warning naming `name`) rather than failing the
+    document."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        warnings.warn(f"{path}: bytes that are not UTF-8 were replaced with U+FFFD")
+        warnings.warn(f"{name}: bytes that are not UTF-8 were replaced with U+FFFD")
         return data.decode("utf-8", errors="replace")
 
 
+def read_text_file(path: Path) -> str:
+    """Read text as UTF-8 (see `decoded_text`)."""
+    return decoded_text(path.read_bytes(), path)
+
+
+def read_input(name: str) -> list[dict]:
+    """The records of the summarize command's input: `read_documents` of a path, or of standard input for `-`."""
+    if name == STDIN:
+        return stream_records(decoded_text(sys.stdin.buffer.read(), "standard input"), "stdin")
+    return read_documents(Path(name))
+
+
+def stream_records(text: str, name: str) -> list[dict]:
+    """The records of a stream (standard input, a pipe): JSONL when every line that is not blank is a JSON object,
+    else one text document."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and all(_is_json_object(line) for line in lines):
+        return jsonl_records(text, name, name)
+    return [{"id": name, "document": text}]
+
+
+def _is_json_object(line: str) -> bool:
+    try:
+        return isinstance(json.loads(line), dict)
+    except json.JSONDecodeError:
+        return False
+
+
 def read_documents(source: Path) -> list[dict]:
-    """Documents from a text file, a JSONL file (`document` or `documents` per line) or a folder of those.
+    """Documents from a text file, an HTML file (its main text), a JSONL file (`document` or `documents` per line), a
+    folder of those, or a pipe (`stream_records`).
 
     Returns records {"id", "document"} and/or {"documents": [...]} (a JSONL line's list of strings, kept as a list:
     `model_input` decides how a model reads it), with "title" when the line has one, {"id", "game"} for a Rotowire
@@ -40,26 +80,36 @@ def read_documents(source: Path) -> list[dict]:
     bad line does not cost the others.
     """
     if source.is_dir():
-        files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (".txt", ".jsonl", ".md"))
+        files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (*TEXT_SUFFIXES, ".jsonl"))
         if not files:
-            raise ValueError(f"{source} holds no .txt or .jsonl files")
+            raise ValueError(f"{source} holds no .txt, .md, .html or .jsonl files")
         return [record for path in files for record in read_documents(path)]
-    if not source.is_file():
+    if not source.exists():
         raise ValueError(f"{source}: no such file or folder")
+    if not source.is_file():  # a pipe or a device: /dev/stdin, a shell's <(...)
+        return stream_records(read_text_file(source), source.name)
+    if source.suffix in HTML_SUFFIXES:
+        return [{"id": source.stem, "document": html_main_text(read_text_file(source))}]
     if source.suffix != ".jsonl":
         return [{"id": source.stem, "document": read_text_file(source)}]
+    return jsonl_records(read_text_file(source), str(source), source.stem)
+
+
+def jsonl_records(text: str, name: str, stem: str) -> list[dict]:
+    """The records of JSONL `text` (see `read_documents`); a record without `id` gets `<stem>:<line number>`, and an
+    error names `<name>:<line number>`."""
     records = []
-    for number, line in enumerate(read_text_file(source).splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        record_id = f"{source.stem}:{number}"
+        record_id = f"{stem}:{number}"
         try:
             row = json.loads(line)
         except json.JSONDecodeError as error:
-            records.append({"id": record_id, "error": f"{source}:{number}: not valid JSON ({error.msg})"})
+            records.append({"id": record_id, "error": f"{name}:{number}: not valid JSON ({error.msg})"})
             continue
         if not isinstance(row, dict):
-            records.append({"id": record_id, "error": f"{source}:{number}: expected a JSON object"})
+            records.append({"id": record_id, "error": f"{name}:{number}: expected a JSON object"})
             continue
         record = {"id": str(row.get("id", record_id))}
         if "box_score" in row:
@@ -71,7 +121,7 @@ def read_documents(source: Path) -> list[dict]:
         if isinstance(documents, list) and all(isinstance(part, str) for part in documents):
             record["documents"] = documents
         if "document" not in record and "documents" not in record:
-            record["error"] = f"{source}:{number}: no `document` string (or `documents` list of strings)"
+            record["error"] = f"{name}:{number}: no `document` string (or `documents` list of strings)"
             records.append(record)
             continue
         # two-stage (WikiSum) models rank the paragraphs of each document against the title
@@ -128,17 +178,37 @@ def _task_options(args, task: str) -> dict:
 
 
 def _load(loader, name: str | None):
-    """`loader(name)`, with a model that cannot be loaded (no such name or Hub repo, a broken folder) as one error
-    line rather than a traceback."""
+    """`loader(name)`, with a model that cannot be loaded (no such name or Hub repo, a broken folder, weights it
+    refuses to unpickle) as one error line rather than a traceback."""
     try:
         return loader(name)
-    except Exception as error:  # noqa: BLE001 (transformers, huggingface_hub and peft raise many kinds)
-        _fail(f"could not load model {name or 'default'}: {_first_line(error)}")
+    except Exception as error:  # noqa: BLE001 (transformers, huggingface_hub, peft and torch raise many kinds)
+        _fail(f"could not load model {name or 'default'}: {load_error(error)}")
 
 
-def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+def one_line(error: Exception) -> str:
+    """An error's whole message on one line: its lines joined, runs of whitespace made one space, terminal colour
+    codes removed (torch's refusal to unpickle, for one, has all three)."""
+    return " ".join(_TERMINAL_CODES.sub("", str(error)).split()) or type(error).__name__
+
+
+def load_error(error: Exception) -> str:
+    """`one_line(error)` of a model that failed to load, saying first what a refused pickle means here."""
+    if isinstance(error, pickle.UnpicklingError):
+        return f"its weights are a pickle holding more than tensors, refused as unsafe: {one_line(error)}"
+    return one_line(error)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Ctrl-C and SIGTERM wait until the block has run (and then stop the command), so that a result line is written
+    whole or not at all."""
+    stops = {signal.SIGINT, signal.SIGTERM}
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _task_record(record: dict, task: str) -> dict:
@@ -156,7 +226,7 @@ def summarize_command(args) -> int:
     from .pipelines.table_to_text import planner_pipeline
 
     try:
-        records = read_documents(Path(args.input))
+        records = read_input(args.input)
     except ValueError as error:
         _fail(str(error))
     summarizer = _load(load_pipeline, args.model)
@@ -172,10 +242,11 @@ def summarize_command(args) -> int:
     try:
         outputs = summarizer(inputs, batch_size=args.batch_size, **options) if valid else []
     except ValueError as error:  # options the pipeline refuses before any work (a summary beyond the model's limit)
-        _fail(_first_line(error))
-    results = iter(tqdm(outputs, total=len(valid), disable=len(valid) <= 1, desc="summarizing", file=sys.stderr))
+        _fail(one_line(error))
+    progress = tqdm(outputs, total=len(valid), disable=len(valid) <= 1, desc="summarizing", file=sys.stderr)
+    results = iter(progress)
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)
-    failed = 0
+    failed = written = 0
     try:
         for record in records:
             if "error" in record:
@@ -184,7 +255,15 @@ def summarize_command(args) -> int:
                 row = {"id": record["id"], "error": record["error"]}
             else:
                 row = {"id": record["id"], **next(results)}
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            # each result reaches the file as soon as it is finished, so that a stopped command keeps it
+            with signals_held():
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                out.flush()
+                written += 1
+    except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (sumformers_cli prints the line and exits)
+        progress.close()
+        stop.add_note(f"{written} of {len(records)} results written to {args.output or 'standard output'}")
+        raise
     finally:
         if out is not sys.stdout:
             out.close()
@@ -217,7 +296,7 @@ def export_command(args) -> int:
     except FileExistsError as error:
         _fail(str(error))
     except Exception as error:  # noqa: BLE001 (loading: no such name or Hub repo, a broken folder)
-        _fail(f"could not export model {model or 'default'}: {_first_line(error)}")
+        _fail(f"could not export model {model or 'default'}: {load_error(error)}")
     print(f"exported to {folder}")
     if args.push_to_hub:
         print(f"pushed: {push_to_hub(str(folder), args.push_to_hub)}")

@@ -13,6 +13,7 @@ Two on-disk forms:
 
 import inspect
 import json
+import os
 import shutil
 from importlib import resources
 from pathlib import Path
@@ -70,12 +71,23 @@ def load_tokenizer(name_or_path: str | None = None):
     return AutoTokenizer.from_pretrained(resolve_model(name_or_path))
 
 
+# `pipeline()` arguments that are about loading the model, which `load_pipeline` does itself.
+MODEL_LOADING_ARGUMENTS = ("dtype", "device_map", "revision", "token", "trust_remote_code")
+
+
 def load_pipeline(name_or_path: str | None = None, task: str | None = None, **pipeline_kwargs):
     """`transformers.pipeline(task, model=...)` for a sumformers model, where the model may also be a shipped
-    checkpoint's name (default: the bundled default model) and the task defaults to the model's."""
+    checkpoint's name (default: the bundled default model) and the task defaults to the model's.
+
+    The model is loaded first (`load_model`, with the loading arguments among `pipeline_kwargs`), so that a model that
+    cannot be loaded raises its own error: `pipeline()` puts the errors of its loading attempts into one message as
+    tracebacks ("See the original errors: ...")."""
     path = resolve_model(name_or_path)
     task = task or architecture_for(AutoConfig.from_pretrained(path)).task
-    return transformers_pipeline(task, model=path, **pipeline_kwargs)
+    loading = pipeline_kwargs.pop("model_kwargs", None) or {}
+    loading.update({name: pipeline_kwargs.pop(name) for name in MODEL_LOADING_ARGUMENTS if name in pipeline_kwargs})
+    model = load_model(path, **loading)
+    return transformers_pipeline(task, model=model, tokenizer=load_tokenizer(path), **pipeline_kwargs)
 
 
 def save_base_config(base, output: Path) -> None:
@@ -130,7 +142,17 @@ def save_fp16_copy(source: Path, target: Path) -> Path:
         tensors = load_file(weights)
         save_file({k: v.half() if v.is_floating_point() else v for k, v in tensors.items()}, weights,
                   metadata={"format": "pt"})
+    readable_by_all(target)
     return target
+
+
+def readable_by_all(folder: Path) -> None:
+    """Make every file of a model folder that is shared (an exported repo, a shipped checkpoint) mode 0644:
+    transformers writes `model.safetensors` through a private temporary file, mode 0600, which other users of a
+    shared install or a served copy of the folder could not read."""
+    for path in Path(folder).rglob("*"):
+        if path.is_file():
+            os.chmod(path, 0o644)
 
 
 def write_card(folder: Path, config, card_info: dict | None) -> None:
@@ -181,6 +203,7 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
     model.save_pretrained(output, safe_serialization=True)
     tokenizer.save_pretrained(output)
     write_card(output, config, card_info)
+    readable_by_all(output)
     return output
 
 

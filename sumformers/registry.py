@@ -1,8 +1,12 @@
 """Every architecture of the package in one table: its config, model, pipeline task and the Auto class it is
 registered under. Registration, loading and export all read this table."""
 
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
+import transformers.pipelines
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 from transformers.pipelines import PIPELINE_REGISTRY
 
@@ -135,6 +139,37 @@ def register_all() -> None:
         PIPELINE_REGISTRY.register_pipeline(
             task, pipeline_class=pipeline_class, pt_model=tuple(dict.fromkeys(auto_classes)), type="text"
         )
+    infer_the_tasks_of_model_folders()
+
+
+def task_of_model_folder(model) -> str | None:
+    """The pipeline task of a local sumformers model folder, named by its config's `model_type`; None for anything
+    else (a Hub id, another library's folder, a folder without a readable config)."""
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    try:
+        model_type = json.loads(Path(model, "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    architecture = ARCHITECTURES.get(model_type)
+    return architecture.task if architecture is not None else None
+
+
+def infer_the_tasks_of_model_folders() -> None:
+    """Let `pipeline(model=folder)` find a sumformers folder's task offline. Without a task, transformers takes the
+    one of the config's `custom_pipelines` (remote code: it would make `pipeline(task, model=folder)` demand
+    `trust_remote_code=True` too, so only exported repos carry it), else asks the Hub (`get_task`: refused under
+    HF_HUB_OFFLINE=1, and no answer for a local folder). The Hub lookup is wrapped to answer first for folders
+    whose config names a sumformers architecture; everything else still goes to the Hub."""
+    hub_lookup = transformers.pipelines.get_task
+    if getattr(hub_lookup, "answers_sumformers_folders", False):
+        return
+
+    def get_task(model, token=None, **kwargs):
+        return task_of_model_folder(model) or hub_lookup(model, token, **kwargs)
+
+    get_task.answers_sumformers_folders = True
+    transformers.pipelines.get_task = get_task
 
 
 def architecture_for(config) -> Architecture:

@@ -11,6 +11,10 @@ from pathlib import Path
 # Installed with transformers itself: an exported repo needs no more than `pip install transformers torch` for them.
 PROVIDED_WITH_TRANSFORMERS = {"torch", "transformers", "numpy", "huggingface_hub", "safetensors", "tokenizers"}
 
+# What inference may need beyond them: pysbd splits sentences. Any other package at module level (rouge-score, nltk:
+# evaluation) means an inference file imports evaluation code, and a bare install of the repo would fail.
+INFERENCE_PACKAGES = {"pysbd"}
+
 _RELATIVE_IMPORT = re.compile(r"^(\s*)from (\.+)([\w.]*) import ", re.MULTILINE)
 
 
@@ -65,8 +69,15 @@ def name_required_packages(files: dict[str, str], entry_classes) -> dict[str, st
     """`files` with the packages they need imported at the top of each entry file (the config, model and pipeline
     modules that `auto_map` and `custom_pipelines` name). transformers checks only an entry file's own imports before
     it runs a local repo's code, so this is what makes a missing package fail with its "requires the following
-    packages ... pip install" message instead of a ModuleNotFoundError from deep inside."""
+    packages ... pip install" message instead of a ModuleNotFoundError from deep inside. Refuses code that needs a
+    package beyond `INFERENCE_PACKAGES`."""
     packages = required_packages(files)
+    beyond = [name for name in packages if name not in INFERENCE_PACKAGES]
+    if beyond:
+        raise RuntimeError(
+            f"the exported code would need {beyond}, which inference does not use (only {sorted(INFERENCE_PACKAGES)}"
+            " beyond transformers and torch): an inference file imports evaluation or training code"
+        )
     if not packages:
         return files
     line = "".join(

@@ -6,6 +6,7 @@ evaluate, record the evaluation on the model card, save the final model and opti
 import json
 import logging
 import os
+import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,10 +93,38 @@ def parse_arguments(*extra_dataclasses, **defaults):
     from transformers import set_seed
 
     parser = HfArgumentParser((ModelArguments, DataArguments, TrainingArguments, *extra_dataclasses))
-    parser.set_defaults(**{**TRAINING_DEFAULTS, **defaults})
+    parser.set_defaults(**{**TRAINING_DEFAULTS, **defaults, **launch_defaults()})
     arguments = parser.parse_args_into_dataclasses()
     set_seed(arguments[2].seed)
     return arguments
+
+
+# What a launcher sets in each process's environment: torchrun (and `accelerate launch` through it) the world size,
+# mpirun (accelerate's MULTI_CPU with a hostfile) one of the others.
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def launch_defaults(environ=None) -> dict:
+    """The defaults the launch decides. Processes that torchrun started (or `accelerate launch` with a MULTI_GPU
+    config, which runs torchrun) on a machine without an accelerator train on the CPU over gloo (`use_cpu`): without
+    it accelerate makes each of them rank 0 of 1, and each trains alone on all the data into the same checkpoints.
+    `accelerate launch --cpu --num_processes N` (or a MULTI_CPU config without an MPI hostfile) starts one process
+    whatever N says (accelerate 1.x), which would train alone without a word: it stops with an error naming the
+    commands that start N."""
+    import torch
+
+    environ = os.environ if environ is None else environ
+    world_size = max(int(environ.get(name, 1)) for name in WORLD_SIZE_VARIABLES)
+    # accelerate's single-process launcher sets MASTER_ADDR only when asked for several processes or machines
+    if environ.get("ACCELERATE_USE_CPU", "").lower() == "true" and "MASTER_ADDR" in environ and world_size == 1:
+        raise ValueError(
+            "`accelerate launch` on the CPU (--cpu, or a MULTI_CPU config without an MPI hostfile) starts one process "
+            "whatever --num_processes says: for several CPU processes launch with --config_file "
+            "training_scripts/accelerate/multi_cpu.yaml, or torchrun --nproc_per_node N"
+        )
+    if world_size > 1 and not torch.accelerator.is_available():
+        return {"use_cpu": True}
+    return {}
 
 
 def load_splits(data_args: DataArguments):
@@ -248,10 +277,11 @@ def dataset_evaluation(
     return evaluate
 
 
-def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] = ()):
+def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] = (), also_adapt: tuple[str, ...] = ()):
     """Wrap `model` with LoRA on the pretrained linear layers its contract names (`model.lora_layers`, one dotted
-    path or several), restricted to --lora_target_modules names and --lora_layers indices (of the first path, the
-    encoder's layers); its `new_modules` and `full_modules` (say, a decoder trained from scratch) train in full.
+    path or several) and those under the `also_adapt` paths (say, HiBERT's sentence encoder when it trains too),
+    restricted to --lora_target_modules names and --lora_layers indices (of the first path, the encoder's layers); its
+    `new_modules` and `full_modules` (say, a decoder trained from scratch) train in full.
     Adapting only the top layers also stops backpropagation below them, which makes CPU training several times
     cheaper."""
     if not model_args.use_lora:
@@ -273,6 +303,7 @@ def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] 
     names = {name.strip() for name in model_args.lora_target_modules.split(",") if name.strip()}
     layers = {int(index) for index in model_args.lora_layers.split(",")} if model_args.lora_layers else None
     paths = (model.lora_layers,) if isinstance(model.lora_layers, str) else tuple(model.lora_layers)
+    paths += tuple(also_adapt)
     new_modules = model.new_modules
     targets = []
     for name, module in model.named_modules():
@@ -370,9 +401,78 @@ class StopAfterSeconds(TrainerCallback):
         self.started = self.clock()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.clock() - self.started >= self.seconds:
+        if self.spent(args):
             logger.info("stopping at step %d: the %.0f s training budget is spent", state.global_step, self.seconds)
             control.should_training_stop = True
+
+    def spent(self, args) -> bool:
+        """Whether the budget is spent, in any process: every process must stop at the same step (their clocks
+        differ), or the others would wait forever for its gradients in the next step."""
+        import torch
+        from torch import distributed
+
+        spent = self.clock() - self.started >= self.seconds
+        if not (distributed.is_available() and distributed.is_initialized()):
+            return spent
+        flag = torch.tensor([float(spent)], device=args.device)
+        distributed.all_reduce(flag, op=distributed.ReduceOp.MAX)
+        return bool(flag.item())
+
+
+class StepwiseCollator:
+    """Pads documents (token inputs with `collate`, the processor's, or precomputed `sentence_vectors`) and, for
+    stepwise models, lays out one row per (document, step): `summary_indices` (oracle prefix, -1 padding),
+    `row_documents`, `labels` (the next oracle sentence, or the sentence axis' width for the end of the summary).
+
+    With `steps_per_document`, each document gives that many of its steps drawn at random (all of them when it has
+    fewer): a content plan has about 70 steps over 400 records, and every step re-reads the whole table, so a game's
+    full set of rows is slow and holds gigabytes; a sample of them gives more updates for the same compute."""
+
+    def __init__(self, collate, stepwise: bool, steps_per_document: int | None = None, seed: int = 0):
+        if steps_per_document is not None and steps_per_document < 1:
+            raise ValueError(f"steps_per_document must be at least 1, got {steps_per_document}")
+        self.collate = collate
+        self.stepwise = stepwise
+        self.steps_per_document = steps_per_document
+        self.random = random.Random(seed)
+
+    def __call__(self, features: list[dict]) -> dict:
+        import torch
+        from torch.nn import functional as F
+
+        from .processing.planner_inputs import repeatable_mask
+
+        if "sentence_vectors" in features[0]:
+            width = max(len(feature["labels"]) for feature in features)
+            batch = {
+                "sentence_vectors": torch.stack(
+                    [F.pad(f["sentence_vectors"], (0, 0, 0, width - len(f["labels"]))) for f in features]
+                ),
+                "sentence_mask": torch.tensor([[i < len(f["labels"]) for i in range(width)] for f in features]),
+                "labels": torch.tensor([f["labels"] + [-100.0] * (width - len(f["labels"])) for f in features]),
+            }
+            if "repeatable" in features[0]:  # a content planner's repeatable units
+                batch["repeatable_mask"] = repeatable_mask(features, width)
+        else:
+            batch = self.collate(features)
+        if not self.stepwise:
+            return batch
+        width = batch["sentence_mask"].shape[1]
+        prefixes, targets, documents = [], [], []
+        for document, feature in enumerate(features):
+            oracle = feature["oracle"]
+            steps = range(len(oracle) + 1)
+            if self.steps_per_document is not None and self.steps_per_document < len(steps):
+                steps = sorted(self.random.sample(steps, self.steps_per_document))
+            for step in steps:
+                prefixes.append(oracle[:step])
+                targets.append(oracle[step] if step < len(oracle) else width)
+                documents.append(document)
+        longest = max(len(prefix) for prefix in prefixes)
+        batch["summary_indices"] = torch.tensor([prefix + [-1] * (longest - len(prefix)) for prefix in prefixes])
+        batch["row_documents"] = torch.tensor(documents)
+        batch["labels"] = torch.tensor(targets)
+        return batch
 
 
 def train(

@@ -1,6 +1,10 @@
+import io
 import json
+import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -125,3 +129,122 @@ def test_summarize_with_an_abstractive_model(minilm_tokenizer, tmp_path, capsys)
     with pytest.raises(SystemExit):
         cli.main([*arguments, "--num-sentences", "2"])
     assert "--num-sentences does not apply to a abstractive-summarization model" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Standard input, HTML files, stopping with Ctrl-C or SIGTERM, whole load errors
+
+
+def test_summarize_reads_standard_input(model_dir, tmp_path, monkeypatch):
+    source, output = tmp_path / "article.txt", tmp_path / "out.jsonl"
+    source.write_text(ARTICLE)
+    assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output)]) == 0
+    (from_file,) = read_jsonl(output)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(ARTICLE.encode())))
+    assert cli.main(["summarize", "-", "--model", model_dir, "--output", str(output)]) == 0
+    assert read_jsonl(output) == [{**from_file, "id": "stdin"}]
+    # JSONL on standard input: one result per line
+    lines = "".join(json.dumps({"id": name, "document": ARTICLE}) + "\n" for name in ("a", "b"))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+    assert cli.main(["summarize", "-", "--model", model_dir, "--output", str(output)]) == 0
+    assert read_jsonl(output) == [{**from_file, "id": "a"}, {**from_file, "id": "b"}]
+
+
+def test_summarize_an_html_file_reads_its_main_text(model_dir, tmp_path):
+    from test_readable_input import PAGE, PAGE_MAIN_TEXT
+
+    (tmp_path / "page.html").write_text(PAGE)
+    (tmp_path / "page.txt").write_text(PAGE_MAIN_TEXT)
+    for name in ("page.html", "page.txt"):
+        arguments = ["summarize", str(tmp_path / name), "--model", model_dir, "--num-sentences", "10"]
+        assert cli.main([*arguments, "--output", str(tmp_path / f"{name}.jsonl")]) == 0
+    (from_page,), (from_text,) = read_jsonl(tmp_path / "page.html.jsonl"), read_jsonl(tmp_path / "page.txt.jsonl")
+    assert from_page == from_text and len(from_page["sentences"]) == 6
+    assert "<" not in from_page["summary"] and "alert" not in from_page["summary"]
+
+
+@pytest.mark.parametrize("stop, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_stopped_summarize_keeps_every_finished_result_in_whole_lines(model_dir, tmp_path, stop, status):
+    source, output = tmp_path / "docs.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(json.dumps({"id": str(n), "document": f"{n}. {ARTICLE}"}) + "\n" for n in range(3000)))
+
+    def lines_written():
+        return output.read_text().count("\n") if output.exists() else 0
+
+    arguments = ["summarize", str(source), "--model", model_dir, "--output", str(output)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "sumformers.cli", *arguments],
+        stderr=subprocess.PIPE,
+        text=True,
+        # a child started in the background of a shell inherits SIGINT ignored; a terminal's Ctrl-C is not
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 120
+    while lines_written() < 3 and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    seen = lines_written()
+    process.send_signal(stop)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == status, stderr
+    rows = read_jsonl(output)
+    assert [row["id"] for row in rows] == [str(n) for n in range(len(rows))] and seen <= len(rows) < 3000
+    assert output.read_text().endswith("\n")  # no line half written
+    messages = [line for line in stderr.replace("\r", "\n").splitlines() if line.startswith("sumformers")]
+    name = signal.Signals(stop).name
+    assert messages == [f"sumformers: interrupted by {name}; {len(rows)} of 3000 results written to {output}"]
+    assert "Traceback" not in stderr
+
+
+def article_file(folder) -> str:
+    (folder / "article.txt").write_text(ARTICLE)
+    return str(folder / "article.txt")
+
+
+def pickle_checkpoint(model_dir, folder, payload) -> str:
+    """`model_dir` with its weights saved as a pickle (`pytorch_model.bin`) holding `payload` beside the tensors."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    shutil.copytree(model_dir, folder)
+    weights = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save({**weights, "payload": payload}, folder / "pytorch_model.bin")
+    return str(folder)
+
+
+class RunsCode:
+    """Unpickling this creates a file: what a malicious checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_a_pickle_that_could_run_code_is_refused_in_one_whole_line(model_dir, tmp_path, capsys):
+    marker = tmp_path / "code-ran"
+    folder = pickle_checkpoint(model_dir, tmp_path / "pickled", RunsCode(marker))
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["summarize", article_file(tmp_path), "--model", folder])
+    assert exit.value.code == cli.ERROR_EXIT and not marker.exists()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"sumformers: error: could not load model {folder}: its weights are a pickle holding more ")
+    # torch's whole message, its options included, without its terminal codes
+    for part in ("you have two options, do those steps only if", "(1) In PyTorch 2.6", "(2) Alternatively",
+                 "WeightsUnpickler error: Unsupported global: GLOBAL getattr was not an allowed global"):
+        assert part in line
+    assert "\x1b" not in line
+
+
+def test_a_corrupt_checkpoint_is_one_whole_line(model_dir, tmp_path, capsys):
+    folder = pickle_checkpoint(model_dir, tmp_path / "corrupt", None)
+    weights = tmp_path / "corrupt" / "pytorch_model.bin"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(SystemExit):
+        cli.main(["summarize", article_file(tmp_path), "--model", folder])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"sumformers: error: could not load model {folder}: PytorchStreamReader failed reading")
+    assert line.endswith("or the file was modified after saving.") and "See the original errors" not in line

@@ -1,4 +1,5 @@
-"""Exported repos load with only transformers and torch: remote code, safetensors, custom pipeline, Hub cache."""
+"""Exported repos load with only transformers, torch and pysbd: remote code, safetensors, custom pipeline, Hub
+cache."""
 
 import json
 import os
@@ -11,7 +12,7 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoConfig
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, tiny_bert_config
 from sumformers.hub import export_model, load_model, save_adapter_checkpoint
 
 ARTICLE = (
@@ -20,33 +21,40 @@ ARTICLE = (
     "The mayor is expected to sign the plan this week."
 )
 
-# Runs in a fresh interpreter where `import sumformers` fails, so only the repo's own code can be used.
+EXTRACTIVE_OPTIONS = {"num_sentences": 2, "trigram_blocking": False}
+
+# Runs in a fresh interpreter as in a bare `pip install transformers torch pysbd`: importing sumformers or the
+# evaluation packages that come with it (rouge-score, nltk) fails, so only the repo's own code can be used, and it must
+# not need them. The repo's Auto class (its `auto_map` entry) and pipeline are called with argv's input and options.
 REMOTE_SCRIPT = textwrap.dedent(
     """
     import json, sys
-    sys.modules["sumformers"] = None  # make `import sumformers` fail
+    for name in ("sumformers", "rouge_score", "nltk"):
+        sys.modules[name] = None  # `import name` now raises ImportError
     try:
-        import sumformers  # noqa: F401
-        raise SystemExit("sumformers should not be importable here")
+        import rouge_score  # noqa: F401
+        raise SystemExit("rouge_score should not be importable here")
     except ImportError:
         pass
-    import torch
-    from transformers import AutoModel, AutoTokenizer, pipeline
-    repo = sys.argv[1]
-    model = AutoModel.from_pretrained(repo, trust_remote_code=True).eval()
+    import transformers
+    from transformers import AutoConfig, AutoTokenizer, pipeline
+    repo, inputs, options = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+    (auto_class,) = set(AutoConfig.from_pretrained(repo, trust_remote_code=True).auto_map) - {"AutoConfig"}
+    model = getattr(transformers, auto_class).from_pretrained(repo, trust_remote_code=True).eval()
     assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
     tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)
     summarizer = pipeline(model=repo, trust_remote_code=True)
-    result = summarizer(sys.argv[2], num_sentences=2, trigram_blocking=False)
+    result = summarizer(inputs, **options)
     print(json.dumps({"task": summarizer.task, "result": result, "model_class": type(model).__name__}))
     """
 )
 
 
-def run_without_sumformers(repo: str, env_extra: dict | None = None) -> dict:
+def run_without_sumformers(repo: str, env_extra: dict | None = None, inputs=ARTICLE, options=None) -> dict:
     env = dict(os.environ, HF_HUB_OFFLINE="1", **(env_extra or {}))
+    arguments = [repo, json.dumps(inputs), json.dumps(EXTRACTIVE_OPTIONS if options is None else options)]
     completed = subprocess.run(
-        [sys.executable, "-c", REMOTE_SCRIPT, repo, ARTICLE], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, "-c", REMOTE_SCRIPT, *arguments], capture_output=True, text=True, env=env, timeout=300
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(completed.stdout.strip().splitlines()[-1])
@@ -60,10 +68,10 @@ def saved_model(tiny_bertsum, minilm_tokenizer, tmp_path):
     return folder
 
 
-def in_package_result(folder):
+def in_package_result(folder, inputs=ARTICLE, options=None):
     import sumformers
 
-    return sumformers.load_pipeline(str(folder))(ARTICLE, num_sentences=2, trigram_blocking=False)
+    return sumformers.load_pipeline(str(folder))(inputs, **(EXTRACTIVE_OPTIONS if options is None else options))
 
 
 def test_export_writes_a_self_contained_repo(saved_model, tmp_path):
@@ -77,6 +85,10 @@ def test_export_writes_a_self_contained_repo(saved_model, tmp_path):
         "extractive_summarization.ExtractiveSummarizationPipeline"
     )
     assert (repo / "model.safetensors").is_file() and not list(repo.glob("*.bin"))
+    # readable by everyone (transformers writes model.safetensors 0600 through a temporary file)
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in repo.iterdir()} == {
+        path.name: "0o644" for path in repo.iterdir()
+    }
     for code_file in repo.glob("*.py"):
         assert "from .." not in code_file.read_text(), code_file.name
         assert "sumformers." not in code_file.read_text().replace("`sumformers.", ""), code_file.name
@@ -104,6 +116,70 @@ def test_remote_code_gives_the_in_package_scores(saved_model, tmp_path):
     expected = in_package_result(saved_model)
     assert remote["result"]["sentences"] == expected["sentences"]
     assert remote["result"]["scores"] == pytest.approx(expected["scores"], abs=1e-6)
+
+
+def test_every_architecture_exports_code_that_needs_only_pysbd_beyond_transformers_and_torch():
+    """The card's `pip install` line: inference splits sentences with pysbd and needs nothing else (before: 8 of the 13
+    architectures also needed nltk and rouge_score, imported through the evaluation code)."""
+    from sumformers import ARCHITECTURES
+    from sumformers.cards import exported_repo_requirements
+
+    needs = {model_type: exported_repo_requirements(arch.config_class()) for model_type, arch in ARCHITECTURES.items()}
+    assert needs == {model_type: ["transformers", "torch", "pysbd"] for model_type in ARCHITECTURES}
+
+
+def test_export_refuses_code_that_would_need_an_evaluation_package():
+    from sumformers.remote_code import name_required_packages
+
+    files = {"modeling_x.py": "import torch\nimport pysbd\nfrom rouge_score import rouge_scorer\n"}
+    with pytest.raises(RuntimeError, match=r"^the exported code would need \[.rouge_score.\], which inference"):
+        name_required_packages(files, ())
+
+
+def save_tiny_model(model_type: str, tokenizer, folder):
+    """A tiny random Stepwise HiBERT or WikiSum (MiniLM's vocabulary) saved with the MiniLM tokenizer."""
+    from sumformers import (
+        StepwiseHiBertConfig,
+        StepwiseHiBertForExtractiveSummarization,
+        WikiSumConfig,
+        WikiSumForCausalLM,
+    )
+
+    torch.manual_seed(0)
+    if model_type == "stepwise_hibert":
+        model = StepwiseHiBertForExtractiveSummarization(StepwiseHiBertConfig(
+            sentence_encoder_layers=2, document_layers=2, max_document_sentences=16, max_sentence_tokens=10,
+            encoder_config=tiny_bert_config().to_dict(), encoder_name_or_path="tiny-random-bert",
+        ))
+    else:
+        model = WikiSumForCausalLM(WikiSumConfig(
+            embedding_size=16, hidden_size=32, num_attention_heads=4, intermediate_size=64, local_block_size=8,
+            max_input_tokens=48,
+        ))
+        model.generation_config.max_new_tokens = 6
+    model.eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+# The architectures whose exports imported rouge_score and nltk before, with an input and options of their pipelines.
+BARE_INSTALL_CASES = {
+    "stepwise_hibert": (ARTICLE, {"beam_size": 2, "num_sentences": 3}),
+    "wikisum": ({"title": "School budget", "documents": [ARTICLE]}, {"num_beams": 2}),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(BARE_INSTALL_CASES))
+def test_an_exported_repo_runs_where_rouge_score_and_nltk_cannot_be_imported(model_type, minilm_tokenizer, tmp_path):
+    folder = save_tiny_model(model_type, minilm_tokenizer, tmp_path / "source")
+    repo = export_model(str(folder), str(tmp_path / f"sumformers_{model_type}_bare"))
+    inputs, options = BARE_INSTALL_CASES[model_type]
+    # any import of rouge_score or nltk in the repo's code would have failed the run
+    remote = run_without_sumformers(str(repo), inputs=inputs, options=options)
+    expected = in_package_result(folder, inputs, options)
+    assert remote["result"]["summary"] == expected["summary"] and remote["result"]["summary"]
+    if model_type == "stepwise_hibert":
+        assert remote["result"]["sentences"] == expected["sentences"]
 
 
 def test_repo_id_loads_offline_from_a_hub_cache(saved_model, tmp_path):
@@ -218,7 +294,8 @@ def test_an_exported_repo_runs_in_a_venv_with_only_its_card_requirements(saved_m
                        capture_output=True, timeout=600)
 
     def run():
-        return subprocess.run([str(python), "-c", REMOTE_SCRIPT, str(repo), ARTICLE], capture_output=True, text=True,
+        arguments = [str(repo), json.dumps(ARTICLE), json.dumps(EXTRACTIVE_OPTIONS)]
+        return subprocess.run([str(python), "-c", REMOTE_SCRIPT, *arguments], capture_output=True, text=True,
                               env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300, cwd=tmp_path)
 
     install("torch", "transformers")

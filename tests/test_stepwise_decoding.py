@@ -126,6 +126,17 @@ def test_a_sentence_break_bias_shifts_the_break_logit_and_renormalizes():
         stepwise_beam_search(ScriptedScorer(3, script), [SENTENCES[:3]], 1, 6, sentence_break_bias=-1.0)
 
 
+def test_an_end_bias_shifts_the_end_logit_and_renormalizes():
+    # after sentence 0 the model prefers END (0.6) to sentence 1 (0.4); a bias of ln(1/3) gives END the weight 0.2:
+    # 0.2 / (0.2 + 0.4) = 1/3 against 2/3 for sentence 1, which is then chosen, and the summary ends after it
+    script = {(): {0: 0.9, END: 0.1}, (0,): {1: 0.4, END: 0.6}, (0, 1): {END: 1.0}}
+    plain = stepwise_beam_search(ScriptedScorer(2, script), [SENTENCES[:2]], 1, 4)[0]
+    assert plain.sentences == (0,) and plain.ended
+    biased = stepwise_beam_search(ScriptedScorer(2, script), [SENTENCES[:2]], 1, 4, end_bias=math.log(1 / 3))[0]
+    assert biased.sentences == (0, 1) and biased.ended
+    assert [step.probability for step in biased.steps] == pytest.approx([0.9 / (0.9 + 0.1 / 3), 2 / 3, 1.0])
+
+
 def test_end_is_not_a_first_choice_and_stops_a_hypothesis():
     script = {(): {0: 0.05, END: 0.95}, (0,): {1: 0.01, END: 0.99}}
     scorer = ScriptedScorer(2, script)

@@ -71,7 +71,7 @@ def test_long_line_windowing_keeps_the_sentences(monkeypatch):
 
 def test_long_line_without_spaces_is_cut_into_windows(monkeypatch):
     monkeypatch.setattr(text, "_MAX_SEGMENT_CHARS", 100)
-    assert split_sentences("x" * 250) == ["x" * 100, "x" * 100, "x" * 50]
+    assert split_sentences("X" * 250) == ["X" * 100, "X" * 100, "X" * 50]
 
 
 def test_to_sentences_uses_lines_when_present_else_pysbd():
@@ -164,3 +164,41 @@ def test_has_repeated_trigram():
     # a trigram repeated inside one sentence is not cross-sentence redundancy
     assert not has_repeated_trigram(["the cat sat and the cat sat", "dogs bark loudly"])
     assert not has_repeated_trigram([])
+
+
+# Lowercased text (the 40k CNN/DM set): pysbd reads boundaries from capitals and merges these sentences.
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (
+            "the u.s. military said on friday. mr. smith, 45, agreed. it cost $3.5 million!",
+            ["the u.s. military said on friday.", "mr. smith, 45, agreed.", "it cost $3.5 million!"],
+        ),
+        (
+            '"we won," he said. "it was great." then he left... the end',
+            ['"we won," he said.', '"it was great."', "then he left...", "the end"],
+        ),
+        (
+            "he is ranked no. 1 in the world. the answer was no. he left.",
+            ["he is ranked no. 1 in the world.", "the answer was no.", "he left."],
+        ),
+        (
+            "george w. bush met dr. jones at 10 a.m. on jan. 5 in washington. staff sgt. tyrone l. hadnott spoke.",
+            ["george w. bush met dr. jones at 10 a.m. on jan. 5 in washington.", "staff sgt. tyrone l. hadnott spoke."],
+        ),
+        ("it ended (after the vote.) did it?! yes.\nnew line", ["it ended (after the vote.)", "did it?!", "yes.",
+                                                                  "new line"]),
+    ],
+)
+def test_lowercase_text_is_split_at_end_punctuation_except_after_abbreviations(raw, expected):
+    assert split_sentences(raw) == expected
+    assert text.split_lowercase_sentences(raw) == expected
+
+
+def test_lowercase_segmentation_finds_boundaries_pysbd_misses_and_cased_text_keeps_pysbd():
+    lowered = NEWS.lower()
+    # pysbd on the lowercased news merges "the u.s. team won 3-1! did they celebrate?"; the lowercase splitter finds
+    # the sentences pysbd finds in the cased text
+    assert len(_plain_pysbd(lowered)) == 4
+    assert split_sentences(lowered) == [sentence.lower() for sentence in _plain_pysbd(NEWS)]
+    assert split_sentences(NEWS) == _plain_pysbd(NEWS)  # one capital letter: pysbd, as before

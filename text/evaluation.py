@@ -3,12 +3,11 @@ JSONL data file."""
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
 import re
 from pathlib import Path
 
+from .jsonl import read_jsonl
 from .scoring import greedy_oracle, rouge_scores
 from .sentences import lead_k, split_sentences
 
@@ -24,28 +23,6 @@ def data_dir() -> Path:
     if override:
         return Path(override)
     return Path(__file__).resolve().parent.parent.parent / "shared" / "data"
-
-
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """Rows of a JSONL file, gzip-compressed if its name ends in `.gz` (one JSON object a line, blank lines
-    skipped)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
-    rows = []
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}, line {line_number}: invalid JSON ({error.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}, line {line_number}: expected a JSON object, got {type(row).__name__}")
-            rows.append(row)
-    return rows
 
 
 def document_sentences(example: dict) -> list[str]:

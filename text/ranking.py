@@ -34,6 +34,7 @@ import numpy as np
 
 __all__ = [
     "RANKERS",
+    "RANKING_UNITS",
     "STOP_WORDS",
     "Paragraph",
     "RankedParagraph",
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 RANKERS = ("identity", "tfidf", "textrank", "sumbasic", "oracle")
+# What a ranker ranks: the documents' paragraphs as given (blank lines, else lines), or their sentences (each document
+# rewritten one sentence a line first: CNN/DM articles have no paragraph breaks).
+RANKING_UNITS = ("paragraph", "sentence")
 
 _WORD_RE = re.compile(r"[^\W_]+")
 _BLANK_LINES_RE = re.compile(r"\n\s*\n")

@@ -28,7 +28,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .evaluation import read_jsonl
+from .jsonl import read_jsonl
 
 BEG, EOS, EOT = "<BEG>", "<EOS>", "<EOT>"
 # The one split of the shared games every Rotowire model uses: sorted by id, the first 60 train, the next 5 dev, the

@@ -113,7 +113,8 @@ def main():
         precomputed = planner_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
-            add_sentence_vectors(model, features, processor.collate, planner_args.sentence_vector_cache)
+            with training_args.main_process_first(desc="sentence vectors"):  # the others then read its cache file
+                add_sentence_vectors(model, features, processor.collate, planner_args.sentence_vector_cache)
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)

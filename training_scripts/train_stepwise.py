@@ -24,19 +24,18 @@ with top k) on the eval split and reports ROUGE. Resumes from the newest checkpo
 import hashlib
 import json
 import logging
-import random
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 import torch
-from torch.nn import functional as F
 
 from sumformers import ARCHITECTURES
+from sumformers.feature_files import load_features, read_header, save_features
 from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
-from sumformers.processing.planner_inputs import repeatable_mask
 from sumformers.text.scoring import greedy_oracle
-from sumformers.training import (
+from sumformers.training import (  # StepwiseCollator: train_content_planner imports it from here
+    StepwiseCollator,
     apply_lora,
     dataset_evaluation,
     final_training_loss,
@@ -75,6 +74,30 @@ class StepwiseArguments:
             "help": "HiBERT: a file keeping precomputed sentence vectors between runs (keyed by the sentence "
             "encoder's settings and the document's tokens), e.g. for the stepwise and non-stepwise models."
         },
+    )
+    train_sentence_encoder: bool = field(
+        default=False,
+        metadata={
+            "help": "HiBERT: train the sentence encoder too (token level; no precomputed vectors), with LoRA on its "
+            "layers under --use_lora. The recipe for a GPU: on two CPU cores it is several times slower."
+        },
+    )
+    save_features: str | None = field(
+        default=None,
+        metadata={
+            "help": "HiBERT: segment the training split, search its oracles, write the features to this file "
+            "(sumformers.feature_files, xz) and stop; --features_file then trains on them elsewhere."
+        },
+    )
+    features_file: str | None = field(
+        default=None,
+        metadata={"help": "HiBERT: train on the features of this file (written by --save_features) instead of "
+                          "--train_file; they must have been cut with this model's settings."},
+    )
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={"help": "End training after this many seconds (then save and evaluate), for a machine lent for a "
+                          "fixed time; the learning-rate schedule still spans the planned steps."},
     )
     precompute_bf16: bool = field(
         default=False,
@@ -130,57 +153,6 @@ def build_features(example, processor, multiple_documents, columns, max_length, 
     )
 
 
-class StepwiseCollator:
-    """Pads documents (token inputs with `collate`, the processor's, or precomputed `sentence_vectors`) and, for
-    stepwise models, lays out one row per (document, step): `summary_indices` (oracle prefix, -1 padding),
-    `row_documents`, `labels` (the next oracle sentence, or the sentence axis' width for the end of the summary).
-
-    With `steps_per_document`, each document gives that many of its steps drawn at random (all of them when it has
-    fewer): a content plan has about 70 steps over 400 records, and every step re-reads the whole table, so a game's
-    full set of rows is slow and holds gigabytes; a sample of them gives more updates for the same compute."""
-
-    def __init__(self, collate, stepwise: bool, steps_per_document: int | None = None, seed: int = 0):
-        if steps_per_document is not None and steps_per_document < 1:
-            raise ValueError(f"steps_per_document must be at least 1, got {steps_per_document}")
-        self.collate = collate
-        self.stepwise = stepwise
-        self.steps_per_document = steps_per_document
-        self.random = random.Random(seed)
-
-    def __call__(self, features: list[dict]) -> dict:
-        if "sentence_vectors" in features[0]:
-            width = max(len(feature["labels"]) for feature in features)
-            batch = {
-                "sentence_vectors": torch.stack(
-                    [F.pad(f["sentence_vectors"], (0, 0, 0, width - len(f["labels"]))) for f in features]
-                ),
-                "sentence_mask": torch.tensor([[i < len(f["labels"]) for i in range(width)] for f in features]),
-                "labels": torch.tensor([f["labels"] + [-100.0] * (width - len(f["labels"])) for f in features]),
-            }
-            if "repeatable" in features[0]:  # a content planner's repeatable units
-                batch["repeatable_mask"] = repeatable_mask(features, width)
-        else:
-            batch = self.collate(features)
-        if not self.stepwise:
-            return batch
-        width = batch["sentence_mask"].shape[1]
-        prefixes, targets, documents = [], [], []
-        for document, feature in enumerate(features):
-            oracle = feature["oracle"]
-            steps = range(len(oracle) + 1)
-            if self.steps_per_document is not None and self.steps_per_document < len(steps):
-                steps = sorted(self.random.sample(steps, self.steps_per_document))
-            for step in steps:
-                prefixes.append(oracle[:step])
-                targets.append(oracle[step] if step < len(oracle) else width)
-                documents.append(document)
-        longest = max(len(prefix) for prefix in prefixes)
-        batch["summary_indices"] = torch.tensor([prefix + [-1] * (longest - len(prefix)) for prefix in prefixes])
-        batch["row_documents"] = torch.tensor(documents)
-        batch["labels"] = torch.tensor(targets)
-        return batch
-
-
 def _vector_key(model, feature, bf16: bool) -> str:
     """What a document's sentence vectors depend on: the frozen sentence encoder's settings, precision and tokens."""
     config = model.config
@@ -234,7 +206,9 @@ def main():
     if stepwise_args.model_type not in ("stepwise_hibert", "hibert", "stepwise_etcsum", "etcsum"):
         raise ValueError(f"unknown --model_type {stepwise_args.model_type!r}")
     push = take_push_to_hub(training_args)
-    train_dataset, eval_dataset = load_splits(data_args)
+    # with --features_file the training split is read from that file; evaluation still reads --validation_file
+    has_data = data_args.dataset_name or data_args.train_file or data_args.validation_file
+    train_dataset, eval_dataset = load_splits(data_args) if has_data else (None, None)
 
     source = model_args.model_name_or_path
     model, tokenizer = model_and_tokenizer(source, lambda encoder, _: new_model(encoder, source, stepwise_args))
@@ -244,25 +218,53 @@ def main():
 
     card_info = new_card_info(training_args, data_args, datasets=[data_args.dataset_name or "local-jsonl"])
     features = None
-    if training_args.do_train and train_dataset is not None:
+    feature_settings = {
+        "max_length": processor.token_limit(stepwise_args.max_length),
+        "max_sentence_tokens": model.config.max_sentence_tokens,
+        "min_sentence_tokens": model.config.min_sentence_tokens,
+        "max_document_sentences": getattr(model.config, "max_document_sentences", None),
+        "oracle": data_args.oracle,
+        "oracle_num_sentences": stepwise_args.oracle_num_sentences,
+    }
+    if stepwise_args.save_features:
         mapped = map_training_features(
             train_dataset, build_features, training_args, data_args, processor, multiple_documents,
             max_length=stepwise_args.max_length, oracle_num_sentences=stepwise_args.oracle_num_sentences,
         )
-        features = [feature for feature in mapped.to_list() if feature["oracle"]]
-        logger.info("%d of %d training documents have an oracle summary", len(features), len(train_dataset))
-        precomputed = stepwise_args.precompute_sentence_vectors and isinstance(model, HiBertPreTrainedModel)
+        source = training_source(data_args)
+        save_features(mapped.to_list(), stepwise_args.save_features, tokenizer, dict(feature_settings, source=source))
+        logger.info("wrote the features of %d documents to %s", len(mapped), stepwise_args.save_features)
+        return
+    if training_args.do_train and (train_dataset is not None or stepwise_args.features_file):
+        if stepwise_args.features_file:
+            mapped = load_features(stepwise_args.features_file, expected=feature_settings)
+            trained_on = read_header(stepwise_args.features_file)["source"]
+        else:
+            mapped = map_training_features(
+                train_dataset, build_features, training_args, data_args, processor, multiple_documents,
+                max_length=stepwise_args.max_length, oracle_num_sentences=stepwise_args.oracle_num_sentences,
+            ).to_list()
+            trained_on = training_source(data_args)
+        features = [feature for feature in mapped if feature["oracle"]]
+        logger.info("%d of %d training documents have an oracle summary", len(features), len(mapped))
+        hibert = isinstance(model, HiBertPreTrainedModel)
+        precomputed = stepwise_args.precompute_sentence_vectors and hibert and not stepwise_args.train_sentence_encoder
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
-            add_sentence_vectors(
-                model, features, processor.collate, stepwise_args.sentence_vector_cache, stepwise_args.precompute_bf16
-            )
+            with training_args.main_process_first(desc="sentence vectors"):  # the others then read its cache file
+                add_sentence_vectors(
+                    model, features, processor.collate, stepwise_args.sentence_vector_cache,
+                    stepwise_args.precompute_bf16,
+                )
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)
-        model = apply_lora(model, model_args)
+        adapted = ("sentence_encoder.encoder.layer",) if hibert and stepwise_args.train_sentence_encoder else ()
+        model = apply_lora(model, model_args, also_adapt=adapted)
     collate = StepwiseCollator(processor.collate, stepwise)
-    trainer, result = train(model, training_args, features, collate, tokenizer=tokenizer)
+    trainer, result = train(
+        model, training_args, features, collate, tokenizer=tokenizer, max_seconds=stepwise_args.max_train_seconds
+    )
     if result is not None:
         rows = sum(len(f["oracle"]) + 1 for f in features) if stepwise else len(features)
         oracle = (
@@ -271,12 +273,14 @@ def main():
             else "greedy-oracle (ROUGE-1 F + ROUGE-2 F)"
         )
         card_info["training"] = (
-            f"{len(features)} documents ({rows} training rows) from {training_source(data_args)}, "
+            f"{len(features)} documents ({rows} training rows) from {trained_on}, "
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} documents x {training_args.world_size} processes, learning "
             f"rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}; new layers trained in full"
-            f"{', sentence encoder frozen' if precomputed else ''}), {oracle} targets (at most "
+            f"{', sentence encoder frozen' if precomputed else ''}"
+            f"{', LoRA on the sentence encoder too' if adapted and model_args.use_lora else ''}), "
+            f"{oracle} targets (at most "
             f"{stepwise_args.oracle_num_sentences} sentences, in selection order); "
             f"{final_training_loss(trainer, result)}."
         )

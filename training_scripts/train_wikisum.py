@@ -211,6 +211,8 @@ def layout_settings(args: WikiSumArguments) -> dict:
         num_experts_per_token=args.num_experts_per_token,
         hidden_dropout=args.hidden_dropout,
         max_input_tokens=args.max_input_tokens,
+        # the pipeline's default, so that a plain article is ranked as the training documents were
+        ranking_unit=args.ranking_unit,
     )
 
 
@@ -423,6 +425,7 @@ def main():
             [example["summary"] for example in sample],
             ranker=args.ranker,
             max_input_tokens=args.max_input_tokens,
+            ranking_unit="paragraph",  # the documents were laid out in --ranking_unit when read: rank them as given
         )
         results = {
             **scores,

@@ -2,6 +2,8 @@
 BERT2BERT start, and the planner's equations (sentence generator causal over sentences, the plan entering only the
 cross-attention sublayer, no guidance gradient into the encoder, generation's plan equal to teacher forcing)."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 import torch
 from torch.nn import functional as F
@@ -326,3 +328,24 @@ def test_generation_equals_teacher_forcing_and_the_cache_changes_nothing(planner
         forced = model(**inputs).logits
     assert forced.shape[1] == labels.shape[1]
     torch.testing.assert_close(forced, step_logits, atol=1e-4, rtol=1e-4)
+
+
+def test_threads_generating_with_one_planner_get_the_summaries_each_gets_alone(minilm_tokenizer):
+    """The plans `generate()` memoizes belong to its call: threads generating with one planner at once get the
+    summaries each call gets alone (the memo was a model attribute, replaced by whichever call started last)."""
+    model = tiny(planner=True)
+    processor, _ = batch_of(model, minilm_tokenizer)
+    keys = ("input_ids", "token_type_ids", "attention_mask")
+    documents = [{key: processor(document)[key] for key in keys} for document, _ in EXAMPLES] * 4
+    separator = model.config.sentence_separator_token_id
+    settings = dict(num_beams=2, min_length=12, max_length=12, logits_processor=[ForceSeparators(separator, {3, 7})])
+
+    def summary(document):
+        return model.generate(**document, **settings, return_dict_in_generate=True, output_scores=True)
+
+    alone = [summary(document) for document in documents]
+    with ThreadPoolExecutor(4) as pool:
+        in_threads = list(pool.map(summary, documents))
+    for got, expected in zip(in_threads, alone):
+        assert got.sequences.tolist() == expected.sequences.tolist()
+        torch.testing.assert_close(got.sequences_scores, expected.sequences_scores)

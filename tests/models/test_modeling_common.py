@@ -31,6 +31,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer  # noqa: E40
 from conftest import ARTICLE, SENTENCES
 from sumformers import ARCHITECTURES  # noqa: E402
 from sumformers.hub import export_model  # noqa: E402
+from sumformers.modeling.attention import ATTENTION_IMPLEMENTATIONS  # noqa: E402
 from sumformers.modeling.modeling_bertsumabs import decoder_inputs_from_labels  # noqa: E402
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences  # noqa: E402
 from sumformers.training import ModelArguments, apply_lora  # noqa: E402
@@ -151,14 +152,8 @@ class ModelTesterMixin:
         return ARCHITECTURES[self.model_class.config_class.model_type].auto_class
 
     def attn_implementations(self):
-        """eager, plus sdpa and flex_attention where the class declares them; "blocked" comes with the sparse
-        attention module (`modeling/attention.py`), which every class declaring flex_attention runs on."""
-        supported = ["eager"]
-        if self.model_class._supports_sdpa:
-            supported.append("sdpa")
-        if self.model_class._supports_flex_attn:
-            supported += ["blocked", "flex_attention"]
-        return supported
+        """The attention back ends the class declares it runs (`attention_backends`)."""
+        return list(self.model_class.attention_backends)
 
     # -- rows, inputs and the outputs that matter ----------------------------------------------------------------
 
@@ -349,6 +344,47 @@ class ModelTesterMixin:
             assert chosen == {wanted}
         expected = self.outputs(eager, context.batch, context.rows)
         self.assert_rows_close(self.outputs(model, context.batch, context.rows), expected, **FLOAT32)
+
+    def test_other_attention_backends_are_refused_at_load(self, context):
+        """A back end the class does not declare (one transformers knows, or sumformers' "blocked", registered for
+        every model) is refused by `from_pretrained` and `from_config` in one line naming the declared ones, instead of
+        loading and failing in `forward`."""
+        declared = self.model_class.attention_backends
+        assert "eager" in declared and set(declared) <= set(ATTENTION_IMPLEMENTATIONS)
+        # transformers reads its own flags for its checks: they say the same
+        assert self.model_class._supports_sdpa == ("sdpa" in declared)
+        assert self.model_class._supports_flex_attn == ("flex_attention" in declared)
+        others = [name for name in (*ATTENTION_IMPLEMENTATIONS, "flash_attention_2") if name not in declared]
+        for implementation in others:
+            config = copy.deepcopy(context.model.config)
+            for load in (
+                lambda: self.load(context, attn_implementation=implementation),
+                lambda: self.auto_class.from_config(config, attn_implementation=implementation),
+            ):
+                with pytest.raises(ValueError) as refusal:
+                    load()
+                message = str(refusal.value)
+                assert "\n" not in message and repr(implementation) in message
+                assert all(repr(name) in message for name in declared), message
+
+    @pytest.mark.parametrize("name", ["past_key_values", "cache"])
+    @torch.no_grad()
+    def test_a_step_from_the_decoding_cache_equals_the_full_forward(self, context, name):
+        """transformers 5.23's `generate()` hands a model its decoding cache as `past_key_values`, 5.24's as `cache`:
+        under either name, the last position fed alone after a cached forward of the others gives the full forward's
+        logits (a forward that ignored one name decoded every step without its past, or refused it)."""
+        if self.kind not in (ABSTRACTIVE, WIKISUM) or context.model.config.model_type == "sentence_planner":
+            pytest.skip("no cached decoding from teacher-forcing inputs (the sentence planner's plan: generate())")
+        inputs = self.inputs(self.collate(context.processor, context.features[:1]), [(0, ())])
+        inputs.pop("summary_sentences", None)  # BertSumAbs's training batches carry them for the planner only
+        key = "decoder_input_ids" if self.kind == ABSTRACTIVE else "input_ids"
+        full = context.model(**inputs).logits[:, -1]
+        # WikiSum's attention mask covers the past and the new tokens: the first call's, the others only
+        shorter = [key, "attention_mask"] if self.kind == WIKISUM else [key]
+        start = context.model(**dict(inputs, **{field: inputs[field][:, :-1] for field in shorter}), use_cache=True)
+        cache = start["cache"] if "cache" in start else start["past_key_values"]  # the output's field: 5.24, 5.23
+        step = dict(inputs, **{key: inputs[key][:, -1:], name: cache})
+        torch.testing.assert_close(context.model(**step, use_cache=True).logits[:, -1], full, **FLOAT32)
 
     # -- 5. gradients: checkpointing and LoRA ---------------------------------------------------------------------
 

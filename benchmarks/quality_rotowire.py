@@ -224,6 +224,8 @@ def turn_numbers_from_input_on(folder: Path, table: list[str], setting: str) -> 
 def planner_bias(folder) -> float:
     from transformers import AutoConfig
 
+    import sumformers  # noqa: F401  (registers the architectures with the Auto classes)
+
     return AutoConfig.from_pretrained(folder).sentence_break_bias
 
 

@@ -2,11 +2,14 @@
 development scores, adds the benchmark's rows and says where the model trained."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from conftest import imported_benchmark
+from conftest import REPO_ROOT, imported_benchmark
 from sumformers.hub import shipped_checkpoints
 
 script = imported_benchmark("quality_rotowire")
@@ -197,6 +200,18 @@ def test_updating_the_planner_card_replaces_only_its_planning_table(script, tmp_
     readme = (shipped / "README.md").read_text()
     assert "this checkpoint decodes with sentence-break bias -2 by default (dev CS F1 40)." in readme
     assert "Not the paper's: `sentence_break_bias` -2.0 is added to `<EOS>`'s logit" in readme
+
+
+def test_updating_the_planner_card_checks_its_configs_bias_has_a_row_in_a_fresh_process():
+    # run as users run it: the shipped config is read before anything registers the architectures
+    folder = shipped_checkpoints()["stepwise-hibert-planner-minilm-rotowire"]
+    bias = json.loads((folder / "config.json").read_text())["sentence_break_bias"]
+    completed = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "quality_rotowire.py"), "--update_planner_card", "--hibert",
+         f"checkpoints/{folder.name}", "--sentence_break_bias", str(bias + 1)],
+        cwd=folder.parents[1], capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300)
+    assert completed.returncode == 2
+    assert f"the planner's bias {bias:g} (--ship_sentence_break_bias) must be one of" in completed.stderr
 
 
 def test_updating_the_planner_card_takes_the_papers_definitions_first(script, monkeypatch, capsys):

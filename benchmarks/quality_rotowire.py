@@ -3,8 +3,13 @@ sorted by id: 60 train, 5 dev, 15 test; `--split test`, or `dev`). Small samples
 each other and are not comparable to published Rotowire results.
 
 Planning-only rows: content selection (precision, recall, F1 of distinct records) and content ordering (normalized
-Damerau-Levenshtein similarity) x 100 of each plan against the oracle plan induced from the game's human summary,
-per-game means with 95% bootstrap intervals over the games.
+Damerau-Levenshtein similarity of the record sequences) x 100 of each plan against the oracle plan induced from the
+game's human summary. Both are the paper's (Narayan et al. 2020, section 7; Wiseman et al. 2017): the records that
+only name (players' names, the teams' names and cities, the date) are left out (`--records all` counts them, the
+definitions of the reports before issue #40; `--records statistics all` gives a table under each from the same
+plans). CS is micro-averaged as the paper's (overlaps and sizes summed over the games; the interval resamples the
+games and pools again); the macro CS F1 (the mean of the games' F1) stands beside it for comparison with earlier
+reports. CO is the mean over the games. 95% bootstrap intervals over the games.
 - Template: the records most often mentioned in the training plans. A record is generalized to its role and key
   ("home team | TEAM-PTS", "scorer 2 | REB", "game | DAY"); the template is the roles and keys of the median number of
   distinct records per training plan, most frequent first, put in the order of their mean relative position in the
@@ -34,6 +39,9 @@ HiBERT planner (`--hibert`) with this run's tables; `--ship_sentence_break_bias 
 values, chosen on the dev games, with `--ship_decoding_reason` for the card) becomes its config's default decoding.
 `--ship_numbers_from_input REASON` turns `numbers_from_input` on in the shipped realizer (`--realizer` is that folder)
 and replaces its card's test table with this run's, REASON (the dev games' figures) saying why.
+`--update_planner_card` replaces the planning table on the shipped HiBERT planner's card (`--hibert` is that folder)
+with this run's, keeping the rest of its evaluation; with `--ship_sentence_break_bias B` its config decodes with B
+from then on (the card says why: `--ship_decoding_reason`, needed wherever the bias is not 0).
 
     OMP_NUM_THREADS=2 python benchmarks/quality_rotowire.py --hibert runs/planner-hibert/final \
         --etcsum runs/planner-etcsum/final --realizer runs/realizer/final --threads 2 \
@@ -55,8 +63,15 @@ CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 SHIPPED_REALIZER = "realizer-minilm-rotowire"
 SHIPPED_HIBERT_PLANNER = "stepwise-hibert-planner-minilm-rotowire"
 EXAMPLES = 2
-PLAN_METRICS = ("cs_precision", "cs_recall", "cs_f1", "co")
 TEXT_COLUMNS = ("RG P%", "RG #", "CS P%", "CS R%", "CS F1%", "CO%")
+RECORD_DEFINITIONS = {
+    "statistics": "CS and CO as the paper defines them: over the records without the names (players' names, the "
+                  "teams' names and cities) and the date; CS micro-averaged over the games (CS F1 (macro): the mean "
+                  "of the games' F1), CO the mean over the games.",
+    "all": "CS and CO over every record, names and date included (the definitions before issue #40, not the "
+           "paper's); CS micro-averaged over the games (CS F1 (macro): the mean of the games' F1), CO the mean over "
+           "the games.",
+}
 
 
 def record_roles(game) -> dict[str, str]:
@@ -119,11 +134,28 @@ def interval_cell(values, digits: int = 1) -> str:
     return f"{statistics.mean(values):.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def plan_row(name: str, plans, references, seconds: float) -> str:
+def pooled_selection_intervals(selections, resamples=1000, seed=0) -> dict[str, tuple[float, float]]:
+    """95% bootstrap intervals (x 100) of the micro-averaged CS precision, recall and F1: the games resampled, their
+    counts pooled again."""
+    counts = np.array([[s["overlap"], s["predicted"], s["reference"]] for s in selections], dtype=float)
+    rows = np.random.default_rng(seed).integers(0, len(counts), size=(resamples, len(counts)))
+    overlap, predicted, reference = counts[rows].sum(axis=1).T
+    precision = np.divide(overlap, predicted, out=np.zeros_like(overlap), where=predicted > 0)
+    recall = np.divide(overlap, reference, out=np.zeros_like(overlap), where=reference > 0)
+    f1 = np.divide(2 * precision * recall, precision + recall, out=np.zeros_like(overlap), where=overlap > 0)
+    return {name: (100 * float(np.percentile(values, 2.5)), 100 * float(np.percentile(values, 97.5)))
+            for name, values in (("cs_precision", precision), ("cs_recall", recall), ("cs_f1", f1))}
+
+
+def plan_row(name: str, plans, references, seconds: float, records: str = "statistics") -> str:
+    """CS P, R, F1 micro-averaged (the paper's), the macro CS F1, CO: each with its interval."""
     from sumformers.text.table_to_text_metrics import plan_scores
 
-    per_game = plan_scores(plans, references)["per_game"]
-    cells = [interval_cell([game[metric] for game in per_game]) for metric in PLAN_METRICS]  # already x 100
+    scores = plan_scores(plans, references, records)
+    intervals = pooled_selection_intervals(scores["selections"])
+    cells = [f"{scores[metric]:.1f} [{intervals[metric][0]:.1f}, {intervals[metric][1]:.1f}]"
+             for metric in ("cs_precision", "cs_recall", "cs_f1")]
+    cells += [interval_cell([game[metric] for game in scores["per_game"]]) for metric in ("cs_f1", "co")]  # x 100
     return f"| {name} | " + " | ".join(cells) + f" | {seconds:.0f} |"
 
 
@@ -189,6 +221,45 @@ def turn_numbers_from_input_on(folder: Path, table: list[str], setting: str) -> 
     return folder
 
 
+def planner_bias(folder) -> float:
+    from transformers import AutoConfig
+
+    import sumformers  # noqa: F401  (registers the architectures with the Auto classes)
+
+    return AutoConfig.from_pretrained(folder).sentence_break_bias
+
+
+def planner_decoding(bias: float, reason: str | None) -> str:
+    """The card's line on the planner's default decoding."""
+    return (f"this checkpoint decodes with sentence-break bias {bias:g} by default"
+            + (f" ({reason})." if bias else " (the paper's decoding)."))
+
+
+def update_planner_card(folder: Path, plan_table: list[str], setting: str, bias: float | None = None) -> Path:
+    """The shipped planner's card with its planning table (the evaluation's first table) replaced by `plan_table`
+    after `setting`; the development line and the realized-text table stay. `bias`, where given, becomes the
+    config's `sentence_break_bias` (its default decoding)."""
+    import json
+
+    from transformers import AutoConfig
+
+    from sumformers.hub import CARD_INFO_FILE, write_card
+
+    card = json.loads((folder / CARD_INFO_FILE).read_text())
+    paragraphs = card["evaluation"].split("\n\n")
+    tables = [index for index, paragraph in enumerate(paragraphs) if paragraph.startswith("| system | CS P")]
+    if len(tables) != 1:
+        raise ValueError(f"{folder / CARD_INFO_FILE}: expected one planning table, found {len(tables)}")
+    paragraphs[tables[0] - 1 : tables[0] + 1] = [setting, "\n".join(plan_table)]
+    card["evaluation"] = "\n\n".join(paragraphs)
+    config = AutoConfig.from_pretrained(folder)
+    if bias is not None:
+        config.update({"sentence_break_bias": bias})
+        config.save_pretrained(folder)
+    write_card(folder, config, card)
+    return folder
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DATA), help="rotowire/games.jsonl")
@@ -207,6 +278,12 @@ def main():
     parser.add_argument("--numbers_from_input", nargs="+", choices=("off", "on"), default=None,
                         help="realize with number tokens from each step's input only (on) or any (off), one row "
                         "each (default: the realizer config's setting)")
+    parser.add_argument("--records", nargs="+", default=["statistics"], choices=tuple(RECORD_DEFINITIONS),
+                        help="what planning CS and CO count, one table each from the same plans: the paper's "
+                        "statistics (names and date left out, default) or every record (the reports before issue "
+                        "#40); the first is the card's")
+    parser.add_argument("--update_planner_card", action="store_true",
+                        help="replace the planning table on the shipped planner's card (--hibert) with this run's")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--device", default="cpu", help="where the planners and the realizer run (cpu, cuda)")
     parser.add_argument("--output", default=None, help="also write the report here (Markdown)")
@@ -214,8 +291,10 @@ def main():
                         help="write --realizer to checkpoints/; its card says it trained on TRAINED_ON")
     parser.add_argument("--ship_planner", metavar="TRAINED_ON", default=None,
                         help="write --hibert to checkpoints/; its card says it trained on TRAINED_ON")
-    parser.add_argument("--ship_sentence_break_bias", type=float, default=0.0, metavar="B",
-                        help="the shipped planner's default sentence-break bias (one of --sentence_break_bias)")
+    parser.add_argument("--ship_sentence_break_bias", type=float, default=None, metavar="B",
+                        help="the shipped planner's default sentence-break bias, one of --sentence_break_bias "
+                        "(--ship_planner: default 0, the paper's decoding; --update_planner_card: default its "
+                        "config's)")
     parser.add_argument("--ship_decoding_reason", default=None,
                         help="for the card: why the shipped planner decodes with a bias (the dev games' figures)")
     parser.add_argument("--ship_numbers_from_input", metavar="REASON", default=None,
@@ -227,16 +306,27 @@ def main():
         if "on" not in (args.numbers_from_input or []) or args.ship:
             parser.error("--ship_numbers_from_input needs --numbers_from_input ... on (its rows go on the card), "
                          "and not --ship")
+    if args.update_planner_card:
+        if not args.hibert or Path(args.hibert).resolve() != (CHECKPOINTS / SHIPPED_HIBERT_PLANNER).resolve():
+            parser.error(f"--update_planner_card needs --hibert checkpoints/{SHIPPED_HIBERT_PLANNER}")
+        if args.ship_planner or args.records[0] != "statistics":
+            parser.error("--update_planner_card takes the paper's CS and CO (--records statistics first), and not "
+                         "--ship_planner")
     if args.ship and not args.realizer:
         parser.error("--ship needs --realizer")
     if args.ship_planner and not args.hibert:
         parser.error("--ship_planner needs --hibert")
-    if args.ship_sentence_break_bias and not args.ship_planner:
-        parser.error("--ship_sentence_break_bias needs --ship_planner")
-    if args.ship_planner and args.ship_sentence_break_bias not in args.sentence_break_bias:
-        parser.error("--ship_sentence_break_bias must be one of --sentence_break_bias (its row goes on the card)")
-    if args.ship_sentence_break_bias and not args.ship_decoding_reason:
-        parser.error("--ship_sentence_break_bias needs --ship_decoding_reason (the card says why)")
+    if args.ship_sentence_break_bias is not None and not (args.ship_planner or args.update_planner_card):
+        parser.error("--ship_sentence_break_bias needs --ship_planner or --update_planner_card")
+    if args.ship_planner or args.update_planner_card:
+        # the planner's default decoding after this run: the option, else the paper's (shipping) or the config's
+        default = planner_bias(args.hibert) if args.update_planner_card else 0.0
+        shipped_bias = default if args.ship_sentence_break_bias is None else args.ship_sentence_break_bias
+        if shipped_bias not in args.sentence_break_bias:
+            parser.error(f"the planner's bias {shipped_bias:g} (--ship_sentence_break_bias) must be one of "
+                         "--sentence_break_bias (its row goes on the card)")
+        if shipped_bias and not args.ship_decoding_reason:
+            parser.error(f"the planner's bias {shipped_bias:g} needs --ship_decoding_reason (the card says why)")
     setup_runtime(args.threads)
 
     from transformers import pipeline
@@ -255,13 +345,13 @@ def main():
     start = time.perf_counter()
     template = template_baseline(train, [oracle_plan(game) for game in train])
     plans = {"Template (most mentioned records)": [template_plan(game, template) for game in games]}
-    planning = [plan_row("Template (most mentioned records)", plans["Template (most mentioned records)"], references,
-                         time.perf_counter() - start)]
+    seconds = {"Template (most mentioned records)": time.perf_counter() - start}
+    missing = {}
     for name, folder in (("Stepwise HiBERT planner", args.hibert), ("Stepwise ETCSum planner", args.etcsum)):
         if not folder:
             continue
         if not Path(folder).is_dir():
-            planning.append(f"| {name} | checkpoint not found: {folder} | | | | |")
+            missing[name] = folder
             continue
         planner = load_pipeline(folder, device=args.device)
         for bias, least in itertools.product(args.sentence_break_bias, args.min_plan_length):
@@ -271,7 +361,11 @@ def main():
             outputs = planner(raw_games, max_plan_length=args.max_plan_length, min_plan_length=least,
                               sentence_break_bias=bias)
             plans[row] = [output["plan"] for output in outputs]
-            planning.append(plan_row(row, plans[row], references, time.perf_counter() - start))
+            seconds[row] = time.perf_counter() - start
+    planning = {records: [plan_row(name, game_plans, references, seconds[name], records)
+                          for name, game_plans in plans.items()]
+                + [f"| {name} | checkpoint not found: {folder} | | | | | |" for name, folder in missing.items()]
+                for records in args.records}
 
     texts = {}
     realized = [text_row("Templates of the oracle plan", games,
@@ -293,16 +387,18 @@ def main():
     checkpoints = {"HiBERT planner": args.hibert, "ETCSum planner": args.etcsum, "realizer": args.realizer}
     setting = (f"{len(games)} `{args.split}` games of the shared Rotowire sample ({', '.join(ROTOWIRE_SPLITS)} split "
                "by sorted id); small samples, not comparable to published Rotowire results.")
-    plan_table = ["| system | CS P | CS R | CS F1 | CO | seconds |", "|---|---|---|---|---|---|", *planning]
+    plan_tables = {records: ["| system | CS P | CS R | CS F1 | CS F1 (macro) | CO | seconds |",
+                             "|---|---|---|---|---|---|---|", *rows] for records, rows in planning.items()}
+    plan_table = plan_tables[args.records[0]]  # the card's
     text_table = ["| system | BLEU | " + " | ".join(TEXT_COLUMNS) + " |", "|---|---|" + "---|" * len(TEXT_COLUMNS),
                   *realized]
     body = [
         setting,
         "",
-        "### Content plans against the oracle plans (x 100, per-game means, 95% bootstrap intervals)",
+        "### Content plans against the oracle plans (x 100, 95% bootstrap intervals over the games)",
         "",
-        *plan_table,
-        "",
+        *itertools.chain.from_iterable([RECORD_DEFINITIONS[records], "", *table, ""]
+                                       for records, table in plan_tables.items()),
         "### Realized text against the human summaries",
         "",
         *text_table,
@@ -326,21 +422,25 @@ def main():
         decoded = f"{setting} Decoded on CPU with {args.threads} threads by `benchmarks/quality_rotowire.py`."
         shipped = ship(args.realizer, SHIPPED_REALIZER, text_table, decoded, args.ship)
         body += ["", f"Shipped: `{display_path(shipped)}`"]
+    threads = f"{args.threads} thread" + "s" * (args.threads > 1)
+    if args.ship_planner or args.update_planner_card:
+        decoded = (f"{setting} Planned on CPU with {threads} by `benchmarks/quality_rotowire.py`; "
+                   f"{planner_decoding(shipped_bias, args.ship_decoding_reason)} "
+                   f"{RECORD_DEFINITIONS[args.records[0]]}")
     if args.ship_planner:
-        bias = args.ship_sentence_break_bias
-        threads = f"{args.threads} thread" + "s" * (args.threads > 1)
-        decoded = (f"{setting} Planned on CPU with {threads} by `benchmarks/quality_rotowire.py`; this "
-                   f"checkpoint decodes with sentence-break bias {bias:g} by default"
-                   + (f" ({args.ship_decoding_reason})." if bias else " (the paper's decoding)."))
         tables = plan_table + (["", *text_table] if texts else [])
         shipped = ship(args.hibert, SHIPPED_HIBERT_PLANNER, tables, decoded, args.ship_planner,
-                       config_updates={"sentence_break_bias": bias})
+                       config_updates={"sentence_break_bias": shipped_bias})
         body += ["", f"Shipped: `{display_path(shipped)}`"]
     if args.ship_numbers_from_input:
         decoded = (f"{setting} Decoded on CPU with {args.threads} threads by `benchmarks/quality_rotowire.py`; this "
                    f"checkpoint writes only numbers of its input by default ({args.ship_numbers_from_input}).")
         shipped = turn_numbers_from_input_on(CHECKPOINTS / SHIPPED_REALIZER, text_table, decoded)
         body += ["", f"Updated: `{display_path(shipped)}` (numbers_from_input on)"]
+    if args.update_planner_card:
+        updated = update_planner_card(CHECKPOINTS / SHIPPED_HIBERT_PLANNER, plan_table, decoded, shipped_bias)
+        body += ["", f"Updated: `{display_path(updated)}` (its planning table; sentence-break bias "
+                 f"{shipped_bias:g})"]
     write_report("quality_rotowire.py", body, args.output)
 
 

@@ -2,11 +2,14 @@
 development scores, adds the benchmark's rows and says where the model trained."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from conftest import imported_benchmark
+from conftest import REPO_ROOT, imported_benchmark
 from sumformers.hub import shipped_checkpoints
 
 script = imported_benchmark("quality_rotowire")
@@ -59,7 +62,7 @@ SHIP_PLANNER = ["--ship_planner", "CPU", "--hibert", "runs/planner"]
 
 @pytest.mark.parametrize(("options", "message"), [
     ([*SHIP_PLANNER, "--ship_sentence_break_bias", "-3"],
-     "--ship_sentence_break_bias must be one of --sentence_break_bias"),
+     "the planner's bias -3 (--ship_sentence_break_bias) must be one of --sentence_break_bias"),
     ([*SHIP_PLANNER, "--sentence_break_bias", "0", "-3", "--ship_sentence_break_bias", "-3"],
      "needs --ship_decoding_reason"),
     (["--ship_planner", "CPU"], "--ship_planner needs --hibert"),
@@ -118,3 +121,105 @@ def test_numbers_from_input_shipping_options_are_checked_before_any_work(script,
     with pytest.raises(SystemExit):
         script.main()
     assert message in capsys.readouterr().err
+
+
+def test_plan_rows_give_the_papers_micro_averaged_content_selection_and_the_macro_f1_beside_it(script):
+    from sumformers.text.rotowire_records import EOT
+
+    # game 1: statistics {Love PTS, James AST} against {Love PTS, Love REB} (names dropped): P = R = F1 = 1/2;
+    # game 2: {Love PTS} against {Love PTS, Love AST, Bucks PTS}: P 1, R 1/3, F1 1/2.
+    plans = [["game|DAY", "Cavaliers|TEAM-NAME", "Kevin Love|PTS", "LeBron James|AST", EOT], ["Kevin Love|PTS", EOT]]
+    references = [["Kevin Love|PLAYER_NAME", "Kevin Love|PTS", "Kevin Love|REB", EOT],
+                  ["Kevin Love|PTS", "Kevin Love|AST", "Bucks|TEAM-PTS", EOT]]
+    cells = [cell.strip() for cell in script.plan_row("x", plans, references, 3.0).split("|")[2:-1]]
+    # micro: 2 shared of 3 predicted and 5 reference: P 66.7, R 40.0, F1 2PR/(P+R) = 50.0; macro F1 (50 + 50) / 2
+    assert [cell.split(" [")[0] for cell in cells] == ["66.7", "40.0", "50.0", "50.0", cells[4].split(" [")[0], "3"]
+    # the interval pools resampled games: every resample is one of (1/2, 1/2), (1, 1/3) or their mix
+    low, high = script.pooled_selection_intervals([{"overlap": 1, "predicted": 2, "reference": 2},
+                                                   {"overlap": 1, "predicted": 1, "reference": 3}])["cs_precision"]
+    assert low == pytest.approx(50.0) and high == pytest.approx(100.0)
+    # CO over the same statistics, the mean of the games: [Love PTS, James AST] against [Love PTS, Love REB] 1 - 1/2,
+    # [Love PTS] against [Love PTS, Love AST, Bucks PTS] 1 - 2/3: (50.0 + 33.3) / 2
+    assert cells[4].startswith("41.7 [")
+    # the earlier definitions count the names and the date: game 1 then shares 1 of 4 and 3 records, and orders
+    # [DAY, Cavaliers NAME, Love PTS, James AST] against [Love NAME, Love PTS, Love REB] at 1 - 3/4
+    every = [cell.strip() for cell in script.plan_row("x", plans, references, 0.0, "all").split("|")[2:-1]]
+    assert every[0].startswith("40.0 ")  # (1 + 1) shared of (4 + 1) predicted
+    assert every[4].startswith("29.2 [")  # (25.0 + 33.3) / 2
+
+
+def test_the_report_scores_the_same_plans_under_each_definition_asked_for(script, monkeypatch, tmp_path):
+    from test_rotowire import tiny_game
+    from test_train_table_to_text import SUMMARY
+
+    from sumformers.text.rotowire_plans import oracle_plan
+    from sumformers.text.rotowire_records import parse_game
+
+    games = tmp_path / "games.jsonl"  # 60 train, 5 dev, 1 test game
+    games.write_text("".join(json.dumps(tiny_game(id=f"g{n:02d}", summary=SUMMARY)) + "\n" for n in range(66)))
+    output = tmp_path / "report.md"
+    monkeypatch.setattr("sys.argv", ["quality_rotowire.py", "--data", str(games), "--records", "statistics", "all",
+                                     "--threads", "1", "--output", str(output)])
+    script.main()
+
+    report = output.read_text()
+    game = parse_game(tiny_game(id="g65", summary=SUMMARY))
+    train = [parse_game(tiny_game(id=f"g{n:02d}", summary=SUMMARY)) for n in range(60)]
+    plan = script.template_plan(game, script.template_baseline(train, [oracle_plan(g) for g in train]))
+    for records in ("statistics", "all"):
+        row = script.plan_row("Template (most mentioned records)", [plan], [oracle_plan(game)], 0.0, records)
+        assert row.rsplit("|", 2)[0] in report  # all but the seconds
+        assert script.RECORD_DEFINITIONS[records] in report
+    assert report.index(script.RECORD_DEFINITIONS["statistics"]) < report.index(script.RECORD_DEFINITIONS["all"])
+
+
+def test_updating_the_planner_card_replaces_only_its_planning_table(script, tmp_path):
+    shipped = tmp_path / "planner"
+    shutil.copytree(shipped_checkpoints()["stepwise-hibert-planner-minilm-rotowire"], shipped)
+    bias = json.loads((shipped / "config.json").read_text())["sentence_break_bias"]
+    card = json.loads((shipped / "sumformers_card.json").read_text())
+    card["evaluation"] = "\n\n".join(["Development games: CS F1 37.07.", "15 `test` games, old CS.",
+                                      "| system | CS P | CS R |\n|---|---|---|\n| old row |", "| system | BLEU |"])
+    (shipped / "sumformers_card.json").write_text(json.dumps(card))
+    table = ["| system | CS P | CS R | CS F1 | CS F1 (macro) | CO | seconds |", "|---|---|---|---|---|---|---|",
+             "| new row |"]
+
+    script.update_planner_card(shipped, table, "15 `test` games, the paper's CS.")
+
+    evaluation = json.loads((shipped / "sumformers_card.json").read_text())["evaluation"]
+    assert evaluation.split("\n\n") == ["Development games: CS F1 37.07.", "15 `test` games, the paper's CS.",
+                                        "\n".join(table), "| system | BLEU |"]
+    readme = (shipped / "README.md").read_text()
+    assert "| new row |" in readme and "| old row |" not in readme
+    assert json.loads((shipped / "config.json").read_text())["sentence_break_bias"] == bias  # kept
+
+    # a bias chosen again on the dev games becomes the config's default decoding, and the card says so
+    setting = "15 `test` games; " + script.planner_decoding(-2.0, "dev CS F1 40")
+    script.update_planner_card(shipped, table, setting, -2.0)
+
+    assert json.loads((shipped / "config.json").read_text())["sentence_break_bias"] == -2.0
+    readme = (shipped / "README.md").read_text()
+    assert "this checkpoint decodes with sentence-break bias -2 by default (dev CS F1 40)." in readme
+    assert "Not the paper's: `sentence_break_bias` -2.0 is added to `<EOS>`'s logit" in readme
+
+
+def test_updating_the_planner_card_checks_its_configs_bias_has_a_row_in_a_fresh_process():
+    # run as users run it: the shipped config is read before anything registers the architectures
+    folder = shipped_checkpoints()["stepwise-hibert-planner-minilm-rotowire"]
+    bias = json.loads((folder / "config.json").read_text())["sentence_break_bias"]
+    completed = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "benchmarks" / "quality_rotowire.py"), "--update_planner_card", "--hibert",
+         f"checkpoints/{folder.name}", "--sentence_break_bias", str(bias + 1)],
+        cwd=folder.parents[1], capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300)
+    assert completed.returncode == 2
+    assert f"the planner's bias {bias:g} (--ship_sentence_break_bias) must be one of" in completed.stderr
+
+
+def test_updating_the_planner_card_takes_the_papers_definitions_first(script, monkeypatch, capsys):
+    monkeypatch.chdir(shipped_checkpoints()["stepwise-hibert-planner-minilm-rotowire"].parents[1])
+    monkeypatch.setattr("sys.argv", ["quality_rotowire.py", "--update_planner_card", "--hibert",
+                                     "checkpoints/stepwise-hibert-planner-minilm-rotowire", "--records", "all",
+                                     "statistics"])
+    with pytest.raises(SystemExit):
+        script.main()
+    assert "--update_planner_card takes the paper's CS and CO (--records statistics first)" in capsys.readouterr().err

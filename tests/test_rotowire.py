@@ -266,6 +266,33 @@ def test_content_selection_leaves_the_names_and_the_date_out_as_the_paper_does()
     assert [game["cs_f1"] for game in scores["per_game"]] == [pytest.approx(50.0), pytest.approx(50.0)]
 
 
+def test_content_ordering_orders_the_records_content_selection_counts():
+    # a planner that opens with the date and both teams' names, then a statistic, a name and a statistic
+    plan = ["game|DAY", "Cavaliers|TEAM-NAME", "Bucks|TEAM-NAME", EOS, "Kevin Love|REB", "Kevin Love|PLAYER_NAME",
+            "Kevin Love|PTS", EOT]
+    reference = ["Cavaliers|TEAM-NAME", "Cavaliers|TEAM-PTS", EOS, "Kevin Love|PLAYER_NAME", "Kevin Love|PTS",
+                 "Kevin Love|REB", EOT]
+    # the paper's definition, the names and the date left out: [Love REB, Love PTS] against [Cavaliers PTS, Love PTS,
+    # Love REB]: insert Cavaliers PTS, swap the adjacent REB and PTS -> DLD 2, 1 - 2/3
+    assert content_ordering(plan, reference) == pytest.approx(1 / 3)
+    # every record (the package's earlier CO): [DAY, Cav NAME, Bucks NAME, Love REB, Love NAME, Love PTS] against
+    # [Cav NAME, Cav PTS, Love NAME, Love PTS, Love REB]: delete DAY, Bucks NAME -> Cav PTS, delete Love REB, insert
+    # Love REB -> DLD 4, 1 - 4/6
+    assert content_ordering(plan, reference, records="all") == pytest.approx(1 / 3)
+    # the names alone in the reference's order: nothing to order under the paper's definition, where the earlier CO
+    # gave them credit
+    names = ["Cavaliers|TEAM-NAME", "Kevin Love|PLAYER_NAME", EOT]
+    assert content_ordering(names, reference) == 0.0
+    assert content_ordering(names, reference, records="all") == pytest.approx(1 - 3 / 5)
+    # plan_scores orders what it selects: the mean CO of the games under one definition
+    scores = plan_scores([plan, names], [reference, reference])
+    assert scores["co"] == pytest.approx(100 * (1 / 3 + 0.0) / 2)
+    assert plan_scores([plan, names], [reference, reference], records="all")["co"] == pytest.approx(
+        100 * (1 / 3 + 2 / 5) / 2)
+    with pytest.raises(ValueError, match="records must be one of statistics, all"):
+        content_ordering(plan, reference, records="names")
+
+
 def test_relation_generation_on_a_hand_made_text(game):
     text = ("Kevin Love scored 20 points and 12 rebounds , while the Bucks shot 54 percent . "
             "LeBron James had four assists .")

@@ -11,9 +11,11 @@ Plans (lists of record ids and units, as `rotowire_plans.oracle_plan` makes them
   as the paper does (`pooled_content_selection`: overlaps and sizes summed over the games, then P, R, F1);
 - content ordering (CO): the normalized Damerau-Levenshtein similarity, 1 - DLD / max(len), between the two record
   sequences, units removed and a record's repeats after its first mention dropped (Wiseman et al.'s
-  ``dedup_triples``), every record kept (only CS leaves the names out), averaged over the games. The distance is the
-  optimal string alignment variant (adjacent transpositions, no substring edited twice), which is what Wiseman et
-  al.'s ``pyxDamerauLevenshtein`` computes: "ca" -> "abc" costs 3, where the unrestricted distance is 2.
+  ``dedup_triples``), over the same records as CS (``records="statistics"``: the names and the date left out, as the
+  relations Wiseman et al. order carry no names; ``records="all"``: every record, the package's earlier CO), averaged
+  over the games. The distance is the optimal string alignment variant (adjacent transpositions, no substring edited
+  twice), which is what Wiseman et al.'s ``pyxDamerauLevenshtein`` computes: "ca" -> "abc" costs 3, where the
+  unrestricted distance is 2.
 
 Realized text:
 
@@ -83,7 +85,7 @@ _LOSS_WORDS = frozenset({"fell", "falls", "lost", "loses", "dropped", "drops", "
 
 # The records that only name an entity or the game: content selection as the paper defines it leaves them out.
 NAME_KEYS = frozenset({"PLAYER_NAME", "TEAM-NAME", "TEAM-CITY", DATE_KEY})
-# What content selection counts: "statistics" (the paper's: every record but NAME_KEYS) or "all" (every record).
+# What planning CS and CO count: "statistics" (the paper's: every record but NAME_KEYS) or "all" (every record).
 CS_RECORDS = ("statistics", "all")
 
 
@@ -125,12 +127,13 @@ def _selection(predicted: set, reference: set) -> dict[str, float]:
             "reference": len(reference)}
 
 
-def _counted_records(plan: Sequence[str], records: str) -> set[str]:
+def _counted_records(plan: Sequence[str], records: str) -> list[str]:
+    """The plan's records that CS and CO count, each at its first mention, in plan order."""
     if records not in CS_RECORDS:
         raise ValueError(f"records must be one of {', '.join(CS_RECORDS)}, got {records!r}")
-    ids = set(plan_records(plan))
+    ids = _first_mentions(plan_records(plan))
     # a record id is "<entity>|<key>"
-    return ids if records == "all" else {record for record in ids if record.rpartition("|")[2] not in NAME_KEYS}
+    return ids if records == "all" else [record for record in ids if record.rpartition("|")[2] not in NAME_KEYS]
 
 
 def content_selection(plan: Sequence[str], reference_plan: Sequence[str], records: str = "statistics") -> dict:
@@ -138,7 +141,7 @@ def content_selection(plan: Sequence[str], reference_plan: Sequence[str], record
     ``f1`` (0.0 where undefined: nothing predicted, or nothing to find) and the counts ``overlap``, ``predicted``,
     ``reference`` (for `pooled_content_selection`). `records`: "statistics" (the paper's definition, the names and
     the date left out: `NAME_KEYS`) or "all"."""
-    return _selection(_counted_records(plan, records), _counted_records(reference_plan, records))
+    return _selection(set(_counted_records(plan, records)), set(_counted_records(reference_plan, records)))
 
 
 def pooled_content_selection(selections: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -155,24 +158,24 @@ def pooled_content_selection(selections: Sequence[dict[str, float]]) -> dict[str
             "reference": reference}
 
 
-def content_ordering(plan: Sequence[str], reference_plan: Sequence[str]) -> float:
+def content_ordering(plan: Sequence[str], reference_plan: Sequence[str], records: str = "statistics") -> float:
     """CO: `dld_similarity` of the two plans' record sequences, units removed and repeats after a record's first
-    mention dropped."""
-    return dld_similarity(_first_mentions(plan_records(plan)), _first_mentions(plan_records(reference_plan)))
+    mention dropped, over the records CS counts (`records`, see `content_selection`)."""
+    return dld_similarity(_counted_records(plan, records), _counted_records(reference_plan, records))
 
 
 def plan_scores(plans: Sequence[Sequence[str]], reference_plans: Sequence[Sequence[str]],
                 records: str = "statistics") -> dict:
-    """CS and CO x 100 of `plans` against `reference_plans` (one each): ``cs_precision``, ``cs_recall``, ``cs_f1``
-    micro-averaged over the games as the paper does (`pooled_content_selection`) with CS counting `records` (see
-    `content_selection`), ``co`` the mean CO, ``selections`` (per game: the `content_selection` counts, what a
+    """CS and CO x 100 of `plans` against `reference_plans` (one each), both over `records` (see
+    `content_selection`): ``cs_precision``, ``cs_recall``, ``cs_f1`` micro-averaged over the games as the paper does
+    (`pooled_content_selection`), ``co`` the mean CO, ``selections`` (per game: the `content_selection` counts, what a
     bootstrap of the pooled CS resamples) and ``per_game`` (per game: CS precision, recall, F1 and CO x 100; their
     means are the macro averages)."""
     if len(plans) != len(reference_plans) or not plans:
         raise ValueError(f"plan_scores needs one reference plan per plan, at least one: got {len(plans)} and "
                          f"{len(reference_plans)}")
     selections = [content_selection(plan, reference, records) for plan, reference in zip(plans, reference_plans)]
-    orderings = [content_ordering(plan, reference) for plan, reference in zip(plans, reference_plans)]
+    orderings = [content_ordering(plan, reference, records) for plan, reference in zip(plans, reference_plans)]
     pooled = pooled_content_selection(selections)
     per_game = [{"cs_precision": 100 * s["precision"], "cs_recall": 100 * s["recall"], "cs_f1": 100 * s["f1"],
                  "co": 100 * co} for s, co in zip(selections, orderings)]

@@ -78,7 +78,8 @@ def planning_evaluation(tokenizer, games: list[dict], max_plan_length: int):
         plans = [output["plan"] for output in planner(games, max_plan_length=max_plan_length)]
         scores = plan_scores(plans, [oracle_plan(parse_game(game)) for game in games])
         scores.pop("per_game")
-        return scores, f"{len(games)} dev games, greedy plans of at most {max_plan_length} units"
+        return scores, (f"{len(games)} dev games, greedy plans of at most {max_plan_length} units, CS (micro-averaged) "
+                        "and CO over the records without the names and the date as in the paper")
 
     return evaluate
 

@@ -34,7 +34,8 @@ Backends, chosen by name (the names our models accept as ``attn_implementation``
 
 Rows that may attend to no key at all (padding queries, tokens outside a relation) give zeros in every backend.
 
-The module is copied verbatim into exported Hub repos: it imports only torch, transformers and the standard library.
+The module is copied into exported Hub repos: it imports only torch, transformers, the standard library and
+HetFormer's node types.
 """
 
 import copy
@@ -47,6 +48,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask, flex_attention
 from transformers import AttentionInterface
+
+from ..configuration.configuration_hetformer import DOCUMENT, SENTENCE, TOKEN
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "blocked")
 
@@ -545,7 +548,7 @@ class HeterogeneousGraph:
         keep_documents_apart: see above.
     """
 
-    TOKEN, SENTENCE, DOCUMENT = 0, 1, 2
+    TOKEN, SENTENCE, DOCUMENT = TOKEN, SENTENCE, DOCUMENT
 
     def __init__(
         self,

@@ -11,7 +11,6 @@ from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_bertsum import BertSumConfig
-from ..processing.processing_bertsum import BertSumProcessor
 from .bert_blocks import BottomLayersMixin, init_bert_style_weights
 from .pretrained_encoder import load_pretrained_encoder
 from .sentence_scoring import sentence_logits_and_loss
@@ -92,7 +91,6 @@ class BertSumForExtractiveSummarization(BottomLayersMixin, BertSumPreTrainedMode
     # The segment table is new for RoBERTa (grown from one type to two), so it is trained and saved too.
     new_modules = ("inter_sentence", "scorer", "token_type_embeddings")
     lora_layers = "encoder.encoder.layer"
-    processor_class = BertSumProcessor
 
     def __init__(self, config: BertSumConfig):
         super().__init__(config)

@@ -49,7 +49,6 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from ..configuration.configuration_copy_transformer import CopyTransformerConfig
 from ..generation.coverage_penalty import CoveragePenaltyLogitsProcessor
-from ..processing.processing_copy_transformer import CopyTransformerProcessor
 from .attention import get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
 from .convolutional_attention import ConvolutionalPattern
@@ -476,7 +475,6 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
     [unused1]` (`labels` hold it without the begin token, unknown source words under their extended ids)."""
 
     _tied_weights_keys = {"lm_head.weight": "encoder.embed_tokens.weight"}
-    processor_class = CopyTransformerProcessor
 
     # The frozen BERT of the BERT-conditioned variants is left out of checkpoints (see `__init__`) and reloaded.
     _keys_to_ignore_on_load_missing = [r"^encoder\.bert\.encoder\."]

@@ -29,7 +29,6 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from ..configuration.configuration_hetformer import HetFormerConfig
 from ..configuration.summarizer_config import position_offset
-from ..processing.processing_hetformer import HetFormerProcessor
 from .attention import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern, get_sparse_attention_function
 from .modeling_bertsum import ExtractiveSummarizerOutput
 from .pretrained_encoder import load_pretrained_encoder
@@ -290,7 +289,6 @@ class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
     pretrained_modules = ("hetformer",)
     new_modules = ("scorer",)
     lora_layers = "hetformer.layer"
-    processor_class = HetFormerProcessor
     reads_multiple_documents = True
 
     def __init__(self, config: HetFormerConfig):

@@ -48,7 +48,6 @@ from ..configuration.configuration_stepwise_etcsum import (
     StepwiseETCSumConfig,
     StepwiseETCSumPlannerConfig,
 )
-from ..processing.processing_stepwise_etcsum import ETCSumPlannerProcessor, ETCSumProcessor
 from .attention import GlobalLocalPattern, get_sparse_attention_function
 from .bert_blocks import (
     BertStyleAttention,
@@ -208,7 +207,6 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     # see `new_modules`); everything else is new and saved with adapters.
     pretrained_modules = ("embeddings", "layers")
     lora_layers = "layers"
-    processor_class = ETCSumProcessor
 
     def __init__(self, config: ETCSumConfig, stepwise: bool):
         super().__init__(config)
@@ -506,7 +504,6 @@ class StepwiseETCSumForContentPlanning(StepwiseETCSumForExtractiveSummarization)
     `content-planning` pipeline."""
 
     config_class = StepwiseETCSumPlannerConfig
-    processor_class = ETCSumPlannerProcessor
 
 
 __all__ = [

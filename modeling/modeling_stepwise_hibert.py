@@ -33,7 +33,6 @@ from ..configuration.configuration_stepwise_hibert import (
     StepwiseHiBertConfig,
     StepwiseHiBertPlannerConfig,
 )
-from ..processing.processing_stepwise_hibert import HiBertPlannerProcessor, HiBertProcessor
 from .bert_blocks import (
     BertStyleAttention,
     BertStyleFeedForward,
@@ -146,7 +145,6 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
     # LoRA adapts the document layers (the sentence encoder stays frozen, so that sentence vectors can be computed
     # once).
     lora_layers = "document_layers"
-    processor_class = HiBertProcessor
 
     def __init__(self, config: HiBertConfig, stepwise: bool):
         super().__init__(config)
@@ -396,7 +394,6 @@ class StepwiseHiBertForContentPlanning(StepwiseHiBertForExtractiveSummarization)
     Served by the `content-planning` pipeline."""
 
     config_class = StepwiseHiBertPlannerConfig
-    processor_class = HiBertPlannerProcessor
     new_modules = tuple(name for name in StepwiseHiBertForExtractiveSummarization.new_modules
                         if name != "sentence_positions")
 

@@ -35,7 +35,6 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, MoeCausalLMOu
 from ..configuration.configuration_wikisum import DEFAULT_ATTENTION_LAYERS, WikiSumConfig
 from ..configuration.summarizer_config import position_offset
 from ..generation.length_penalty import LengthPenaltyTypeMixin, resolve_length_penalty_type
-from ..processing.processing_wikisum import WikiSumProcessor
 from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
 from .pointer_generator import PointerGenerator, mixture_log_probs
@@ -748,7 +747,6 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
     against the (tied) embedding table."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
-    processor_class = WikiSumProcessor
     reads_multiple_documents = True
 
     def __init__(self, config: WikiSumConfig):

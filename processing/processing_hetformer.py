@@ -10,15 +10,11 @@ import warnings
 
 import torch
 
-from ..configuration.configuration_hetformer import HetFormerConfig
-from ..modeling.attention import HeterogeneousGraph
+from ..configuration.configuration_hetformer import DOCUMENT, SENTENCE, TOKEN, HetFormerConfig
 from ..text.entities import entity_clusters, ner_available
 from ..text.sentences import strip_transcript_markup
 from .processing_utils import SummarizationProcessor, with_oracle_labels
 from .sentence_layout import check_document, collate_sentence_batch, document_sentences, encode_sentences
-
-TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
-
 
 
 def _fair_shares(lengths: list[int], total: int) -> list[int]:

@@ -73,7 +73,9 @@ class SummarizerMixin:
     - `attention_backends`: the `attn_implementation` values the model runs (with transformers' `_supports_sdpa` and
       `_supports_flex_attn` set to match); any other is refused when the model is made (`from_pretrained`,
       `from_config`, the constructor), since a name transformers knows (sumformers registers "blocked" for its sparse
-      attention) would otherwise be accepted and fail in `forward`.
+      attention) would otherwise be accepted and fail in `forward`;
+    - `default_attention`: the back end used when none is asked for (None: transformers' choice, "sdpa" where the
+      model sets `_supports_sdpa`, else "eager").
 
     Code reads the first three from a model instance (`model.new_modules`), so that a class whose contract depends on
     its config defines them as properties instead (WikiSum: a decoder started from the encoder is pretrained and
@@ -87,8 +89,12 @@ class SummarizerMixin:
     is_stepwise = False
     reads_multiple_documents = False
     attention_backends: tuple[str, ...] = ("eager",)
+    default_attention: str | None = None
 
     def get_correct_attn_implementation(self, requested_attention: str | None, is_init_check: bool = False) -> str:
+        # transformers' own hook, called wherever a back end is chosen (construction, `from_pretrained`,
+        # `from_config`, `set_attn_implementation`): the one place a model's default applies and a choice is checked
+        requested_attention = requested_attention or self.default_attention
         if requested_attention is not None and requested_attention not in self.attention_backends:
             *others, last = map(repr, self.attention_backends)
             supported = f"{', '.join(others)} or {last}" if others else last

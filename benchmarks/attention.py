@@ -75,7 +75,8 @@ def build_case(case, length, device, dtype):
     from transformers import LongformerConfig
     from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
 
-    from sumformers.modeling.attention import SlidingWindowPattern, sparse_attention
+    from sumformers.modeling.attention import sparse_attention
+    from sumformers.modeling.attention_patterns import SlidingWindowPattern
 
     generator = torch.Generator(device="cpu").manual_seed(0)
 

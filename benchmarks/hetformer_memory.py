@@ -67,7 +67,7 @@ PAIRS = (
 def hetformer_inputs(length):
     import torch
 
-    from sumformers.modeling.attention import HeterogeneousGraph
+    from sumformers.modeling.hetformer_graph import HeterogeneousGraph
 
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(1000, 29000, (1, length), generator=generator)

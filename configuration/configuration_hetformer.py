@@ -7,6 +7,10 @@ from transformers import PretrainedConfig
 
 from .summarizer_config import PretrainedEncoderConfigMixin, position_offset
 
+# The kinds of position in HetFormer's input sequence (`node_types`): its processor lays them out, its attention graph
+# reads them.
+TOKEN, SENTENCE, DOCUMENT = 0, 1, 2
+
 # The paper's best setting: token windows grow from 32 at the bottom layer to 512 at the top, counted on each side of
 # a token as in the authors' code (allenai's Longformer convention), i.e. two-sided 64 to 1024.
 SMALLEST_WINDOW, LARGEST_WINDOW = 32, 512

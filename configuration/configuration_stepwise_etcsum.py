@@ -56,9 +56,10 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             Summary length of the `extractive-summarization` pipeline.
         trigram_blocking (`bool`, *optional*, defaults to `True`):
             Pipeline default: skip a sentence that shares a trigram with one already chosen.
-        attn_implementation (`str`, *optional*, defaults to `"blocked"`):
-            The sparse attention backend: "blocked" (linear memory, trains on CPU), "flex_attention" (compiled;
-            inference, best on GPU), "sdpa" or "eager" (dense masks, quadratic memory: short inputs and tests).
+        attn_implementation (`str`, *optional*):
+            The sparse attention backend: "blocked" (the model's default: linear memory, trains on CPU),
+            "flex_attention" (compiled; inference, best on GPU), "sdpa" or "eager" (dense masks, quadratic memory:
+            short inputs and tests).
     """
 
     model_type = "etcsum"
@@ -81,8 +82,6 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         long_position_embeddings: str = "none",
         **kwargs,
     ):
-        # Dense attention would need a [heads, length, length] bias per row: default to the linear-memory backend.
-        kwargs.setdefault("attn_implementation", "blocked")
         self.set_encoder(encoder_config, encoder_name_or_path)
         check_positive_integers(
             max_document_tokens=max_document_tokens,

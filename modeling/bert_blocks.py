@@ -8,10 +8,11 @@ and loading the pretrained encoder with a config made from its settings (`load_e
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from transformers.activations import ACT2FN
 from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from .decoder_attention import eager_attention
 from .pretrained_encoder import load_pretrained_encoder
 
 
@@ -28,13 +29,30 @@ class ResidualOutput(nn.Module):
         return self.LayerNorm(residual + self.dropout(self.dense(states)))
 
 
+def dense_attention(module: nn.Module, query, key, value, keep: torch.Tensor, dropout: float) -> torch.Tensor:
+    """Multi-head attention of [rows, heads, n, head_dim] queries over keys where `keep` [rows, keys] allows, through
+    the back end `module.config._attn_implementation` names ("eager": `decoder_attention.eager_attention`, the
+    reference; "sdpa" and the others: transformers' own). Returns [rows, n, heads, head_dim]."""
+    mask = torch.zeros(keep.shape, dtype=query.dtype, device=query.device)
+    mask = mask.masked_fill(~keep, torch.finfo(query.dtype).min)[:, None, None, :]
+    attention = ALL_ATTENTION_FUNCTIONS.get_interface(module.config._attn_implementation, eager_attention)
+    attended, _ = attention(module, query, key, value, mask, dropout=dropout, scaling=query.shape[-1] ** -0.5)
+    return attended
+
+
 class BertStyleAttention(nn.Module):
     """Dense multi-head attention of `queries` over `context` (self-attention when they are the same), with BERT's
-    residual output. `context_mask` [rows, keys] marks the keys that may be attended; every row needs one."""
+    residual output. `context_mask` [rows, keys] marks the keys that may be attended; every row needs one.
 
-    def __init__(self, config):
+    `config` gives the sizes (a BERT-style config); `model_config` (default `config`) is the model's, whose
+    `_attn_implementation` chooses the back end at each call (see `dense_attention`)."""
+
+    is_causal = False  # read by transformers' sdpa attention
+
+    def __init__(self, config, model_config=None):
         super().__init__()
         hidden = config.hidden_size
+        self.config = config if model_config is None else model_config
         self.num_heads = config.num_attention_heads
         self.query = nn.Linear(hidden, hidden)
         self.key = nn.Linear(hidden, hidden)
@@ -47,14 +65,15 @@ class BertStyleAttention(nn.Module):
         return states.view(rows, length, self.num_heads, hidden // self.num_heads).transpose(1, 2)
 
     def forward(self, queries: torch.Tensor, context: torch.Tensor, context_mask: torch.Tensor) -> torch.Tensor:
-        attended = F.scaled_dot_product_attention(
+        attended = dense_attention(
+            self,
             self._heads(self.query(queries)),
             self._heads(self.key(context)),
             self._heads(self.value(context)),
-            attn_mask=context_mask[:, None, None, :],
-            dropout_p=self.attention_dropout if self.training else 0.0,
+            context_mask,
+            self.attention_dropout if self.training else 0.0,
         )
-        return self.output(attended.transpose(1, 2).flatten(2), queries)
+        return self.output(attended.flatten(2), queries)
 
 
 class BertStyleFeedForward(nn.Module):
@@ -153,6 +172,7 @@ def load_encoder_and_config(config_class, encoder_path: str, config=None, **conf
 
 __all__ = [
     "BertStyleAttention",
+    "dense_attention",
     "BottomLayersMixin",
     "BertStyleFeedForward",
     "ResidualOutput",

@@ -31,7 +31,8 @@ from functools import partial
 
 import torch
 
-from .attention import AttentionPattern, SparseLayout, _pad_last, _symmetric_band, get_sparse_attention_function
+from .attention import get_sparse_attention_function
+from .attention_patterns import AttentionPattern, SparseLayout, _pad_last, _symmetric_band
 from .bert_blocks import BertStyleAttention
 
 CONVOLUTION_MODES = ("1d", "2d", "circular_2d")
@@ -111,6 +112,16 @@ class ConvolutionalPattern(AttentionPattern):
         """The attention function's [batch, slots, heads, head_dim] output -> [batch, length, hidden]."""
         return output.reshape(output.shape[0], self.length, -1)
 
+    def attend(self, module, query, key, value, num_heads: int, implementation: str, scaling: float, dropout: float):
+        """Convolutional self-attention of [batch, length, hidden] query/key/value projections through the sparse
+        back end `implementation` -> [batch, length, hidden] (before any output projection). What
+        `ConvolutionalSelfAttention` and the CopyTransformer's convolutional encoder layers both run."""
+        attended, _ = get_sparse_attention_function(implementation)(
+            module, *(self.split_heads(states, num_heads) for states in (query, key, value)), None,
+            scaling=scaling, dropout=dropout, attention_pattern=self,
+        )
+        return self.merge_heads(attended)
+
     def pair_mask(self, num_heads: int) -> torch.Tensor:
         """[batch, heads, length, heads, length] bool: whether query (h, i) may attend key (g, j); the eager
         reference's mask read per head and position."""
@@ -128,8 +139,7 @@ class ConvolutionalSelfAttention(BertStyleAttention):
     Parameters and residual output as `bert_blocks.BertStyleAttention` (`query`, `key`, `value`, `output.dense`,
     `output.LayerNorm`, post-LayerNorm), read from a BERT-style `config` (`hidden_size`, `num_attention_heads`,
     `attention_probs_dropout_prob`, `hidden_dropout_prob`, `layer_norm_eps`); the back end is
-    ``config._attn_implementation`` as in the other sumformers layers ("blocked" is the one linear in the length;
-    None means "sdpa").
+    ``config._attn_implementation`` as in the other sumformers layers ("blocked" is the one linear in the length).
 
     Args:
         mode: "1d", "2d" or "circular_2d" (see the module docstring).
@@ -164,16 +174,11 @@ class ConvolutionalSelfAttention(BertStyleAttention):
             if attention_mask is None:
                 attention_mask = torch.ones(hidden_states.shape[:2], dtype=torch.bool, device=hidden_states.device)
             pattern = self.pattern(attention_mask)
-        query, key, value = (
-            pattern.split_heads(projection(hidden_states), self.num_heads)
-            for projection in (self.query, self.key, self.value)
+        attended = pattern.attend(
+            self, self.query(hidden_states), self.key(hidden_states), self.value(hidden_states), self.num_heads,
+            self.config._attn_implementation, self.scaling, self.attention_dropout if self.training else 0.0,
         )
-        attention = get_sparse_attention_function(self.config._attn_implementation)
-        output, _ = attention(
-            self, query, key, value, None, scaling=self.scaling,
-            dropout=self.attention_dropout if self.training else 0.0, attention_pattern=pattern,
-        )
-        return self.output(pattern.merge_heads(output), hidden_states)
+        return self.output(attended, hidden_states)
 
 
 __all__ = ["CONVOLUTION_MODES", "ConvolutionalPattern", "ConvolutionalSelfAttention"]

@@ -1,20 +1,20 @@
 """What the encoder-decoders' attention layers share (BertSumAbs and its family, the CopyTransformer): the eager
-reference attention handed to transformers' `ALL_ATTENTION_FUNCTIONS`, and the keys and values of a decoder
+reference attention in the form transformers' `ALL_ATTENTION_FUNCTIONS` calls, and the keys and values of a decoder
 attention read through an `EncoderDecoderCache` (self-attention appends, cross-attention projects the encoder states
 once per generation)."""
 
 import torch
 from torch import nn
-from torch.nn import functional as F
+
+from .attention import eager_attention as reference_attention
 
 
 def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """The reference attention: softmax(q k^T * scaling + mask) v, with `attention_mask` additive (0 / -inf)."""
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
-    if attention_mask is not None:
-        weights = weights + attention_mask
-    weights = F.dropout(torch.softmax(weights, dim=-1), p=dropout, training=module.training)
-    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+    """`attention.eager_attention`, the reference, in transformers' attention-function form (what
+    `ALL_ATTENTION_FUNCTIONS.get_interface` falls back to): `attention_mask` additive (0 / very negative), the output
+    [batch, queries, heads, head_dim]."""
+    output, weights = reference_attention(query, key, value, scaling, bias=attention_mask, dropout_p=dropout)
+    return output.transpose(1, 2).contiguous(), weights
 
 
 def split_heads(states: torch.Tensor, num_heads: int) -> torch.Tensor:

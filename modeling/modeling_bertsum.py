@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
 from ..configuration.configuration_bertsum import BertSumConfig
-from ..processing.processing_bertsum import BertSumProcessor
-from .bert_blocks import BottomLayersMixin, init_bert_style_weights
+from .bert_blocks import BottomLayersMixin, dense_attention, init_bert_style_weights
 from .pretrained_encoder import load_pretrained_encoder
 from .sentence_scoring import sentence_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
@@ -44,32 +44,70 @@ def sinusoidal_positions(length: int, dim: int, device=None) -> torch.Tensor:
     return table
 
 
+class InterSentenceAttention(nn.Module):
+    """`nn.MultiheadAttention`'s self-attention (its parameter names: `in_proj_weight`, `in_proj_bias`, `out_proj`, so
+    that checkpoints trained with `nn.TransformerEncoderLayer` load) through the model's `attn_implementation`."""
+
+    is_causal = False  # read by transformers' sdpa attention
+
+    def __init__(self, config: BertSumConfig):
+        super().__init__()
+        hidden = config.hidden_size
+        self.config = config
+        self.num_heads = config.inter_sentence_heads
+        self.dropout = config.dropout
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * hidden, hidden))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * hidden))
+        self.out_proj = nn.Linear(hidden, hidden)
+        nn.init.xavier_uniform_(self.in_proj_weight)  # as nn.MultiheadAttention starts
+        nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, states: torch.Tensor, sentence_mask: torch.Tensor) -> torch.Tensor:
+        rows, length, hidden = states.shape
+        heads = (
+            part.view(rows, length, self.num_heads, -1).transpose(1, 2)
+            for part in F.linear(states, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
+        )
+        attended = dense_attention(self, *heads, sentence_mask, self.dropout if self.training else 0.0)
+        return self.out_proj(attended.reshape(rows, length, hidden))
+
+
+class InterSentenceLayer(nn.Module):
+    """A pre-norm transformer layer (`nn.TransformerEncoderLayer(norm_first=True, activation="gelu")`, same parameter
+    names) whose attention honours the model's `attn_implementation`."""
+
+    def __init__(self, config: BertSumConfig):
+        super().__init__()
+        hidden = config.hidden_size
+        self.self_attn = InterSentenceAttention(config)
+        self.linear1 = nn.Linear(hidden, config.inter_sentence_ff_size)
+        self.linear2 = nn.Linear(config.inter_sentence_ff_size, hidden)
+        self.norm1 = nn.LayerNorm(hidden)
+        self.norm2 = nn.LayerNorm(hidden)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, states: torch.Tensor, sentence_mask: torch.Tensor) -> torch.Tensor:
+        states = states + self.dropout(self.self_attn(self.norm1(states), sentence_mask))
+        feed_forward = self.linear2(self.dropout(F.gelu(self.linear1(self.norm2(states)))))
+        return states + self.dropout(feed_forward)
+
+
 class InterSentenceEncoder(nn.Module):
     """Pre-norm transformer layers over sentence vectors (PreSumm's `ExtTransformerEncoder`)."""
 
     def __init__(self, config: BertSumConfig):
         super().__init__()
-        hidden = config.hidden_size
-        self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(
-                hidden,
-                config.inter_sentence_heads,
-                config.inter_sentence_ff_size,
-                dropout=config.dropout,
-                activation="gelu",
-                batch_first=True,
-                norm_first=True,
-            )
-            for _ in range(config.inter_sentence_layers)
-        )
-        self.norm = nn.LayerNorm(hidden, eps=1e-6)
+        self.layers = nn.ModuleList(InterSentenceLayer(config) for _ in range(config.inter_sentence_layers))
+        self.norm = nn.LayerNorm(config.hidden_size, eps=1e-6)
 
     def forward(self, sentence_vectors: torch.Tensor, sentence_mask: torch.Tensor) -> torch.Tensor:
         hidden = sentence_vectors.size(-1)
         states = sentence_vectors * sentence_mask.unsqueeze(-1)
         states = states + sinusoidal_positions(states.size(1), hidden, states.device).to(states.dtype)
+        # a document without sentences keeps one key per row (its output is masked below)
+        keys = sentence_mask | ~sentence_mask.any(-1, keepdim=True)
         for layer in self.layers:
-            states = layer(states, src_key_padding_mask=~sentence_mask)
+            states = layer(states, keys)
         return self.norm(states) * sentence_mask.unsqueeze(-1)
 
 
@@ -92,7 +130,6 @@ class BertSumForExtractiveSummarization(BottomLayersMixin, BertSumPreTrainedMode
     # The segment table is new for RoBERTa (grown from one type to two), so it is trained and saved too.
     new_modules = ("inter_sentence", "scorer", "token_type_embeddings")
     lora_layers = "encoder.encoder.layer"
-    processor_class = BertSumProcessor
 
     def __init__(self, config: BertSumConfig):
         super().__init__(config)

@@ -21,7 +21,6 @@ from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from ..configuration.configuration_bertsumabs import BertSumAbsConfig
-from ..processing.processing_bertsumabs import BertSumAbsProcessor
 from .bert_blocks import (
     BertStyleFeedForward,
     BottomLayersMixin,
@@ -237,7 +236,6 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
     # the whole decoder is trained in full, see `sumformers.training.apply_lora`).
     new_modules = ("cross_attention", "generator")
     lora_layers = ("encoder.encoder.layer", "decoder.layers")
-    processor_class = BertSumAbsProcessor
 
     def __init__(self, config: BertSumAbsConfig):
         super().__init__(config)

@@ -49,8 +49,6 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from ..configuration.configuration_copy_transformer import CopyTransformerConfig
 from ..generation.coverage_penalty import CoveragePenaltyLogitsProcessor
-from ..processing.processing_copy_transformer import CopyTransformerProcessor
-from .attention import get_sparse_attention_function
 from .bert_blocks import init_bert_style_weights
 from .convolutional_attention import ConvolutionalPattern
 from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
@@ -220,14 +218,12 @@ class CopyTransformerAttention(nn.Module):
     def _pattern_attention(self, states, pattern: ConvolutionalPattern) -> torch.Tensor:
         """Self-attention restricted to `pattern`: "eager" stays the dense reference, every other setting runs the
         "blocked" back end, whose memory is linear in the length (documents read through windowed BERT are long)."""
-        query, key, value = (pattern.split_heads(projection(states), self.num_heads)
-                             for projection in (self.q_proj, self.k_proj, self.v_proj))
         implementation = "eager" if self.config._attn_implementation == "eager" else "blocked"
-        attended, _ = get_sparse_attention_function(implementation)(
-            self, query, key, value, None, scaling=self.head_dim**-0.5,
-            dropout=self.config.attention_dropout if self.training else 0.0, attention_pattern=pattern,
+        attended = pattern.attend(
+            self, self.q_proj(states), self.k_proj(states), self.v_proj(states), self.num_heads, implementation,
+            self.head_dim**-0.5, self.config.attention_dropout if self.training else 0.0,
         )
-        return self.out_proj(pattern.merge_heads(attended))
+        return self.out_proj(attended)
 
 
 class FeedForward(nn.Module):
@@ -476,7 +472,6 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
     [unused1]` (`labels` hold it without the begin token, unknown source words under their extended ids)."""
 
     _tied_weights_keys = {"lm_head.weight": "encoder.embed_tokens.weight"}
-    processor_class = CopyTransformerProcessor
 
     # The frozen BERT of the BERT-conditioned variants is left out of checkpoints (see `__init__`) and reloaded.
     _keys_to_ignore_on_load_missing = [r"^encoder\.bert\.encoder\."]

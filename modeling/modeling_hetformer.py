@@ -10,7 +10,7 @@ pattern, each with its own query/key/value projections and its own mask, and sum
   two-sided as 64 to 1024) over every position, nodes included: a node is a `[CLS]` token and reads its own
   sentence there;
 - nodes: sentence nodes to and from every token; document nodes to and from their document's tokens; every node
-  to and from every other node, across documents (the patterns of `attention.HeterogeneousGraph`);
+  to and from every other node, across documents (the patterns of `hetformer_graph.HeterogeneousGraph`);
 - entities: full attention among the mentions of one entity cluster (computed on the gathered mentions only).
 
 The pretrained encoder supplies the embeddings (positions extended by copying, the Longformer recipe), the token
@@ -29,8 +29,8 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from ..configuration.configuration_hetformer import HetFormerConfig
 from ..configuration.summarizer_config import position_offset
-from ..processing.processing_hetformer import HetFormerProcessor
-from .attention import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern, get_sparse_attention_function
+from .attention import get_sparse_attention_function
+from .hetformer_graph import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern
 from .modeling_bertsum import ExtractiveSummarizerOutput
 from .pretrained_encoder import load_pretrained_encoder
 from .sentence_scoring import sentence_logits_and_loss
@@ -155,13 +155,10 @@ class HetFormerPreTrainedModel(SummarizerMixin, PreTrainedModel):
     _supports_sdpa = True
     _supports_flex_attn = True
     attention_backends = ("eager", "sdpa", "flex_attention", "blocked")
+    # memory linear in length and a backward pass on CPU ("sdpa" would mean a dense mask here: quadratic memory)
+    default_attention = "blocked"
     # `forward` takes **kwargs only to ignore them; the loss is already a mean.
     accepts_loss_kwargs = False
-
-    def get_correct_attn_implementation(self, requested_attention: str | None, is_init_check: bool = False) -> str:
-        # Without a choice, the "blocked" backend: memory linear in length and a backward pass on CPU. (transformers'
-        # default, "sdpa", means a dense mask here: quadratic memory.)
-        return super().get_correct_attn_implementation(requested_attention or "blocked", is_init_check)
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -290,7 +287,6 @@ class HetFormerForExtractiveSummarization(HetFormerPreTrainedModel):
     pretrained_modules = ("hetformer",)
     new_modules = ("scorer",)
     lora_layers = "hetformer.layer"
-    processor_class = HetFormerProcessor
     reads_multiple_documents = True
 
     def __init__(self, config: HetFormerConfig):

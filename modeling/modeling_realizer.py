@@ -6,7 +6,6 @@ encoder's layers, the paper's ROBERTASHARE idea over the bundled MiniLM), readin
 from transformers import GenerationConfig
 
 from ..configuration.configuration_realizer import RealizerConfig
-from ..processing.processing_realizer import RealizerProcessor
 from .modeling_bertsumabs import BertSumAbsForConditionalGeneration
 
 
@@ -14,7 +13,6 @@ class RealizerForConditionalGeneration(BertSumAbsForConditionalGeneration):
     """`input_ids` as `RealizerProcessor` lays them out; `labels`: one summary sentence and the end token."""
 
     config_class = RealizerConfig
-    processor_class = RealizerProcessor
 
     @staticmethod
     def default_generation_config(config: RealizerConfig) -> GenerationConfig:

@@ -48,8 +48,8 @@ from ..configuration.configuration_stepwise_etcsum import (
     StepwiseETCSumConfig,
     StepwiseETCSumPlannerConfig,
 )
-from ..processing.processing_stepwise_etcsum import ETCSumPlannerProcessor, ETCSumProcessor
-from .attention import GlobalLocalPattern, get_sparse_attention_function
+from .attention import get_sparse_attention_function
+from .attention_patterns import GlobalLocalPattern
 from .bert_blocks import (
     BertStyleAttention,
     BertStyleFeedForward,
@@ -111,8 +111,7 @@ class ETCAttention(BertStyleAttention):
     or the bias only: `config.relative_attention`)."""
 
     def __init__(self, encoder_config, config: ETCSumConfig):
-        super().__init__(encoder_config)
-        self.config = config
+        super().__init__(encoder_config, config)
         vocab = GlobalLocalPattern.relative_vocab_size(config.relative_pos_max_distance)
         self.relative_bias = RelativePositionBias(vocab, self.num_heads)
         if config.relative_attention == "keys":
@@ -198,17 +197,18 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     # A Rotowire table row (about 6,000 long and 400 global tokens) keeps about 1.5 GB of activations per layer for
     # the backward pass; checkpointing keeps one layer's (`--gradient_checkpointing`).
     supports_gradient_checkpointing = True
-    # The sparse attention module serves every backend (`modeling/attention.py`); the config defaults to "blocked".
+    # The sparse attention serves every backend (`modeling/attention.py`). Dense attention would need a [heads,
+    # length, length] bias per row: the default is the linear-memory "blocked".
     _supports_sdpa = True
     _supports_flex_attn = True
     attention_backends = ("eager", "sdpa", "flex_attention", "blocked")
+    default_attention = "blocked"
     # `forward` takes **kwargs only to ignore them; the loss is already a mean.
     accepts_loss_kwargs = False
     # Rebuilt from the pretrained encoder by `from_encoder` (the relative-position biases inside the layers excepted,
     # see `new_modules`); everything else is new and saved with adapters.
     pretrained_modules = ("embeddings", "layers")
     lora_layers = "layers"
-    processor_class = ETCSumProcessor
 
     def __init__(self, config: ETCSumConfig, stepwise: bool):
         super().__init__(config)
@@ -506,7 +506,6 @@ class StepwiseETCSumForContentPlanning(StepwiseETCSumForExtractiveSummarization)
     `content-planning` pipeline."""
 
     config_class = StepwiseETCSumPlannerConfig
-    processor_class = ETCSumPlannerProcessor
 
 
 __all__ = [

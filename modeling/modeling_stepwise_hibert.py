@@ -33,7 +33,6 @@ from ..configuration.configuration_stepwise_hibert import (
     StepwiseHiBertConfig,
     StepwiseHiBertPlannerConfig,
 )
-from ..processing.processing_stepwise_hibert import HiBertPlannerProcessor, HiBertProcessor
 from .bert_blocks import (
     BertStyleAttention,
     BertStyleFeedForward,
@@ -75,10 +74,10 @@ class HiBertDocumentLayer(nn.Module):
     """One document layer: document self-attention, [summary self-attention (shared parameters) and
     document-to-summary attention], feed-forward (shared by document and summary states)."""
 
-    def __init__(self, config, stepwise: bool):
+    def __init__(self, config, stepwise: bool, model_config):
         super().__init__()
-        self.attention = BertStyleAttention(config)
-        self.summary_attention = BertStyleAttention(config) if stepwise else None
+        self.attention = BertStyleAttention(config, model_config)
+        self.summary_attention = BertStyleAttention(config, model_config) if stepwise else None
         self.feed_forward = BertStyleFeedForward(config)
 
     def load_bert_layer(self, bert_layer: nn.Module) -> None:
@@ -143,11 +142,13 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
     main_input_name = "input_ids"
     # `forward` takes **kwargs only to ignore them; the loss is already a mean.
     accepts_loss_kwargs = False
+    # both the sentence encoder (a transformers BERT) and the document layers (`bert_blocks.dense_attention`)
+    _supports_sdpa = True
+    attention_backends = ("eager", "sdpa")
     pretrained_modules = ("sentence_encoder", "document_layers")
     # LoRA adapts the document layers (the sentence encoder stays frozen, so that sentence vectors can be computed
     # once).
     lora_layers = "document_layers"
-    processor_class = HiBertProcessor
 
     def __init__(self, config: HiBertConfig, stepwise: bool):
         super().__init__(config)
@@ -155,9 +156,11 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
         sentence_config = encoder_config.__class__(
             **dict(encoder_config.to_dict(), num_hidden_layers=config.sentence_encoder_layers)
         )
-        self.sentence_encoder = AutoModel.from_config(sentence_config, add_pooling_layer=False)
+        self.sentence_encoder = AutoModel.from_config(
+            sentence_config, add_pooling_layer=False, attn_implementation=config._attn_implementation
+        )
         self.document_layers = nn.ModuleList(
-            HiBertDocumentLayer(encoder_config, stepwise) for _ in range(config.document_layers)
+            HiBertDocumentLayer(encoder_config, stepwise, config) for _ in range(config.document_layers)
         )
         hidden = encoder_config.hidden_size
         # Without document positions (a planner's records) the document encoder is equivariant to sentence order.
@@ -400,7 +403,6 @@ class StepwiseHiBertForContentPlanning(StepwiseHiBertForExtractiveSummarization)
     Served by the `content-planning` pipeline."""
 
     config_class = StepwiseHiBertPlannerConfig
-    processor_class = HiBertPlannerProcessor
     new_modules = tuple(name for name in StepwiseHiBertForExtractiveSummarization.new_modules
                         if name != "sentence_positions")
 

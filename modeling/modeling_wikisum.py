@@ -35,8 +35,8 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, MoeCausalLMOu
 from ..configuration.configuration_wikisum import DEFAULT_ATTENTION_LAYERS, WikiSumConfig
 from ..configuration.summarizer_config import position_offset
 from ..generation.length_penalty import LengthPenaltyTypeMixin, resolve_length_penalty_type
-from ..processing.processing_wikisum import WikiSumProcessor
-from .attention import BlockLocalCausalPattern, MemoryCompressedCausalPattern, get_sparse_attention_function
+from .attention import eager_attention, get_sparse_attention_function
+from .attention_patterns import BlockLocalCausalPattern, MemoryCompressedCausalPattern
 from .bert_blocks import init_bert_style_weights
 from .pointer_generator import PointerGenerator, mixture_log_probs
 from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name
@@ -273,13 +273,9 @@ def masked_attention(query, key, value, mask, scaling, dropout_p=0.0, materializ
 
     ``materialize`` computes the score matrix explicitly (the ``eager`` reference); otherwise SDPA is used.
     """
-    has_key = mask.any(dim=-1, keepdim=True)
     if materialize:
-        scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-        weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
-        weights = F.dropout(weights.masked_fill(~has_key, 0.0), p=dropout_p, training=dropout_p > 0)
-        return torch.matmul(weights, value)
+        return eager_attention(query, key, value, scaling, mask, dropout_p=dropout_p)[0]
+    has_key = mask.any(dim=-1, keepdim=True)
     output = F.scaled_dot_product_attention(
         query, key, value, attn_mask=mask | ~has_key, dropout_p=dropout_p, scale=scaling
     )
@@ -345,7 +341,7 @@ class WikiSumAttention(nn.Module):
         query = self._heads(self.q_proj(hidden_states))
         keys, values = self.k_proj(hidden_states), self.v_proj(hidden_states)
         dropout = self.config.attention_dropout if self.training else 0.0
-        implementation = self.config._attn_implementation or "sdpa"
+        implementation = self.config._attn_implementation
         from_start = context.past_length == 0
 
         if self.layer_type == "compressed":
@@ -748,7 +744,6 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, LengthPenaltyTypeMixin, Generat
     against the (tied) embedding table."""
 
     _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
-    processor_class = WikiSumProcessor
     reads_multiple_documents = True
 
     def __init__(self, config: WikiSumConfig):

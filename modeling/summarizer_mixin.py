@@ -35,6 +35,27 @@ def decoding_cache(past_key_values, cache):
     return past_key_values if cache is None else cache
 
 
+class RegisteredProcessor:
+    """`Model.processor_class` and `model.processor_class`: the processor bound to the model's config class in
+    transformers' `AutoProcessor` mapping (which the sumformers registry fills), or, for an exported repo's remote
+    code, the class its config's `auto_map["AutoProcessor"]` names. Looked up rather than imported, so that modeling
+    never imports processing."""
+
+    def __get__(self, model, model_class):
+        from transformers.models.auto.processing_auto import PROCESSOR_MAPPING
+
+        config = getattr(model, "config", None)
+        for config_class in dict.fromkeys((type(config), model_class.config_class)):
+            if config_class in PROCESSOR_MAPPING:
+                return PROCESSOR_MAPPING[config_class]
+        reference = (getattr(config, "auto_map", None) or {}).get("AutoProcessor")
+        if reference is not None:
+            from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+            return get_class_from_dynamic_module(reference, config._name_or_path)
+        raise LookupError(f"no processor is registered for {model_class.config_class.__name__} (import sumformers)")
+
+
 class SummarizerMixin:
     """Mixed into every sumformers `PreTrainedModel` (before `PreTrainedModel` in the bases).
 
@@ -44,14 +65,17 @@ class SummarizerMixin:
       adapter checkpoint. Names may be nested modules inside pretrained ones (HiBERT's `summary_attention`);
     - `lora_layers`: the module list of pretrained layers LoRA may adapt (a dotted path), None where LoRA does not
       apply;
-    - `processor_class`: the processor that turns text into this model's inputs and its choices back into text;
+    - `processor_class` (read only, not declared here): the processor that turns text into this model's inputs and
+      its choices back into text, as the registry binds it to the config class (see `RegisteredProcessor`);
     - `is_stepwise`: the model scores the next choice given a partial summary (`stepwise-summarization`, and the
       `content-planning` planners, whose summary is a plan);
     - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`);
     - `attention_backends`: the `attn_implementation` values the model runs (with transformers' `_supports_sdpa` and
       `_supports_flex_attn` set to match); any other is refused when the model is made (`from_pretrained`,
       `from_config`, the constructor), since a name transformers knows (sumformers registers "blocked" for its sparse
-      attention) would otherwise be accepted and fail in `forward`.
+      attention) would otherwise be accepted and fail in `forward`;
+    - `default_attention`: the back end used when none is asked for (None: transformers' choice, "sdpa" where the
+      model sets `_supports_sdpa`, else "eager").
 
     Code reads the first three from a model instance (`model.new_modules`), so that a class whose contract depends on
     its config defines them as properties instead (WikiSum: a decoder started from the encoder is pretrained and
@@ -61,12 +85,16 @@ class SummarizerMixin:
     pretrained_modules: tuple[str, ...] = ()
     new_modules: tuple[str, ...] = ()
     lora_layers: str | None = None
-    processor_class = None
+    processor_class = RegisteredProcessor()
     is_stepwise = False
     reads_multiple_documents = False
     attention_backends: tuple[str, ...] = ("eager",)
+    default_attention: str | None = None
 
     def get_correct_attn_implementation(self, requested_attention: str | None, is_init_check: bool = False) -> str:
+        # transformers' own hook, called wherever a back end is chosen (construction, `from_pretrained`,
+        # `from_config`, `set_attn_implementation`): the one place a model's default applies and a choice is checked
+        requested_attention = requested_attention or self.default_attention
         if requested_attention is not None and requested_attention not in self.attention_backends:
             *others, last = map(repr, self.attention_backends)
             supported = f"{', '.join(others)} or {last}" if others else last

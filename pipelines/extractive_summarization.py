@@ -51,15 +51,27 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
 
     def _forward(self, model_inputs):
         sentences = model_inputs.pop("sentences")
-        default_num_sentences = model_inputs.pop("default_num_sentences", None)
+        document_count = model_inputs.pop("document_count", None)  # only processors of several documents give it
         batch_sentences = [sentences] if isinstance(sentences, tuple) else list(sentences)
         logits = self.model(**model_inputs).logits
-        outputs = {"probabilities": torch.sigmoid(logits.float()), "sentences": batch_sentences}
-        if default_num_sentences is not None:
-            outputs["default_num_sentences"] = default_num_sentences
+        outputs = {
+            "probabilities": torch.sigmoid(logits.float()),
+            "sentences": batch_sentences,
+            "document_count": document_count,
+        }
         if "document_ids" in model_inputs:  # a multi-document model's node layout: the document of each sentence
             outputs["sentence_documents"] = model_inputs["document_ids"].gather(1, model_inputs["cls_positions"])
         return outputs
+
+    def default_num_sentences(self, document_count) -> int:
+        """The config's summary length; for several documents (HetFormer's multi-document input) its
+        `multi_document_num_sentences` where it has one."""
+        if isinstance(document_count, list):  # a batch of one, as the pipeline's loader collates it
+            (document_count,) = document_count
+        config = self.model.config
+        if document_count is not None and document_count > 1:
+            return getattr(config, "multi_document_num_sentences", config.num_sentences)
+        return config.num_sentences
 
     def postprocess(
         self, model_outputs, num_sentences=None, trigram_blocking=None, max_words=None, return_sentences=False
@@ -69,8 +81,7 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
             sentences = sentences[0]
         probabilities = model_outputs["probabilities"][0, : len(sentences)].tolist()
         if num_sentences is None:
-            default = model_outputs.get("default_num_sentences")
-            num_sentences = int(default.reshape(-1)[0]) if default is not None else self.model.config.num_sentences
+            num_sentences = self.default_num_sentences(model_outputs["document_count"])
         if trigram_blocking is None:
             trigram_blocking = self.model.config.trigram_blocking
         ranked = sorted(range(len(sentences)), key=lambda i: -probabilities[i])

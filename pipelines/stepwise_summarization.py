@@ -5,8 +5,8 @@ import math
 
 import torch
 
+from ..generation.stepwise_decoding import stepwise_beam_search
 from .base import SummarizationPipeline, reject_unknown_options
-from .stepwise_decoding import stepwise_beam_search
 
 
 def _positive(name, value):

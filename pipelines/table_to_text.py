@@ -20,7 +20,7 @@ def planner_pipeline(planner):
         return planner
     if not isinstance(planner, str):
         raise ValueError(f"planner must be a content-planning model path or pipeline, got {type(planner).__name__}")
-    from transformers import AutoConfig, pipeline
+    from transformers import pipeline
     from transformers.pipelines import PIPELINE_REGISTRY
 
     if "content-planning" not in PIPELINE_REGISTRY.supported_tasks:  # exported code, sumformers not installed
@@ -28,15 +28,13 @@ def planner_pipeline(planner):
             f"the content-planning task is not registered here: pass the planner as a pipeline, "
             f"planner=pipeline(model={planner!r}, trust_remote_code=True)"
         )
-    # the task is registered by importing sumformers, whose shipped names and task registry are then at hand
-    from sumformers.hub import resolve_model
-    from sumformers.registry import architecture_for
+    # the task is registered by sumformers, whose shipped checkpoints are then installed with it
+    from sumformers.checkpoints import shipped_checkpoints
 
-    path = resolve_model(planner)
-    task = architecture_for(AutoConfig.from_pretrained(path)).task
-    if task != "content-planning":
-        raise ValueError(f"planner takes a content-planning model, not {planner} (task {task})")
-    return pipeline("content-planning", model=path)
+    planning = pipeline(model=str(shipped_checkpoints().get(planner, planner)))
+    if planning.task != "content-planning":
+        raise ValueError(f"planner takes a content-planning model, not {planner} (task {planning.task})")
+    return planning
 
 
 class TableToTextPipeline(SummarizationPipeline):

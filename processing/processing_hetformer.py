@@ -10,15 +10,11 @@ import warnings
 
 import torch
 
-from ..configuration.configuration_hetformer import HetFormerConfig
-from ..modeling.attention import HeterogeneousGraph
+from ..configuration.configuration_hetformer import DOCUMENT, SENTENCE, TOKEN, HetFormerConfig
 from ..text.entities import entity_clusters, ner_available
 from ..text.sentences import strip_transcript_markup
 from .processing_utils import SummarizationProcessor, with_oracle_labels
 from .sentence_layout import check_document, collate_sentence_batch, document_sentences, encode_sentences
-
-TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
-
 
 
 def _fair_shares(lengths: list[int], total: int) -> list[int]:
@@ -141,8 +137,8 @@ def collate_hetformer_batch(features: list[dict], pad_token_id: int) -> dict:
 
 class HetFormerProcessor(SummarizationProcessor):
     """Inputs: one document (a string, a list of sentences or `{"sentences": [...]}`) or several
-    (`{"documents": [...]}`, each a string or a list of sentences). `__call__` adds `default_num_sentences`, the
-    summary length the config sets for that kind of input (`num_sentences`, `multi_document_num_sentences`)."""
+    (`{"documents": [...]}`, each a string or a list of sentences). `__call__` adds `document_count`, how many
+    documents the input holds (the pipeline's summary length depends on it: `multi_document_num_sentences`)."""
 
     def check_input(self, document) -> None:
         if isinstance(document, dict) and "documents" in document:
@@ -229,8 +225,7 @@ class HetFormerProcessor(SummarizationProcessor):
         if not sentences:
             # Nothing to score: one dummy sentence keeps the batch shapes valid; no sentence is reported.
             encoded = encode_documents(self.tokenizer, [["."]], self.config, limit)
-        default = self.config.multi_document_num_sentences if len(documents) > 1 else self.config.num_sentences
-        return {**self.collate([encoded]), "sentences": sentences, "default_num_sentences": torch.tensor([default])}
+        return {**self.collate([encoded]), "sentences": sentences, "document_count": len(documents)}
 
     def collate(self, features: list[dict]) -> dict:
         return collate_hetformer_batch(features, self.tokenizer.pad_token_id)

@@ -37,6 +37,11 @@ class SummarizationProcessor:
             AutoTokenizer.from_pretrained(name_or_path, **kwargs), AutoConfig.from_pretrained(name_or_path, **kwargs)
         )
 
+    @classmethod
+    def register_for_auto_class(cls, auto_class: str = "AutoProcessor") -> None:
+        """What `AutoProcessor` calls on a processor it loads from an exported repo's code, as on a ProcessorMixin."""
+        cls._auto_class = auto_class
+
     def check_input(self, document) -> None:
         raise NotImplementedError
 

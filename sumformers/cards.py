@@ -50,7 +50,7 @@ def card_template(model_type: str) -> Path:
 def exported_repo_requirements(config) -> list[str]:
     """What an exported repo of this architecture needs installed: transformers, torch and its code's packages."""
     architecture = architecture_for(config)
-    code = collect_remote_code(architecture.config_class, architecture.model_class, architecture.pipeline_class)
+    code = collect_remote_code(*architecture.remote_code_classes)
     return ["transformers", "torch", *required_packages(code)]
 
 

@@ -15,7 +15,6 @@ import inspect
 import json
 import os
 import shutil
-from importlib import resources
 from pathlib import Path
 
 import torch
@@ -24,6 +23,7 @@ from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 from transformers import pipeline as transformers_pipeline
 
 from .cards import build_model_card
+from .checkpoints import shipped_checkpoints
 from .modeling.pretrained_encoder import portable_encoder_name
 from .registry import architecture_for
 from .remote_code import collect_remote_code, name_required_packages
@@ -31,12 +31,6 @@ from .remote_code import collect_remote_code, name_required_packages
 DEFAULT_MODEL = "stepwise-hibert-minilm-cnndm"
 CARD_INFO_FILE = "sumformers_card.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
-
-
-def shipped_checkpoints() -> dict[str, Path]:
-    """The trained checkpoints bundled with the package, by name."""
-    root = Path(str(resources.files("sumformers.checkpoints")))
-    return {path.name: path for path in sorted(root.iterdir()) if (path / "config.json").is_file()}
 
 
 def resolve_model(name_or_path: str | None) -> str:
@@ -176,25 +170,21 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
         raise FileExistsError(f"{output} exists and is not empty")
     output.mkdir(parents=True, exist_ok=True)
 
-    entry_classes = (architecture.config_class, architecture.model_class, architecture.pipeline_class)
+    entry_classes = architecture.remote_code_classes
     code = name_required_packages(collect_remote_code(*entry_classes), entry_classes)
     for file_name, text in code.items():
         (output / file_name).write_text(text, encoding="utf-8")
     config = model.config
+    # the processor is saved with the model: `AutoProcessor.from_pretrained(repo, trust_remote_code=True)` and the
+    # pipeline's `model.processor_class` find it here
     config.auto_map = {
-        "AutoConfig": (
-            f"{Path(inspect.getsourcefile(architecture.config_class)).stem}.{architecture.config_class.__name__}"
-        ),
-        architecture.auto_class.__name__: (
-            f"{Path(inspect.getsourcefile(architecture.model_class)).stem}.{architecture.model_class.__name__}"
-        ),
+        "AutoConfig": remote_code_name(architecture.config_class),
+        architecture.auto_class.__name__: remote_code_name(architecture.model_class),
+        "AutoProcessor": remote_code_name(architecture.processor_class),
     }
     config.custom_pipelines = {
         architecture.task: {
-            "impl": (
-                f"{Path(inspect.getsourcefile(architecture.pipeline_class)).stem}."
-                f"{architecture.pipeline_class.__name__}"
-            ),
+            "impl": remote_code_name(architecture.pipeline_class),
             "pt": [architecture.auto_class.__name__],
             "type": "text",
         }
@@ -205,6 +195,11 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
     write_card(output, config, card_info)
     readable_by_all(output)
     return output
+
+
+def remote_code_name(cls) -> str:
+    """`module.Class` of a class in an exported repo, whose code files sit side by side."""
+    return f"{Path(inspect.getsourcefile(cls)).stem}.{cls.__name__}"
 
 
 def push_to_hub(folder: str, repo_id: str, private: bool = False, token: str | None = None) -> str:

@@ -13,16 +13,15 @@ from transformers import LongformerConfig, PretrainedConfig, PreTrainedModel  # 
 from transformers.models.longformer.modeling_longformer import LongformerSelfAttention  # noqa: E402
 
 from sumformers.modeling import attention  # noqa: E402
-from sumformers.modeling.attention import (  # noqa: E402
+from sumformers.modeling.attention import get_sparse_attention_function, sparse_attention  # noqa: E402
+from sumformers.modeling.attention_patterns import (  # noqa: E402
     BlockLocalCausalPattern,
     GlobalLocalPattern,
-    HeterogeneousGraph,
     MemoryCompressedCausalPattern,
     SlidingWindowPattern,
-    get_sparse_attention_function,
-    sparse_attention,
 )
 from sumformers.modeling.convolutional_attention import ConvolutionalPattern  # noqa: E402
+from sumformers.modeling.hetformer_graph import HeterogeneousGraph  # noqa: E402
 
 TOL = 1e-5
 # One batch/head/length bucket for every FlexAttention call below, so each pattern compiles once.

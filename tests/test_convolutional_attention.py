@@ -302,3 +302,28 @@ def test_bad_settings_raise_clear_errors():
         ConvolutionalPattern(valid, "2d", num_heads=4).split_heads(torch.randn(1, 8, 16), num_heads=2)
     with pytest.raises(ValueError, match="`window` must be a positive odd"):
         ConvolutionalSelfAttention(tiny_bert_config(hidden_size=16), mode="1d", window=4)
+
+
+@pytest.mark.parametrize("implementation", ["eager", "blocked"])
+@pytest.mark.parametrize("mode", CONVOLUTION_MODES)
+def test_the_copy_transformer_runs_this_layers_attention_on_the_same_weights(mode, implementation):
+    """The CopyTransformer's convolutional encoder attention (pre-LayerNorm, `q_proj`...`out_proj`) is this layer's
+    attention: given the same projections, the layer's output is its post-LayerNorm residual around it."""
+    from conftest import tiny_copy_transformer_config
+    from sumformers.modeling.modeling_copy_transformer import CopyTransformerAttention
+
+    layer = _layer(mode, implementation).eval()
+    config = tiny_copy_transformer_config(d_model=16, attention_heads=4)
+    config._attn_implementation = implementation
+    copy_attention = CopyTransformerAttention(config, layer_idx=0).eval()
+    for ours, theirs in ((copy_attention.q_proj, layer.query), (copy_attention.k_proj, layer.key),
+                         (copy_attention.v_proj, layer.value), (copy_attention.out_proj, layer.output.dense)):
+        ours.load_state_dict(theirs.state_dict())
+    hidden_states = torch.randn(2, 30, 16, generator=torch.Generator().manual_seed(2))
+    attention_mask = torch.ones(2, 30, dtype=torch.long)
+    attention_mask[1, 22:] = 0
+    pattern = layer.pattern(attention_mask)
+    with torch.no_grad():
+        attended = copy_attention(hidden_states, hidden_states, None, pattern=pattern)
+        expected = layer.output.LayerNorm(hidden_states + attended)
+        torch.testing.assert_close(layer(hidden_states, pattern=pattern), expected, rtol=0, atol=1e-6)

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from sumformers.pipelines.stepwise_decoding import stepwise_beam_search
+from sumformers.generation.stepwise_decoding import stepwise_beam_search
 
 END = "END"
 

@@ -258,7 +258,7 @@ def relayout(path: str, args: WikiSumArguments) -> WikiSumForCausalLM:
     if not isinstance(trained, WikiSumForCausalLM):
         raise ValueError(f"--start_from needs a WikiSum model, {path!r} holds a {type(trained).__name__}")
     model = WikiSumForCausalLM.from_trained_decoder(trained, **layout_settings(args))
-    model.config._attn_implementation = "blocked"  # memory linear in length on CPU, as new_model's
+    model.set_attn_implementation("blocked")  # memory linear in length on CPU, as new_model's
     return model
 
 

@@ -152,3 +152,53 @@ def test_cached_bottom_states_feed_training_batches(tmp_path, minilm_tokenizer, 
     # The cache holds bfloat16 states: the top layer's logits agree to bfloat16 rounding.
     torch.testing.assert_close(cached, expected, rtol=0, atol=2e-2)
     assert not torch.equal(cached, model(**collate(rows[::-1])).logits)
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_the_inter_sentence_layers_equal_torch_transformer_layers_on_the_same_weights(
+    attn_implementation, monkeypatch
+):
+    """The inter-sentence layers were `nn.TransformerEncoderLayer(norm_first=True, activation="gelu")`, whose
+    attention ignored `attn_implementation`; ours take its weights by name (trained checkpoints load) and give its
+    outputs on every back end, padding included (the padded sentences are zeros in both)."""
+    from torch import nn
+
+    from sumformers.modeling.modeling_bertsum import InterSentenceEncoder, sinusoidal_positions
+
+    torch.manual_seed(0)
+    config = tiny_bertsum_config()
+    config._attn_implementation = attn_implementation
+    ours = InterSentenceEncoder(config).eval()
+    layers = nn.ModuleList(
+        nn.TransformerEncoderLayer(
+            config.hidden_size, config.inter_sentence_heads, config.inter_sentence_ff_size, dropout=config.dropout,
+            activation="gelu", batch_first=True, norm_first=True,
+        )
+        for _ in range(config.inter_sentence_layers)
+    ).eval()
+    for layer in layers:  # weights of their own, so that a wrong name or a transposed projection shows
+        for parameter in layer.parameters():
+            nn.init.normal_(parameter, std=0.2)
+    assert ours.layers.load_state_dict(layers.state_dict(), strict=True)
+    vectors = torch.randn(2, 5, config.hidden_size)
+    mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    states = vectors * mask.unsqueeze(-1) + sinusoidal_positions(5, config.hidden_size, vectors.device)
+    with torch.no_grad():
+        for layer in layers:
+            states = layer(states, src_key_padding_mask=~mask)
+        expected = ours.norm(states) * mask.unsqueeze(-1)
+        torch.testing.assert_close(ours(vectors, mask), expected, rtol=0, atol=1e-5)
+    # and the back end asked for is the one that runs: the eager reference once per layer, under "eager" only
+    from sumformers.modeling import bert_blocks
+    from sumformers.modeling.decoder_attention import eager_attention
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return eager_attention(*args, **kwargs)
+
+    monkeypatch.setattr(bert_blocks, "eager_attention", counted)
+    with torch.no_grad():
+        ours(vectors, mask)
+    assert len(calls) == (config.inter_sentence_layers if attn_implementation == "eager" else 0)

@@ -23,10 +23,10 @@ from sumformers import (
     StepwiseHiBertForExtractiveSummarization,
     StepwiseHiBertPlannerConfig,
 )
+from sumformers.generation.stepwise_decoding import stepwise_beam_search
 from sumformers.hub import export_model, write_card
 from sumformers.modeling.pretrained_encoder import bundled_encoder_path
 from sumformers.modeling.sentence_scoring import next_choice_logits_and_loss
-from sumformers.pipelines.stepwise_decoding import stepwise_beam_search
 from sumformers.processing.planner_inputs import SENTENCE_BREAK_TEXT
 from sumformers.text.rotowire_plans import decodable_plan, plan_to_text
 from sumformers.text.rotowire_records import EOS, EOT, parse_game, split_games

@@ -18,7 +18,8 @@ from transformers.models.longformer.modeling_longformer import LongformerSelfAtt
 from conftest import tiny_bert_config  # noqa: E402
 from sumformers import HetFormerConfig, HetFormerForExtractiveSummarization  # noqa: E402
 from sumformers.configuration.configuration_hetformer import growing_windows  # noqa: E402
-from sumformers.modeling.attention import HeterogeneousGraph, sparse_attention  # noqa: E402
+from sumformers.modeling.attention import sparse_attention  # noqa: E402
+from sumformers.modeling.hetformer_graph import HeterogeneousGraph  # noqa: E402
 from sumformers.processing.processing_hetformer import (  # noqa: E402
     HetFormerProcessor,
     collate_hetformer_batch,

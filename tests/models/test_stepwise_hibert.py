@@ -25,9 +25,9 @@ from sumformers import (
     StepwiseHiBertConfig,
     StepwiseHiBertForExtractiveSummarization,
 )
+from sumformers.generation.stepwise_decoding import stepwise_beam_search
 from sumformers.hub import export_model, load_model
 from sumformers.modeling.modeling_stepwise_hibert import sentence_blocks
-from sumformers.pipelines.stepwise_decoding import stepwise_beam_search
 from test_modeling_common import ARTICLE, SENTENCES, ModelTesterMixin, document_batch
 
 TINY = dict(sentence_encoder_layers=2, document_layers=2, max_document_sentences=16, max_sentence_tokens=10)

@@ -87,16 +87,16 @@ class _DocumentSearch:
         sentences: Sequence[str],
         trigram_blocking: bool,
         min_sentences,
-        max_sentences,
+        num_sentences,
         max_words,
         repeatable,
         sentence_break=None,
     ):
-        self.num_sentences = len(sentences)
+        self.document_sentences = len(sentences)  # what the document offers; `num_sentences`: the summary's most
         self.repeatable = frozenset(repeatable)
         self.sentence_break = sentence_break
         self.min_sentences = min_sentences
-        self.max_sentences = max_sentences
+        self.num_sentences = num_sentences
         self.words = [len(sentence.split()) for sentence in sentences]
         self.trigrams = [trigrams(sentence) for sentence in sentences] if trigram_blocking else None
         self.max_words = max_words
@@ -105,13 +105,13 @@ class _DocumentSearch:
 
     def allowed_sentences(self, hypothesis: Hypothesis) -> list[int]:
         chosen = hypothesis.sentences
-        if len(chosen) >= self.max_sentences:
+        if len(chosen) >= self.num_sentences:
             return []
         used_words = sum(self.words[i] for i in chosen)
         chosen_trigrams = set().union(*(self.trigrams[i] for i in chosen)) if self.trigrams and chosen else set()
         allowed = [
             index
-            for index in range(self.num_sentences)
+            for index in range(self.document_sentences)
             if (index not in chosen or index in self.repeatable)
             and (self.max_words is None or used_words + self.words[index] <= self.max_words)
             and (not chosen_trigrams or chosen_trigrams.isdisjoint(self.trigrams[index]))
@@ -189,9 +189,10 @@ def stepwise_beam_search(
                 row_log_probs = log_probs[row].tolist()
                 row += 1
                 end_column = len(row_log_probs) - 1
-                if end_column < search.num_sentences:
+                if end_column < search.document_sentences:
                     raise ValueError(
-                        f"the model scored {end_column} sentences and END, but document {d} has {search.num_sentences}"
+                        f"the model scored {end_column} sentences and END, but document {d} has "
+                        f"{search.document_sentences}"
                     )
                 distribution = tuple(math.exp(value) for value in row_log_probs) if return_distributions else None
                 choices = search.allowed_sentences(hypothesis)

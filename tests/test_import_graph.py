@@ -1,0 +1,135 @@
+"""The house's import rules, drawn as tests: imports run one way (the face -> pipelines -> processing and modeling ->
+the shared blocks: configuration, generation, text), and `import sumformers` loads no torch and no model code."""
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# setup.cfg's package_dir: each folder is a subpackage of `sumformers`; `sumformers/` itself is the face
+FOLDERS = ("configuration", "modeling", "processing", "text", "pipelines", "generation", "checkpoints")
+# A module may import its own folder and any folder of a lower layer; processing and modeling are peers that never
+# import each other (a model's processor is bound in the registry), and so are configuration and generation.
+LAYERS = {
+    "text": 0,
+    "checkpoints": 0,
+    "configuration": 1,
+    "generation": 1,
+    "processing": 2,
+    "modeling": 2,
+    "pipelines": 3,
+    "face": 4,
+}
+
+
+def package_modules() -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the package."""
+    modules = {}
+    for folder in ("sumformers", *FOLDERS):
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(REPO_ROOT / folder).with_suffix("").parts
+            package = "sumformers" if folder == "sumformers" else f"sumformers.{folder}"
+            name = ".".join((package, *parts)).removesuffix(".__init__")
+            modules[name] = path
+    return modules
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in FOLDERS else "face"
+
+
+def imported_modules(name: str, path: Path) -> set[str]:
+    """The package modules `name` imports anywhere in its file (at module level or inside functions)."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            found.add(target)
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return {module for module in found if module.split(".")[0] == "sumformers"}
+
+
+def test_imports_run_one_way():
+    modules = package_modules()
+    wrong_way = []
+    for name, path in modules.items():
+        source = layer_of(name)
+        for target in imported_modules(name, path):
+            if target not in modules:  # `from . import x` names a module or an attribute: keep the modules
+                continue
+            destination = layer_of(target)
+            if destination != source and LAYERS[destination] >= LAYERS[source]:
+                wrong_way.append(f"{name} -> {target}")
+    assert wrong_way == []
+
+
+def test_the_check_sees_an_arrow_running_the_wrong_way(tmp_path):
+    """The graph check itself: a modeling file importing its processor, a text file importing a model."""
+    (tmp_path / "modeling_x.py").write_text("from ..processing.processing_x import XProcessor\n")
+    (tmp_path / "words.py").write_text("def f():\n    from sumformers.modeling import modeling_x\n")
+    modeling = imported_modules("sumformers.modeling.modeling_x", tmp_path / "modeling_x.py")
+    text = imported_modules("sumformers.text.words", tmp_path / "words.py")
+    assert "sumformers.processing.processing_x" in modeling and "sumformers.modeling.modeling_x" in text
+    assert layer_of("sumformers.processing.processing_x") == "processing" and layer_of("sumformers.hub") == "face"
+
+
+def run_python(code: str) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=600, check=True
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+LOADED = "json.dumps({'torch': 'torch' in sys.modules, 'models': sorted(m for m in sys.modules if m.startswith(" \
+         "('sumformers.modeling', 'sumformers.pipelines', 'sumformers.processing')))})"
+
+
+def test_import_sumformers_loads_no_torch_and_no_model_code():
+    loaded = run_python(f"import json, sys\nimport sumformers\nprint({LOADED})")
+    assert loaded == {"torch": False, "models": []}
+
+
+@pytest.mark.parametrize("first_use", [
+    "sumformers.BertSumForExtractiveSummarization",  # a name of the package
+    "transformers.AutoConfig.from_pretrained(str(sumformers.checkpoints.shipped_checkpoints()['bertsum-minilm-cnndm']))",
+])
+def test_the_architectures_are_registered_at_first_use(first_use):
+    """Used through the package's names or through transformers' Auto classes, the architectures are registered:
+    the shipped BERTSum folder loads as BertSumConfig, and its processor is the registry's."""
+    code = f"""import json, sys
+import sumformers
+import transformers, sumformers.checkpoints
+before = {LOADED}
+{first_use}
+from transformers import AutoConfig, AutoProcessor
+folder = str(sumformers.checkpoints.shipped_checkpoints()['bertsum-minilm-cnndm'])
+config = AutoConfig.from_pretrained(folder)
+model_class = sumformers.ARCHITECTURES['bertsum'].model_class
+print(json.dumps({{'before': json.loads(before), 'config': type(config).__name__,
+                  'processor': type(AutoProcessor.from_pretrained(folder)).__name__,
+                  'model_processor': model_class.processor_class.__name__}}))
+"""
+    result = run_python(code)
+    assert result["before"]["models"] == [] and result["config"] == "BertSumConfig"
+    assert result["processor"] == result["model_processor"] == "BertSumProcessor"
+
+
+def test_a_model_module_imported_on_its_own_finds_its_processor():
+    code = """import json
+from sumformers.modeling.modeling_stepwise_hibert import StepwiseHiBertForContentPlanning as planner
+print(json.dumps(planner.processor_class.__name__))
+"""
+    assert run_python(code) == "HiBertPlannerProcessor"

@@ -35,7 +35,9 @@ def test_a_shipped_card_is_what_its_template_builds(name):
     folder = shipped_checkpoints()[name]
     card_info = json.loads((folder / CARD_INFO_FILE).read_text(encoding="utf-8"))
     assert card_text(folder) == str(build_model_card(AutoConfig.from_pretrained(folder), card_info))
-    assert "pip install transformers torch pysbd`" in card_text(folder)
+    # what the exported code imports: pysbd where a processor segments text (the realizer's reads records only)
+    needs = "torch`" if name == "realizer-minilm-rotowire" else "torch pysbd`"
+    assert f"pip install transformers {needs}" in card_text(folder)
 
 
 @pytest.mark.parametrize("name", DEMO_QUALITY)

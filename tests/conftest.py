@@ -59,6 +59,14 @@ def data_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def rotowire_game_line(data_dir) -> str:
+    """One Rotowire game as a JSON line (`rotowire-test-538`, Rockets at Hawks, a dev game), read from the shared
+    data: tests read the data there, not from the bundled example."""
+    lines = (data_dir / "rotowire" / "games.jsonl").read_text(encoding="utf-8").splitlines()
+    return next(line for line in lines if '"rotowire-test-538"' in line)
+
+
+@pytest.fixture(scope="session")
 def minilm_tokenizer():
     from transformers import AutoTokenizer
 

@@ -22,7 +22,6 @@ from sumformers.hub import load_pipeline  # noqa: E402
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTICLE = (REPO_ROOT / "examples" / "cnn_missing_student.txt").read_text()
 THREE_ARTICLES = REPO_ROOT / "examples" / "cnn_three_articles.jsonl"
-GAME = json.loads((REPO_ROOT / "examples" / "rotowire_two_games.jsonl").read_text().splitlines()[0])
 
 
 def page_of(framed: str) -> str:
@@ -69,12 +68,13 @@ def test_the_demo_shows_the_view_of_pasted_text_and_of_an_uploaded_file(client_o
 
 
 @pytest.mark.slow
-def test_the_demo_realizes_a_picked_rotowire_game(client_of):
+def test_the_demo_realizes_a_picked_rotowire_game(client_of, rotowire_game_line):
+    game = json.loads(rotowire_game_line)
     pipe = load_pipeline("realizer-minilm-rotowire")
     options = {"plan": "oracle", "num_beams": 1, "max_new_tokens": 12}
-    client = client_of(build_demo(pipe, "realizer-minilm-rotowire", options, {"Rockets at Hawks": GAME}))
+    client = client_of(build_demo(pipe, "realizer-minilm-rotowire", options, {"Rockets at Hawks": game}))
     page = page_of(client.predict("", None, "Rockets at Hawks", "", api_name="/view"))
-    assert page.count('class="realized"') == len(pipe(GAME, **options)["sentences"])
+    assert page.count('class="realized"') == len(pipe(game, **options)["sentences"])
     assert 'class="box-score"' in page and "Al Horford" in page
     assert "Against the reference" in page  # the game's own summary
     pasted_bad = page_of(client.predict("{not a game", None, None, "", api_name="/view"))

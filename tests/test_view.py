@@ -19,7 +19,6 @@ from sumformers.view.abstractive import copy_attention_sources, overlap_sources
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ARTICLE = (REPO_ROOT / "examples" / "cnn_missing_student.txt").read_text()
 REFERENCE = (REPO_ROOT / "examples" / "cnn_missing_student.reference.txt").read_text()
-GAME_LINE = (REPO_ROOT / "examples" / "rotowire_two_games.jsonl").read_text().splitlines()[0]
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -146,8 +145,8 @@ def test_reference_rouge_is_rouge_scores_number(extractive):
     assert page.find("reference")[0][2].startswith("Cayman Naib, 13, hasn't been heard from since Wednesday .")
 
 
-def test_numbers_are_marked_as_the_relation_extractor_reads_them():
-    game = parse_game(GAME_LINE)
+def test_numbers_are_marked_as_the_relation_extractor_reads_them(rotowire_game_line):
+    game = parse_game(rotowire_game_line)
     sentences = [
         "The Atlanta Hawks ( 41 - 29 ) defeated the Houston Rockets ( 35 - 35 ) 109 - 97 on Saturday.",
         "Al Horford led the way with 22 points, 12 rebounds and two blocks in 30 minutes.",
@@ -219,10 +218,10 @@ def test_the_readme_view_commands_name_bundled_files_and_the_screenshots_ship():
         assert f"]({image})" in section and (REPO_ROOT / image).stat().st_size < 200_000
 
 
-def test_a_content_plan_is_shown_as_its_template_sentences_beside_their_records():
+def test_a_content_plan_is_shown_as_its_template_sentences_beside_their_records(rotowire_game_line):
     from sumformers.text.rotowire_plans import plan_to_text
 
-    game = parse_game(GAME_LINE)
+    game = parse_game(rotowire_game_line)
     plan = ["Al Horford|PLAYER_NAME", "Al Horford|PTS", "<EOS>", "Hawks|TEAM-PTS", "<EOT>"]
     output = {"plan": plan, "plan_text": plan_to_text(game, plan), "steps": [], "score": -1.0}
     page = Elements(render_html(output, "content-planning", game=game))

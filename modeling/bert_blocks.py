@@ -90,9 +90,15 @@ class BertStyleFeedForward(nn.Module):
 
 
 def bert_layer_state(bert_layer: nn.Module) -> dict[str, torch.Tensor]:
-    """A transformers `BertLayer`'s weights under the names of a layer built from these blocks."""
+    """A transformers `BertLayer`'s (or `MPNetLayer`'s) weights under the names of a layer built from these
+    blocks."""
     renames = (
         ("attention.self.", "attention."),
+        ("attention.attn.q.", "attention.query."),
+        ("attention.attn.k.", "attention.key."),
+        ("attention.attn.v.", "attention.value."),
+        ("attention.attn.o.", "attention.output.dense."),
+        ("attention.LayerNorm.", "attention.output.LayerNorm."),
         ("intermediate.dense.", "feed_forward.intermediate."),
         ("output.", "feed_forward.output."),
     )

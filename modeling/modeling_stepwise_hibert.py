@@ -40,7 +40,7 @@ from .bert_blocks import (
     init_bert_style_weights,
     load_encoder_and_config,
 )
-from .pretrained_encoder import encoder_pooling
+from .pretrained_encoder import encoder_attention, encoder_pooling
 from .sentence_scoring import (
     check_sentence_slots,
     first_sentences,
@@ -157,7 +157,9 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
             **dict(encoder_config.to_dict(), num_hidden_layers=config.sentence_encoder_layers)
         )
         self.sentence_encoder = AutoModel.from_config(
-            sentence_config, add_pooling_layer=False, attn_implementation=config._attn_implementation
+            sentence_config,
+            add_pooling_layer=False,
+            attn_implementation=encoder_attention(sentence_config, config._attn_implementation),
         )
         self.document_layers = nn.ModuleList(
             HiBertDocumentLayer(encoder_config, stepwise, config) for _ in range(config.document_layers)

@@ -85,6 +85,19 @@ def quiet_loading():
             logging.enable_progress_bar()
 
 
+def encoder_attention(encoder_config, wanted: str | None) -> str | None:
+    """The attention back end an encoder built from `encoder_config` runs: `wanted` where its transformers class
+    supports it, else "eager" (MPNet, say, has no SDPA path in transformers)."""
+    from transformers import MODEL_MAPPING
+
+    encoder_class = MODEL_MAPPING.get(type(encoder_config), None)
+    supported = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
+                 "flex_attention": "_supports_flex_attn"}.get(wanted)
+    if encoder_class is None or supported is None or getattr(encoder_class, supported, False):
+        return wanted
+    return "eager"
+
+
 def load_pretrained_encoder(name_or_path: str | None, **kwargs):
     """The pretrained BERT/RoBERTa-style encoder a summarizer starts from (see `resolve_encoder`), loaded quietly."""
     from transformers import AutoModel

@@ -231,6 +231,32 @@ def test_from_encoder_splits_the_pretrained_layers(encoder_folder):
         StepwiseHiBertForExtractiveSummarization.from_encoder(str(encoder_folder), sentence_encoder_layers=4)
 
 
+def test_from_encoder_takes_an_mpnet_encoder(tmp_path, minilm_tokenizer):
+    """all-mpnet-base-v2's architecture: its layers' q/k/v/o names map onto the document layers, and its sentence
+    encoder runs eager attention (transformers' MPNet has no SDPA path) while the document layers keep SDPA."""
+    from transformers import MPNetConfig, MPNetModel
+
+    config = MPNetConfig(
+        vocab_size=minilm_tokenizer.vocab_size, hidden_size=32, num_hidden_layers=3, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=130,
+    )
+    MPNetModel(config, add_pooling_layer=False).save_pretrained(tmp_path / "mpnet")
+    minilm_tokenizer.save_pretrained(tmp_path / "mpnet")
+    encoder = MPNetModel.from_pretrained(tmp_path / "mpnet", add_pooling_layer=False)
+    model = HiBertForExtractiveSummarization.from_encoder(
+        str(tmp_path / "mpnet"), sentence_encoder_layers=2, document_layers=1, max_document_sentences=16,
+        max_sentence_tokens=10, attn_implementation="sdpa",
+    )
+    assert model.sentence_encoder.config._attn_implementation == "eager"
+    assert model.config._attn_implementation == "sdpa"
+    top, pretrained = model.document_layers[0], encoder.encoder.layer[2]
+    torch.testing.assert_close(top.attention.key.weight, pretrained.attention.attn.k.weight)
+    torch.testing.assert_close(top.attention.output.dense.weight, pretrained.attention.attn.o.weight)
+    torch.testing.assert_close(top.attention.output.LayerNorm.weight, pretrained.attention.LayerNorm.weight)
+    batch = document_batch(minilm_tokenizer, [SENTENCES])
+    assert model(**batch).logits.shape == (1, len(SENTENCES))
+
+
 def trained_like_checkpoint(encoder_folder, tmp_path):
     """A Stepwise HiBERT with LoRA as the training script sets it up (random LoRA so it matters), saved."""
     torch.manual_seed(2)

@@ -15,9 +15,10 @@ Relative attention (`config.relative_attention`), per layer:
   tables start at zero.
 - "bias": the bias only (the checkpoints trained before relative keys; a config.json without the key loads so).
 
-Long-token absolute positions (`config.long_position_embeddings`): "none" for new models, as in ETC (no absolute
-position embeddings; word order comes from the relative keys, so nothing is tiled past BERT's 512 positions);
-"tiled" for the older checkpoints (BERT's table repeated, the Longformer recipe). A sentence is scored from its first
+Long-token absolute positions (`config.long_position_embeddings`): "tiled" for new models (BERT's table repeated, the
+Longformer recipe: the pretrained layers were trained with absolute positions, and without them a sentence's first
+token cannot tell where in the document it stands); "none" as in ETC, whose own checkpoints were pretrained with
+relative positions only (word order then comes from the relative keys alone). A sentence is scored from its first
 token (`[CLS]`).
 
 - `ETCSumForExtractiveSummarization`: a sigmoid score per sentence; `extractive-summarization` pipeline (top k).

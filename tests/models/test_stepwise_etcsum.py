@@ -193,10 +193,19 @@ def encoder_folder(tmp_path, minilm_tokenizer):
     return save_tiny_encoder(tmp_path / "encoder", minilm_tokenizer, num_hidden_layers=2, max_position_embeddings=64)
 
 
+def test_from_encoder_gives_relative_keys_over_the_tiled_positions(encoder_folder):
+    model = StepwiseETCSumForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
+    assert model.config.relative_attention == "keys" and model.config.long_position_embeddings == "tiled"
+    assert model.embeddings.position_embeddings.num_embeddings == model.config.long_length
+    assert all((layer.attention.relative_keys.weight == 0).all() for layer in model.layers)
+
+
 def test_from_encoder_gives_the_etc_design_without_absolute_positions(encoder_folder):
     encoder = BertModel.from_pretrained(encoder_folder, add_pooling_layer=False)
-    model = StepwiseETCSumForExtractiveSummarization.from_encoder(str(encoder_folder), **TINY)
-    assert model.config.relative_attention == "keys" and model.config.long_position_embeddings == "none"
+    model = StepwiseETCSumForExtractiveSummarization.from_encoder(
+        str(encoder_folder), **TINY, long_position_embeddings="none"
+    )
+    assert model.config.relative_attention == "keys"
     assert model.embeddings.position_embeddings is None  # nothing tiled past the pretrained positions
     for layer in model.layers:
         assert layer.attention.relative_keys.weight.shape == (2 * 3 + 3, 4, 8)  # [ids, heads, head_dim]
@@ -208,7 +217,7 @@ def test_from_encoder_gives_the_etc_design_without_absolute_positions(encoder_fo
 def test_word_order_comes_from_the_relative_keys(minilm_tokenizer):
     """Without absolute positions, two sentences whose words are swapped inside the band read the same to a model
     whose relative keys and biases are zero (no position signal at all), and differently once the keys are set."""
-    model = tiny_model(stepwise=False, layers=1)
+    model = tiny_model(stepwise=False, layers=1, long_position_embeddings="none")
     batch = document_batch(minilm_tokenizer, [SENTENCES[:2]])
     swapped = dict(batch, input_ids=batch["input_ids"].clone())
     swapped["input_ids"][0, [1, 2]] = batch["input_ids"][0, [2, 1]]
@@ -223,6 +232,24 @@ def test_word_order_comes_from_the_relative_keys(minilm_tokenizer):
         torch.testing.assert_close(first_sentence_state(batch), first_sentence_state(swapped), rtol=0, atol=1e-5)
         layer.relative_keys.weight.normal_(0.0, 0.5)
         assert (first_sentence_state(batch) - first_sentence_state(swapped)).abs().max() > 1e-4  # small random queries
+
+
+def test_a_new_model_knows_where_a_sentence_stands_before_training(encoder_folder, minilm_tokenizer):
+    """The collapse of the GPU run without absolute positions: sentences with the same words inside one band get
+    the same first-token state at initialisation (relative tables at zero), so nothing tells the lead sentence from
+    the others; with the default tiled positions each gets its own."""
+    same = ["the council voted on the new budget ."] * 4
+    batch = document_batch(minilm_tokenizer, [same])
+    states = {}
+    for positions in ("tiled", "none"):
+        torch.manual_seed(0)
+        model = ETCSumForExtractiveSummarization.from_encoder(
+            str(encoder_folder), **dict(TINY, local_radius=84), long_position_embeddings=positions
+        ).eval()
+        with torch.no_grad():
+            states[positions] = model(**batch).sentence_states[0]
+    spread = {name: (value - value.mean(0)).abs().max().item() for name, value in states.items()}
+    assert spread["none"] < 1e-5 < 1e-2 < spread["tiled"], spread
 
 
 def test_from_encoder_with_tiled_positions_copies_the_layers_and_repeats_the_positions(encoder_folder):
@@ -248,8 +275,8 @@ def test_from_encoder_with_tiled_positions_copies_the_layers_and_repeats_the_pos
 
 
 def test_configs_saved_before_relative_keys_load_the_old_design(tmp_path):
-    new = tiny_config()
-    assert (new.relative_attention, new.long_position_embeddings) == ("keys", "none")
+    new = tiny_config(long_position_embeddings="none")
+    assert (tiny_config().relative_attention, tiny_config().long_position_embeddings) == ("keys", "tiled")
     new.save_pretrained(tmp_path / "new")
     reloaded = StepwiseETCSumConfig.from_pretrained(tmp_path / "new")
     assert (reloaded.relative_attention, reloaded.long_position_embeddings) == ("keys", "none")

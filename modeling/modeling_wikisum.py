@@ -286,6 +286,13 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, CheckedGenerationMixin, LengthP
     def lora_layers(self) -> str | None:
         return "model.layers" if self.config.decoder_init == "encoder" else None
 
+    @property
+    def padding_alignment(self) -> int:
+        """Left padding under which a row's outputs are its own alone: local blocks and compressed slots are counted
+        from position 0, so padding that is not a whole number of blocks and slots moves them (full layers: any)."""
+        sizes = {"local": self.config.local_block_size, "compressed": self.config.compression_stride}
+        return math.lcm(*(sizes.get(layer_type, 1) for layer_type in self.config.attention_layers))
+
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
         # generate() must not hand us a DynamicCache: the first forward creates a WikiSumCache itself

@@ -3,6 +3,7 @@
 WikiSum's model and the `wikisum` pipeline use it."""
 
 import numbers
+import warnings
 
 import torch
 from transformers import GenerationConfig
@@ -26,8 +27,9 @@ def is_integer(value) -> bool:
 
 
 class CheckedGenerationMixin:
-    """Mixed in before `LengthPenaltyTypeMixin` and `GenerationMixin`: `generate()` checks its settings first. The
-    model's `config.max_position_embeddings` bounds the input plus the summary."""
+    """Mixed in before `LengthPenaltyTypeMixin` and `GenerationMixin`: `generate()` checks its settings and the
+    padding of its rows first. The model's `config.max_position_embeddings` bounds the input plus the summary, and
+    its `padding_alignment` is the left padding (a multiple of it) under which a row decodes as it would alone."""
 
     def with_caller_maximum_length(self, generation_config: GenerationConfig | None, kwargs: dict) -> dict:
         """`generate()` keywords with `min_new_tokens` lowered to the caller's `max_new_tokens` where only the saved
@@ -95,6 +97,25 @@ class CheckedGenerationMixin:
         if explicit_max_length and settings.max_length > limit:
             raise ValueError(f"max_length={settings.max_length} exceeds {where}")
 
+    def check_padding(self, attention_mask: torch.Tensor | None) -> None:
+        """Raise a one-line ValueError for padding after a row's tokens (its summary would continue after the
+        padding); warn in one line where left padding that is not a multiple of `padding_alignment` makes rows
+        decode otherwise than alone (close, but not the same)."""
+        if attention_mask is None or bool(attention_mask.all()):
+            return
+        real = attention_mask.bool()
+        if not bool(real[:, -1].all()):
+            raise ValueError("generate() continues each row at its end: pad the rows on the left (padding_side='left')")
+        padding = (~real).sum(dim=1)
+        unaligned = padding[padding % self.padding_alignment != 0].tolist()
+        if unaligned:
+            warnings.warn(
+                f"rows left-padded by {unaligned} tokens do not decode exactly as they do alone (this model's left "
+                f"padding should be a multiple of {self.padding_alignment} tokens): generate one row at a time, as the "
+                "pipeline does, for outputs that do not depend on the batch",
+                stacklevel=3,
+            )
+
     def generate(
         self,
         inputs: torch.Tensor | None = None,
@@ -116,6 +137,7 @@ class CheckedGenerationMixin:
         kwargs = self.with_caller_maximum_length(generation_config, kwargs)
         # no input: generate() starts from the bos token alone
         self.check_generation_settings(1 if prompt is None else prompt.shape[1], generation_config, **kwargs)
+        self.check_padding(kwargs.get("attention_mask"))
         return super().generate(inputs, generation_config, length_penalty_type=length_penalty_type, **kwargs)
 
 

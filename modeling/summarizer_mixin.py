@@ -104,6 +104,14 @@ class SummarizerMixin:
         return super().get_correct_attn_implementation(requested_attention, is_init_check)
 
     @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        # `set_attn_implementation` on a built model: every sumformers attention layer reads
+        # `config._attn_implementation` at each call, so a change applies at once. transformers guesses this from the
+        # module's source instead, and where it guesses no, it warns and leaves the model's layers as they were while
+        # still switching a pretrained encoder inside (which accepted back ends the model cannot run)
+        return True
+
+    @classmethod
     def from_encoder(cls, encoder_path: str, config=None, **config_kwargs):
         """A model whose `pretrained_modules` start from the pretrained BERT/RoBERTa encoder at `encoder_path`."""
         raise NotImplementedError(f"{cls.__name__} does not start from a pretrained encoder")

@@ -3,7 +3,7 @@ decoder, its generated summary out (Liu et al. 2018's two stages)."""
 
 import torch
 
-from ..modeling.modeling_wikisum import is_integer
+from ..modeling.wikisum_generation import is_integer
 from ..text.ranking import RANKERS, RANKING_UNITS
 from .base import SummarizationPipeline
 

@@ -1,5 +1,6 @@
-"""The house's import rules, drawn as tests: imports run one way (the face -> pipelines -> processing and modeling ->
-the shared blocks: configuration, generation, text), and `import sumformers` loads no torch and no model code."""
+"""The house's rules, drawn as tests: imports run one way (the face -> pipelines -> processing and modeling -> the
+shared blocks: configuration, generation, text), `import sumformers` loads no torch and no model code, and no modeling
+file grows past `MAX_MODELING_LINES` (a model's parts go beside it, split by concern, as WikiSum's `wikisum_*.py`)."""
 
 import ast
 import json
@@ -24,6 +25,7 @@ LAYERS = {
     "pipelines": 3,
     "face": 4,
 }
+MAX_MODELING_LINES = 800
 
 
 def package_modules() -> dict[str, Path]:
@@ -74,6 +76,12 @@ def test_imports_run_one_way():
             if destination != source and LAYERS[destination] >= LAYERS[source]:
                 wrong_way.append(f"{name} -> {target}")
     assert wrong_way == []
+
+
+def test_no_modeling_file_exceeds_the_line_limit():
+    files = REPO_ROOT.glob("modeling/*.py")
+    lengths = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in files}
+    assert lengths and {name: lines for name, lines in lengths.items() if lines > MAX_MODELING_LINES} == {}
 
 
 def test_the_check_sees_an_arrow_running_the_wrong_way(tmp_path):

@@ -13,6 +13,7 @@ from conftest import SENTENCES, tiny_bert_config, tiny_bertsumabs_config
 from sumformers import BertSumAbsForConditionalGeneration, SentencePlannerForConditionalGeneration
 from sumformers.modeling.modeling_bertsumabs import decoder_inputs_from_labels
 from sumformers.training import ModelArguments, apply_lora
+from test_generation_common import GenerationTesterMixin
 from test_modeling_common import ModelTesterMixin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -25,7 +26,7 @@ SUMMARIES = (
 EXAMPLES = tuple(zip((SENTENCES, SENTENCES[1:3], SENTENCES[:4]), SUMMARIES))
 
 
-class AbstractiveTester(ModelTesterMixin):
+class AbstractiveTester(ModelTesterMixin, GenerationTesterMixin):
     examples = EXAMPLES
     # word logits over a 30,522-token vocabulary: the largest |bf16 - fp32| measured on the tiny models is 0.026
     bf16_atol = 0.05
@@ -50,6 +51,21 @@ class TestSentencePlanner(AbstractiveTester):
 
     def get_config(self):
         return tiny_bertsumabs_config(planner=True)
+
+    def teacher_forcing_inputs(self, model, sequences):
+        return {"summary_sentences": summary_sentences_of(model, sequences)}
+
+
+def summary_sentences_of(model, sequences):
+    """The planner's teacher-forcing input for generated `sequences`: each completed sentence of each row alone as
+    `[CLS] tokens [SEP]` ([rows, sentences + 1, width]), as the processor's collate lays out a summary's."""
+    sentences = [model.completed_sentences(row) for row in sequences.tolist()]
+    width = max((len(s) for row in sentences for s in row), default=0) + 2
+    summary = torch.zeros(len(sentences), max(len(row) for row in sentences) + 1, width, dtype=torch.long)
+    for row, row_sentences in enumerate(sentences):
+        for index, sentence in enumerate(row_sentences):
+            summary[row, index, : len(sentence) + 2] = torch.tensor([101, *sentence, 102])
+    return summary
 
 
 def tiny(planner=True, seed=0, **overrides):
@@ -317,13 +333,7 @@ def test_generation_equals_teacher_forcing_and_the_cache_changes_nothing(planner
     labels = sequences[:, 1:]
     inputs = dict(batch, decoder_input_ids=sequences[:, :-1])
     if planner:
-        sentences = [model.completed_sentences(row) for row in sequences.tolist()]
-        width = max(len(s) for row in sentences for s in row) + 2
-        summary = torch.zeros(len(sentences), max(len(row) for row in sentences) + 1, width, dtype=torch.long)
-        for row, row_sentences in enumerate(sentences):
-            for index, sentence in enumerate(row_sentences):
-                summary[row, index, : len(sentence) + 2] = torch.tensor([101, *sentence, 102])
-        inputs["summary_sentences"] = summary
+        inputs["summary_sentences"] = summary_sentences_of(model, sequences)
     with torch.no_grad():
         forced = model(**inputs).logits
     assert forced.shape[1] == labels.shape[1]

@@ -19,6 +19,7 @@ from sumformers.modeling.modeling_copy_transformer import (
     mixture_log_probs,
     sinusoidal_positions,
 )
+from test_generation_common import GenerationTesterMixin
 from test_modeling_common import ModelTesterMixin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -33,7 +34,7 @@ EXAMPLES = (
 )
 
 
-class TestCopyTransformer(ModelTesterMixin):
+class TestCopyTransformer(ModelTesterMixin, GenerationTesterMixin):
     model_class = CopyTransformerForConditionalGeneration
     examples = EXAMPLES
     pipeline_input = ARTICLE + " The zorblax✓ fund pays for it."

@@ -15,6 +15,7 @@ from transformers import BertModel
 from conftest import tiny_bert_config, tiny_copy_transformer_config
 from sumformers import CopyTransformerConfig, CopyTransformerForConditionalGeneration, frozen_layers
 from sumformers.modeling import modeling_copy_transformer
+from test_generation_common import GenerationTesterMixin
 from test_modeling_common import ModelTesterMixin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -47,7 +48,7 @@ def tokens(length, seed=0, batch=1):
 # ----------------------------------------------------------------------------------------------------------------
 
 
-class TestCopyTransformerCircularConvolution(ModelTesterMixin):
+class TestCopyTransformerCircularConvolution(ModelTesterMixin, GenerationTesterMixin):
     """The shared checks (round trips, batch = items, padding, back ends = eager, bf16, export) with circular 2D
     convolution in both encoder layers."""
 
@@ -142,7 +143,7 @@ BERT_INPUTS = ("bert_windowed", "bert_concat")
 CLS, SEP = 101, 102
 
 
-class TestCopyTransformerBertStackingBertDecoder(ModelTesterMixin):
+class TestCopyTransformerBertStackingBertDecoder(ModelTesterMixin, GenerationTesterMixin):
     """The shared checks on the most demanding BERT-conditioned variant: stacking (the windowed BERT features feed
     the encoder layers) and the BERT-conditioned decoder (BERT's word embeddings, projected from its width 32 to
     d_model 64). The frozen BERT is the tiny one a fixture saves (`bert_name_or_path`): checkpoints and the exported

@@ -87,6 +87,8 @@ def random_lora(model, target_modules="query,value", lora_std=0.1, module_noise=
 # The mixin
 # ----------------------------------------------------------------------------------------------------------------
 
+# Every back end a model might be asked for: transformers' names and sumformers' sparse "blocked".
+ALL_BACKENDS = (*ATTENTION_IMPLEMENTATIONS, "flash_attention_2")
 FLOAT32 = dict(atol=1e-5, rtol=1e-5)  # one computation against another in float32
 # The same computation on the same weights: equal up to a few float32 ulps (CPU kernels may round differently for
 # weights at other memory addresses, e.g. memory-mapped from safetensors).
@@ -331,19 +333,24 @@ class ModelTesterMixin:
     @pytest.mark.parametrize(
         "implementation",
         # compiling flex_attention on a shared CPU takes half a minute or more
-        ["sdpa", "blocked", pytest.param("flex_attention", marks=pytest.mark.slow)],
+        ["sdpa", "blocked", "flash_attention_2", pytest.param("flex_attention", marks=pytest.mark.slow)],
     )
     def test_attention_backend_equals_eager(self, context, implementation):
+        """A declared back end, chosen at load or switched on a built model (`set_attn_implementation`), reaches
+        every layer and gives eager's outputs; an undeclared one is refused wherever it is asked for."""
         if implementation not in self.attn_implementations():
-            pytest.skip(f"{self.model_class.__name__} runs {self.attn_implementations()}")
+            self.assert_refused_everywhere(context, implementation)
+            return
         eager = self.load(context, attn_implementation="eager")
         model = self.load(context, dtype=torch.float32, attn_implementation=implementation)
+        switched = copy.deepcopy(eager)
+        switched.set_attn_implementation(implementation)
         # The choice reaches every sub-module that reads it (BERTSum's encoder has a config of its own), eager's too.
-        for loaded, wanted in ((model, implementation), (eager, "eager")):
-            chosen = {module.config._attn_implementation for module in loaded.modules() if hasattr(module, "config")}
-            assert chosen == {wanted}
+        for loaded, wanted in ((model, implementation), (eager, "eager"), (switched, implementation)):
+            assert backends_of(loaded) == {wanted}
         expected = self.outputs(eager, context.batch, context.rows)
         self.assert_rows_close(self.outputs(model, context.batch, context.rows), expected, **FLOAT32)
+        self.assert_rows_close(self.outputs(switched, context.batch, context.rows), expected, **FLOAT32)
 
     def test_other_attention_backends_are_refused_at_load(self, context):
         """A back end the class does not declare (one transformers knows, or sumformers' "blocked", registered for
@@ -354,18 +361,32 @@ class ModelTesterMixin:
         # transformers reads its own flags for its checks: they say the same
         assert self.model_class._supports_sdpa == ("sdpa" in declared)
         assert self.model_class._supports_flex_attn == ("flex_attention" in declared)
-        others = [name for name in (*ATTENTION_IMPLEMENTATIONS, "flash_attention_2") if name not in declared]
+        others = [name for name in ALL_BACKENDS if name not in declared]
         for implementation in others:
-            config = copy.deepcopy(context.model.config)
-            for load in (
-                lambda: self.load(context, attn_implementation=implementation),
-                lambda: self.auto_class.from_config(config, attn_implementation=implementation),
-            ):
-                with pytest.raises(ValueError) as refusal:
-                    load()
-                message = str(refusal.value)
-                assert "\n" not in message and repr(implementation) in message
-                assert all(repr(name) in message for name in declared), message
+            self.assert_refused_everywhere(context, implementation)
+
+    def assert_refused_everywhere(self, context, implementation):
+        """`implementation` is refused in one line naming it and the declared back ends by every way of asking for
+        it: `from_pretrained` (the Auto class's and the model class's), `from_config`, the constructor (a config that
+        names it) and `set_attn_implementation` on a built model, which keeps its back end."""
+        declared = self.model_class.attention_backends
+        assert implementation not in declared
+        built, config = copy.deepcopy(context.model), copy.deepcopy(context.model.config)
+        before = backends_of(built)
+        named = AutoConfig.from_pretrained(context.folder, attn_implementation=implementation)
+        for ask in (
+            lambda: self.load(context, attn_implementation=implementation),
+            lambda: self.model_class.from_pretrained(context.folder, attn_implementation=implementation),
+            lambda: self.auto_class.from_config(config, attn_implementation=implementation),
+            lambda: self.model_class(copy.deepcopy(named)),
+            lambda: built.set_attn_implementation(implementation),
+        ):
+            with pytest.raises(ValueError) as refusal:
+                ask()
+            message = str(refusal.value)
+            assert "\n" not in message and repr(implementation) in message
+            assert all(repr(name) in message for name in declared), message
+        assert backends_of(built) == before
 
     @pytest.mark.parametrize("name", ["past_key_values", "cache"])
     @torch.no_grad()
@@ -580,6 +601,11 @@ class ModelTesterMixin:
         except (TypeError, ValueError):
             reads_several = False
         assert reads_several == cls.reads_multiple_documents
+
+
+def backends_of(model) -> set[str]:
+    """The attention back ends the model's modules would run: every module's `config._attn_implementation`."""
+    return {module.config._attn_implementation for module in model.modules() if hasattr(module, "config")}
 
 
 def settings_of(config) -> dict:

@@ -21,6 +21,7 @@ from sumformers.processing.processing_realizer import as_game
 from sumformers.text.rotowire_plans import plan_sentences
 from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, parse_game, read_games, split_games
 from sumformers.training import ModelArguments, apply_lora
+from test_generation_common import GenerationTesterMixin
 from test_modeling_common import ModelTesterMixin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -84,7 +85,7 @@ def minilm():
     return AutoTokenizer.from_pretrained(str(bundled_encoder_path()))
 
 
-class TestRealizer(ModelTesterMixin):
+class TestRealizer(ModelTesterMixin, GenerationTesterMixin):
     """The model tester on the realizer's real inputs: one realization step each (previous sentence, `<BEG>`, a plan
     sentence's records, the game's context), its summary sentence as labels; the `table-to-text` pipeline's sentence
     by sentence loop over a plan of the model tester's own."""

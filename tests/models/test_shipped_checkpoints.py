@@ -66,6 +66,23 @@ def test_standard_loading_gives_the_adapter_over_its_encoder(name):
     assert sumformers.load_pipeline(name)(ARTICLE.read_text()) == summarizer(ARTICLE.read_text())
 
 
+@pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
+def test_a_back_end_the_model_does_not_run_is_refused_at_load(name):
+    """From an adapter checkpoint too (rebuilt over its encoder by `from_encoder`), a back end the class does not
+    declare is refused in one line naming the ones it runs."""
+    folder = str(shipped_checkpoints()[name])
+    architecture = ARCHITECTURES[AutoConfig.from_pretrained(folder).model_type]
+    declared = architecture.model_class.attention_backends
+    for implementation in ("flex_attention", "blocked", "flash_attention_2"):
+        if implementation in declared:
+            continue
+        with pytest.raises(ValueError) as refusal:
+            architecture.auto_class.from_pretrained(folder, attn_implementation=implementation)
+        message = str(refusal.value)
+        assert "\n" not in message and repr(implementation) in message
+        assert all(repr(backend) in message for backend in declared), message
+
+
 def test_the_shipped_wikisum_loads_the_standard_way():
     """`pipeline("wikisum", model=folder)` loads the adapter over MiniLM (its logits those of the adapter merged by
     hand) and summarizes what its model generates."""

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from conftest import tiny_bert_config, tiny_wikisum_config
 from sumformers import WikiSumCache, WikiSumConfig, WikiSumForCausalLM
 from sumformers.hub import export_model, load_model, shipped_checkpoints
 from sumformers.modeling.modeling_wikisum import timing_signal
+from test_generation_common import GenerationTesterMixin
 from test_modeling_common import ModelTesterMixin
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -275,6 +277,33 @@ def test_generate_limit_counts_the_input_and_the_summary():
         model.generate(random_ids(1, 10), max_new_tokens=4)
 
 
+def test_generate_warns_of_padding_under_which_rows_do_not_decode_as_alone_and_refuses_right_padding():
+    """Local blocks and compressed slots are counted from position 0: a batch's rows decode as they do alone only
+    when left-padded by whole blocks and slots (lcm(4, 3) = 12 here; any padding with full layers only; the shared
+    generation tester decodes such batches as their items). Other left padding gave other scores without a word
+    (0.004 on this model at 5 tokens); padding on the right gave summaries continuing after the padding."""
+    model = tiny_model()
+    assert model.padding_alignment == 12 and tiny_model(attention_layers=["full"] * 2).padding_alignment == 1
+    ids = random_ids(3, 30)
+    mask = torch.ones_like(ids)
+    mask[1, :12], mask[2, :5] = 0, 0
+    with pytest.warns(UserWarning) as warned:
+        model.generate(ids, attention_mask=mask, max_new_tokens=2)
+    assert [str(warning.message) for warning in warned] == [
+        "rows left-padded by [5] tokens do not decode exactly as they do alone (this model's left padding should be "
+        "a multiple of 12 tokens): generate one row at a time, as the pipeline does, for outputs that do not depend "
+        "on the batch"
+    ]
+    mask[2] = 1
+    mask[2, -3:] = 0
+    with pytest.raises(ValueError, match=r"^generate\(\) continues each row at its end: pad the rows on the left"):
+        model.generate(ids, attention_mask=mask, max_new_tokens=2)
+    mask[2] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert model.generate(ids, attention_mask=mask, max_new_tokens=2, min_new_tokens=2).shape == (3, 32)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The copy head (copy_mechanism, not in the paper)
 # ----------------------------------------------------------------------------------------------------------------
@@ -509,7 +538,7 @@ def minilm_config(**overrides) -> WikiSumConfig:
     return WikiSumConfig(**settings)
 
 
-class TestWikiSumModel(ModelTesterMixin):
+class TestWikiSumModel(ModelTesterMixin, GenerationTesterMixin):
     model_class = WikiSumForCausalLM
     # Inputs of 48, 31 and 17 tokens, right-padded in a batch as the training script's collator pads them (the
     # pipeline generates one row at a time, without padding).
@@ -534,6 +563,15 @@ class TestWikiSumModel(ModelTesterMixin):
             real = slice(width - len(ids), width) if left else slice(0, len(ids))
             input_ids[row, real], attention_mask[row, real] = torch.tensor(ids), 1
         return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def generation_features(self, context):
+        """The examples cut at their ends so that each one's left padding in a batch is a whole number of local
+        blocks and compressed slots (`padding_alignment`: other padding moves them, and `generate()` warns of it)."""
+        alignment, longest = context.model.padding_alignment, max(len(ids) for ids in context.features)
+        return [ids[: longest - -(-(longest - len(ids)) // alignment) * alignment] for ids in context.features]
+
+    def generation_batch(self, processor, features):
+        return self.collate(processor, features, left=True)
 
     @pytest.mark.xfail(
         strict=False,

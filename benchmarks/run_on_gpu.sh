@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine, everything that needs one in parallel, the results tarred into $OUT/results.tgz:
-# - quality_windowed.py's full-length rows of Table 2 and Table 4 still owed, and the 512-token CopyTransformer
-#   again (to see whether a GPU run reproduces the CPU one), each variant its own process (the GPU has room for all);
+# - quality_windowed.py's rows of Table 2 and Table 4 still owed (VARIANTS), each variant its own process (the GPU
+#   has room for all);
 # - the training features mapped once per input length with every core, then read by each variant's run;
 # - with PLANNER_STEPS set, the Stepwise ETCSum content planner (#14: a token-level encoder over a whole box score,
 #   about 6,000 long and 400 global tokens a plan step; on CPU one step's forward and backward keeps 8.8 GB, 2.2 GB
@@ -15,7 +15,7 @@
 # The machine reaches no registry: first `python benchmarks/carry_to_gpu.py` here, then (device tool) this script with
 # `.device` carried. STEPS, LIMIT, DEVICE, DEADLINE (seconds until every job is stopped), VARIANTS and WHEELS (a
 # folder of wheels for another Python) are for trial runs on CPU:
-#   STEPS=2 LIMIT=4 DEVICE=cpu VARIANTS="bert_concat_full copy_transformer" bash benchmarks/run_on_gpu.sh
+#   STEPS=2 LIMIT=4 DEVICE=cpu VARIANTS="bert_concat_paper bert_stacked_bert_decoder_full" bash benchmarks/run_on_gpu.sh
 # (PLANNER_STEPS, PLAN_LENGTH, STEPS_PER_GAME and ROTOWIRE_SPLIT=dev shrink the planner's part: checkpointed, a
 # planner row takes about 2.2 GB and 46 s on one CPU thread, so STEPS_PER_GAME=1 PLANNER_STEPS=1 fits a CPU trial)
 set -uo pipefail
@@ -25,11 +25,11 @@ STEPS_PER_GAME=${STEPS_PER_GAME:-8}  # the planner's plan steps drawn per game a
 # seconds kept after the planner's training for its loading, dev evaluation and test planning rows; PLANNER_STEPS is
 # what its learning-rate schedule spans, so set it to the steps that fit the call
 PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150}
-# the rows still owed (the full-length Transformer was scored on the H200, the full-length BERT encoder + Transformer
-# decoder, BERT-transformer encoder and the same with the BERT-conditioned decoder on CPU; the full-length
-# CopyTransformer on CPU with length-grouped batches, so here again with the recipe's random ones) and the 512-token
-# CopyTransformer again; VARIANTS="" runs none
-VARIANTS=${VARIANTS-copy_transformer_full bert_concat_full copy_transformer}
+# the rows still owed: issue #40's, the BERT-conditioned decoder after its input scaling fix and the paper's
+# concatenation with and without it (Table 4), at 512 tokens and full length (about 95 CPU minutes a row here);
+# VARIANTS="" runs none
+VARIANTS=${VARIANTS-bert_stacked_bert_decoder bert_concat_paper bert_concat_paper_bert_decoder \
+bert_stacked_bert_decoder_full bert_concat_paper_full bert_concat_paper_bert_decoder_full}
 OUT=${OUT:-/tmp/gpu-out} RESULTS=/tmp/gpu-results
 started=$(date +%s)
 # seconds left, at least 1 (`timeout 0` would mean no limit at all)
@@ -93,10 +93,10 @@ fi
 train=$SUMFORMERS_DATA_DIR/cnn_dailymail/train_large_sample$((16 * 600)).jsonl.xz
 recipe=(--train --device "$DEVICE" --train_file "$train" --train_presampled --steps "$STEPS" --runs_dir /tmp/runs)
 # the variants of one input length tokenize the same documents: mapped once with every core, then read by each run
-timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4_full --variants "${VARIANTS// /,}" \
+timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4,4_full --variants "${VARIANTS// /,}" \
     --features_only "${recipe[@]}" > "$RESULTS/log_features.txt" 2>&1
 for variant in $VARIANTS; do
-    timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4_full --variants "$variant" "${recipe[@]}" \
+    timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4,4_full --variants "$variant" "${recipe[@]}" \
         --limit "$LIMIT" --batch_size 64 --cache_dir "$RESULTS/summaries" \
         --output "$RESULTS/quality_windowed_$variant.md" > "$RESULTS/log_$variant.txt" 2>&1 &
     runs+=($!)

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available
 quality_windowed = imported_benchmark("quality_windowed", "quality_windowed")
 wikisum = imported_benchmark("wikisum", "wikisum")
 GPU_VARIANTS = ("transformer_full", "copy_transformer_full", "bert_decoder_full", "bert_stacked_full",
-                "bert_stacked_bert_decoder_full", "bert_concat_full", "copy_transformer", "conv_circular_2d")
+                "bert_stacked_bert_decoder_full", "bert_concat_full", "bert_concat_paper_full",
+                "bert_concat_paper_bert_decoder_full", "copy_transformer", "conv_circular_2d")
 DOCUMENTS = [
     "The council approved the new budget on Monday. It includes money for schools and roads. Critics said the plan "
     "raises taxes too quickly.",

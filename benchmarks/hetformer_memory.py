@@ -104,7 +104,7 @@ def build_case(case, length):
                              attention_probs_dropout_prob=0.0)
         implementation = "flex_attention" if case == "hetformer_flex" else "blocked"
         model = HetFormerForExtractiveSummarization._from_config(
-            HetFormerConfig(encoder_config=encoder.to_dict()), attn_implementation=implementation
+            HetFormerConfig(encoder_config=encoder), attn_implementation=implementation
         )
         inputs = hetformer_inputs(length)
         if case.startswith("hetformer_blocked_train"):
@@ -123,7 +123,7 @@ def build_case(case, length):
     else:
         config = LongformerConfig(
             **SIZE, max_position_embeddings=MAX_POSITIONS + 2, attention_window=HetFormerConfig(
-                encoder_config=BertConfig(**SIZE).to_dict()).attention_windows,
+                encoder_config=BertConfig(**SIZE)).attention_windows,
             attention_probs_dropout_prob=0.0,
         )
         model = LongformerModel(config, add_pooling_layer=False).eval()

@@ -9,9 +9,9 @@ from .summarizer_config import PretrainedEncoderConfigMixin
 class BertSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
     Args:
-        encoder_config (`dict`, *optional*):
-            The configuration of the underlying BERT/RoBERTa encoder (`encoder.to_dict()`); defaults to a BERT
-            config. Its `type_vocab_size` must be at least 2 for interval segment embeddings.
+        encoder_config (`PretrainedConfig` or `dict`, *optional*):
+            The configuration of the underlying BERT/RoBERTa encoder (a sub-config); defaults to a BERT config.
+            Its `type_vocab_size` must be at least 2 for interval segment embeddings.
         encoder_name_or_path (`str`, *optional*):
             Where the encoder weights came from (a Hub id or path), recorded for model cards.
         inter_sentence_layers (`int`, *optional*, defaults to 2):
@@ -34,27 +34,11 @@ class BertSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
 
     model_type = "bertsum"
 
-    def __init__(
-        self,
-        encoder_config: dict | None = None,
-        encoder_name_or_path: str | None = None,
-        inter_sentence_layers: int = 2,
-        inter_sentence_heads: int = 8,
-        inter_sentence_ff_size: int = 1536,
-        dropout: float = 0.1,
-        max_sentence_tokens: int = 200,
-        min_sentence_tokens: int = 5,
-        num_sentences: int = 3,
-        trigram_blocking: bool = True,
-        **kwargs,
-    ):
-        self.set_encoder(encoder_config, encoder_name_or_path)
-        self.inter_sentence_layers = inter_sentence_layers
-        self.inter_sentence_heads = inter_sentence_heads
-        self.inter_sentence_ff_size = inter_sentence_ff_size
-        self.dropout = dropout
-        self.max_sentence_tokens = max_sentence_tokens
-        self.min_sentence_tokens = min_sentence_tokens
-        self.num_sentences = num_sentences
-        self.trigram_blocking = trigram_blocking
-        super().__init__(**kwargs)
+    inter_sentence_layers: int = 2
+    inter_sentence_heads: int = 8
+    inter_sentence_ff_size: int = 1536
+    dropout: float = 0.1
+    max_sentence_tokens: int = 200
+    min_sentence_tokens: int = 5
+    num_sentences: int = 3
+    trigram_blocking: bool = True

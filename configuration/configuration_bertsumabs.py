@@ -15,7 +15,8 @@ class BertSumAbsConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     planner paper's equations 2-4). Decoder input and output embeddings are the encoder's word embeddings (tied).
 
     Args:
-        encoder_config (`dict`, *optional*): the BERT/RoBERTa encoder's configuration (defaults to a BERT config).
+        encoder_config (`PretrainedConfig` or `dict`, *optional*): the BERT/RoBERTa encoder's configuration (a
+            sub-config; defaults to a BERT config).
         encoder_name_or_path (`str`, *optional*): where the encoder weights came from (Hub id or path).
         decoder_layers (`int`, *optional*, defaults to 6): decoder layers.
         decoder_attention_heads (`int`, *optional*): decoder heads (default: the encoder's).
@@ -38,78 +39,66 @@ class BertSumAbsConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
 
     model_type = "bertsumabs"
 
-    def __init__(
-        self,
-        encoder_config: dict | None = None,
-        encoder_name_or_path: str | None = None,
-        decoder_layers: int = 6,
-        decoder_attention_heads: int | None = None,
-        decoder_ffn_dim: int | None = None,
-        decoder_init: str = "random",
-        max_target_positions: int = 512,
-        dropout: float = 0.1,
-        label_smoothing: float = 0.1,
-        max_sentence_tokens: int = 200,
-        min_sentence_tokens: int = 5,
-        decoder_start_token: str = "[unused0]",
-        eos_token: str = "[unused1]",
-        sentence_separator_token: str = "[unused2]",
-        sentence_separator_token_id: int | None = None,
-        sentence_start_token_id: int | None = None,
-        sentence_end_token_id: int | None = None,
-        no_repeat_word_ngram_size: int = 3,
-        **kwargs,
-    ):
-        self.set_encoder(encoder_config, encoder_name_or_path)
-        encoder = self.get_encoder_config()
-        if decoder_init not in DECODER_INITS:
-            raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
-        decoder_attention_heads = decoder_attention_heads or encoder.num_attention_heads
-        decoder_ffn_dim = decoder_ffn_dim or encoder.intermediate_size
+    decoder_layers: int = 6
+    decoder_attention_heads: int | None = None
+    decoder_ffn_dim: int | None = None
+    decoder_init: str = "random"
+    max_target_positions: int = 512
+    dropout: float = 0.1
+    label_smoothing: float = 0.1
+    max_sentence_tokens: int = 200
+    min_sentence_tokens: int = 5
+    decoder_start_token: str = "[unused0]"
+    eos_token: str = "[unused1]"
+    sentence_separator_token: str = "[unused2]"
+    sentence_separator_token_id: int | None = None
+    # the encoder's frame of a lone sentence ([CLS] ... [SEP]), as the sentence planner encodes summary sentences
+    sentence_start_token_id: int | None = None
+    sentence_end_token_id: int | None = None
+    no_repeat_word_ngram_size: int = 3
+    pad_token_id: int | None = None  # default: the encoder's
+    is_encoder_decoder: bool = True
+
+    def __post_init__(self, **kwargs):
+        if self.decoder_init not in DECODER_INITS:
+            raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {self.decoder_init!r}")
+        super().__post_init__(**kwargs)  # builds the encoder sub-config, whose sizes the decoder defaults to
+        self._default_to_encoder()
+        self._check_decoder_sizes()
+
+    def _default_to_encoder(self) -> None:
+        encoder = self.encoder_config
+        self.decoder_attention_heads = self.decoder_attention_heads or encoder.num_attention_heads
+        self.decoder_ffn_dim = self.decoder_ffn_dim or encoder.intermediate_size
+        if self.pad_token_id is None:
+            self.pad_token_id = encoder.pad_token_id
+
+    def _check_decoder_sizes(self) -> None:
+        encoder = self.encoder_config
         check_positive_integers(
-            decoder_layers=decoder_layers,
-            decoder_attention_heads=decoder_attention_heads,
-            decoder_ffn_dim=decoder_ffn_dim,
-            max_target_positions=max_target_positions,
+            decoder_layers=self.decoder_layers,
+            decoder_attention_heads=self.decoder_attention_heads,
+            decoder_ffn_dim=self.decoder_ffn_dim,
+            max_target_positions=self.max_target_positions,
         )
-        if encoder.hidden_size % decoder_attention_heads:
+        if encoder.hidden_size % self.decoder_attention_heads:
             raise ValueError(
-                f"decoder_attention_heads={decoder_attention_heads} must divide the hidden size {encoder.hidden_size}"
+                f"decoder_attention_heads={self.decoder_attention_heads} must divide the hidden size "
+                f"{encoder.hidden_size}"
             )
-        if decoder_init in ("encoder", "shared") and (
-            decoder_layers > encoder.num_hidden_layers
-            or decoder_attention_heads != encoder.num_attention_heads
-            or decoder_ffn_dim != encoder.intermediate_size
+        if self.decoder_init in ("encoder", "shared") and (
+            self.decoder_layers > encoder.num_hidden_layers
+            or self.decoder_attention_heads != encoder.num_attention_heads
+            or self.decoder_ffn_dim != encoder.intermediate_size
         ):
             raise ValueError(
-                f"decoder_init={decoder_init!r} reuses encoder layers: the decoder needs at most "
+                f"decoder_init={self.decoder_init!r} reuses encoder layers: the decoder needs at most "
                 f"{encoder.num_hidden_layers} layers of the encoder's heads and feed-forward size"
             )
-        self.decoder_layers = decoder_layers
-        self.decoder_attention_heads = decoder_attention_heads
-        self.decoder_ffn_dim = decoder_ffn_dim
-        self.decoder_init = decoder_init
-        self.max_target_positions = max_target_positions
-        self.dropout = dropout
-        self.label_smoothing = label_smoothing
-        self.max_sentence_tokens = max_sentence_tokens
-        self.min_sentence_tokens = min_sentence_tokens
-        self.decoder_start_token = decoder_start_token
-        self.eos_token = eos_token
-        self.sentence_separator_token = sentence_separator_token
-        self.sentence_separator_token_id = sentence_separator_token_id
-        # the encoder's frame of a lone sentence ([CLS] ... [SEP]), as the sentence planner encodes summary sentences
-        self.sentence_start_token_id = sentence_start_token_id
-        self.sentence_end_token_id = sentence_end_token_id
-        self.no_repeat_word_ngram_size = no_repeat_word_ngram_size
-        kwargs.setdefault("is_encoder_decoder", True)
-        kwargs.setdefault("pad_token_id", encoder.pad_token_id)
-        super().__init__(**kwargs)
-
 
     @property
     def vocab_size(self) -> int:
-        return self.get_encoder_config().vocab_size
+        return self.encoder_config.vocab_size
 
     def set_special_tokens(self, tokenizer) -> None:
         """Resolve the summary's begin, end and separator tokens to the tokenizer's ids (a one-line error if the
@@ -143,13 +132,14 @@ class SentencePlannerConfig(BertSumAbsConfig):
 
     model_type = "sentence_planner"
 
-    def __init__(self, sentence_generator_layers: int = 2, guidance_weight: float = 1.0, **kwargs):
-        check_positive_integers(sentence_generator_layers=sentence_generator_layers)
-        if guidance_weight < 0:
-            raise ValueError(f"guidance_weight must be at least 0, got {guidance_weight}")
-        self.sentence_generator_layers = sentence_generator_layers
-        self.guidance_weight = guidance_weight
-        super().__init__(**kwargs)
+    sentence_generator_layers: int = 2
+    guidance_weight: float = 1.0
+
+    def __post_init__(self, **kwargs):
+        check_positive_integers(sentence_generator_layers=self.sentence_generator_layers)
+        if self.guidance_weight < 0:
+            raise ValueError(f"guidance_weight must be at least 0, got {self.guidance_weight}")
+        super().__post_init__(**kwargs)
 
 
 __all__ = ["BertSumAbsConfig", "SentencePlannerConfig"]

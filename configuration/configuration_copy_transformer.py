@@ -6,9 +6,10 @@ import contextlib
 import copy
 from contextvars import ContextVar
 
-from transformers import PretrainedConfig
+from transformers import AutoConfig, PretrainedConfig
+from transformers.configuration_utils import SubConfigSpec
 
-from .summarizer_config import check_positive_integers
+from .summarizer_config import check_positive_integers, portable_settings
 
 # (config, width) while `generate` runs over a vocabulary the copy mechanism extends (`extended_vocabulary`)
 _GENERATION_WIDTH: ContextVar[tuple | None] = ContextVar("copy_transformer_generation_width", default=None)
@@ -88,8 +89,9 @@ class CopyTransformerConfig(PretrainedConfig):
         bert_name_or_path (`str`, *optional*): the frozen BERT of the `"bert_*"` inputs and of
             `decoder_embeddings="bert"` (default: the bundled all-MiniLM-L6-v2). It must share the model's
             vocabulary (the same ids feed both). Checkpoints leave its weights out and reload them from here.
-        bert_config (`dict`, *optional*): that BERT's settings (set by `from_encoder`; read from
-            `bert_name_or_path` when missing), so that the model is built before its weights load.
+        bert_config (`PretrainedConfig` or `dict`, *optional*): that BERT's configuration (a sub-config, set by
+            `from_encoder`; read from `bert_name_or_path` when missing), so that the model is built before its
+            weights load.
         bert_window (`int`, *optional*, defaults to 512): BERT positions per window, `[CLS]` and `[SEP]` included.
         bert_stride (`int`, *optional*, defaults to 256): tokens between the starts of consecutive windows.
         cls_token_id, sep_token_id (`int`, *optional*, defaults to 101 and 102): the `[CLS]` and `[SEP]` that frame
@@ -130,155 +132,140 @@ class CopyTransformerConfig(PretrainedConfig):
         "max_position_embeddings": "max_source_positions",
     }
 
-    def __init__(
-        self,
-        vocab_size: int = 30522,
-        d_model: int = 256,
-        word_embedding_size: int | None = None,
-        encoder_layers: int = 3,
-        decoder_layers: int = 3,
-        attention_heads: int = 4,
-        ffn_dim: int = 1024,
-        dropout: float = 0.1,
-        attention_dropout: float = 0.1,
-        layer_norm_eps: float = 1e-6,
-        init_std: float = 0.02,
-        position_embedding_type: str = "sinusoidal",
-        max_source_positions: int = 512,
-        max_target_positions: int = 128,
-        label_smoothing: float = 0.1,
-        copy_mechanism: bool = True,
-        coverage_penalty: float = 0.0,
-        no_repeat_word_ngram_size: int = 0,
-        encoder_input: str = "tokens",
-        concat_after_layers: int | None = None,
-        bert_name_or_path: str | None = None,
-        bert_config: dict | None = None,
-        bert_window: int = 512,
-        bert_stride: int = 256,
-        cls_token_id: int = 101,
-        sep_token_id: int = 102,
-        decoder_embeddings: str = "shared",
-        convolution: str = "none",
-        convolution_layers: int = 1,
-        convolution_window: int = 13,
-        convolution_head_window: int = 3,
-        encoder_name_or_path: str | None = None,
-        pad_token_id: int = 0,
-        unk_token_id: int = 100,
-        decoder_start_token_id: int = 1,
-        eos_token_id: int = 2,
-        sentence_separator_token_id: int = 3,
-        tie_word_embeddings: bool = True,
-        **kwargs,
-    ):
-        for name, value, choices in (
-            ("encoder_input", encoder_input, ENCODER_INPUTS),
-            ("convolution", convolution, CONVOLUTIONS),
-            ("decoder_embeddings", decoder_embeddings, DECODER_EMBEDDINGS),
-            ("position_embedding_type", position_embedding_type, POSITION_EMBEDDINGS),
+    sub_configs_defaults = {
+        "bert_config": SubConfigSpec(config_class=AutoConfig, model_type="bert", optional=True),
+    }
+
+    vocab_size: int = 30522
+    d_model: int = 256
+    word_embedding_size: int | None = None
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    attention_heads: int = 4
+    ffn_dim: int = 1024
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layer_norm_eps: float = 1e-6
+    init_std: float = 0.02
+    position_embedding_type: str = "sinusoidal"
+    max_source_positions: int = 512
+    max_target_positions: int = 128
+    label_smoothing: float = 0.1
+    copy_mechanism: bool = True
+    coverage_penalty: float = 0.0
+    no_repeat_word_ngram_size: int = 0
+    encoder_input: str = "tokens"
+    concat_after_layers: int | None = None
+    bert_name_or_path: str | None = None
+    bert_config: dict | PretrainedConfig | None = None
+    bert_window: int = 512
+    bert_stride: int = 256
+    cls_token_id: int = 101
+    sep_token_id: int = 102
+    decoder_embeddings: str = "shared"
+    convolution: str = "none"
+    convolution_layers: int = 1
+    convolution_window: int = 13
+    convolution_head_window: int = 3
+    encoder_name_or_path: str | None = None
+    pad_token_id: int = 0
+    unk_token_id: int = 100
+    decoder_start_token_id: int = 1
+    eos_token_id: int = 2
+    sentence_separator_token_id: int = 3
+    tie_word_embeddings: bool = True
+    is_encoder_decoder: bool = True
+
+    def __post_init__(self, **kwargs):
+        self._check_choices()
+        self._check_sizes()
+        self._check_encoder_layers()
+        self._check_bert_inputs()
+        self._check_training()
+        self._check_token_ids()
+        if self.encoder_input == "bert_concat" and self.concat_after_layers is None:
+            self.concat_after_layers = self.convolution_layers  # the paper's design (see the docstring)
+        self.copy_mechanism = bool(self.copy_mechanism)
+        # bert_name_or_path says where the weights come from
+        self.bert_config = portable_settings(self.bert_config)
+        kwargs.setdefault("bos_token_id", self.decoder_start_token_id)
+        super().__post_init__(**kwargs)
+
+    def _check_choices(self) -> None:
+        for name, choices in (
+            ("encoder_input", ENCODER_INPUTS),
+            ("convolution", CONVOLUTIONS),
+            ("decoder_embeddings", DECODER_EMBEDDINGS),
+            ("position_embedding_type", POSITION_EMBEDDINGS),
         ):
-            if value not in choices:
-                raise ValueError(f"{name}={value!r} is not supported: choose one of {choices}")
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name}={getattr(self, name)!r} is not supported: choose one of {choices}")
+
+    def _check_sizes(self) -> None:
         check_positive_integers(
-            vocab_size=vocab_size,
-            d_model=d_model,
-            decoder_layers=decoder_layers,
-            attention_heads=attention_heads,
-            ffn_dim=ffn_dim,
-            max_source_positions=max_source_positions,
-            max_target_positions=max_target_positions,
-            convolution_layers=convolution_layers,
-            bert_window=bert_window,
-            bert_stride=bert_stride,
+            vocab_size=self.vocab_size,
+            d_model=self.d_model,
+            decoder_layers=self.decoder_layers,
+            attention_heads=self.attention_heads,
+            ffn_dim=self.ffn_dim,
+            max_source_positions=self.max_source_positions,
+            max_target_positions=self.max_target_positions,
+            convolution_layers=self.convolution_layers,
+            bert_window=self.bert_window,
+            bert_stride=self.bert_stride,
         )
-        if isinstance(encoder_layers, bool) or not isinstance(encoder_layers, int) or encoder_layers < 0:
-            raise ValueError(f"encoder_layers must be a non-negative integer, got {encoder_layers!r}")
-        if encoder_layers == 0 and encoder_input != "bert_windowed":
+        if self.d_model % self.attention_heads:
+            raise ValueError(f"attention_heads={self.attention_heads} must divide d_model={self.d_model}")
+        if self.position_embedding_type == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got {self.d_model}")
+
+    def _check_encoder_layers(self) -> None:
+        """The encoder's depth, and the convolutional layers at its bottom."""
+        layers = self.encoder_layers
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 0:
+            raise ValueError(f"encoder_layers must be a non-negative integer, got {layers!r}")
+        if layers == 0 and self.encoder_input != "bert_windowed":
             raise ValueError("encoder_layers=0 (BERT features straight to the decoder) needs bert_windowed input")
-        if convolution != "none" and convolution_layers > encoder_layers:
-            raise ValueError(f"convolution_layers={convolution_layers} exceeds encoder_layers={encoder_layers}")
-        for name, value in (("convolution_window", convolution_window), ("convolution_head_window",
-                                                                          convolution_head_window)):
+        if self.convolution != "none" and self.convolution_layers > layers:
+            raise ValueError(f"convolution_layers={self.convolution_layers} exceeds encoder_layers={layers}")
+        for name in ("convolution_window", "convolution_head_window"):
+            value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value % 2 == 0:
                 raise ValueError(f"{name} must be a positive odd integer (centred on the query), got {value!r}")
-        if word_embedding_size is not None:
-            check_positive_integers(word_embedding_size=word_embedding_size)
-            if encoder_input == "bert_windowed" and decoder_embeddings == "bert":
+
+    def _check_bert_inputs(self) -> None:
+        """What the BERT inputs and the BERT-conditioned decoder need of each other and of the word table."""
+        if self.word_embedding_size is not None:
+            check_positive_integers(word_embedding_size=self.word_embedding_size)
+            if self.encoder_input == "bert_windowed" and self.decoder_embeddings == "bert":
                 raise ValueError("word_embedding_size: stacking with the BERT-conditioned decoder keeps no word table")
-        if encoder_input == "bert_concat":
-            concat_after_layers = convolution_layers if concat_after_layers is None else concat_after_layers
-            if isinstance(concat_after_layers, bool) or not isinstance(concat_after_layers, int) or not (
-                0 <= concat_after_layers <= encoder_layers
-            ):
-                raise ValueError(f"concat_after_layers must be an integer in 0..encoder_layers={encoder_layers}, got "
-                                 f"{concat_after_layers!r}")
-        elif concat_after_layers is not None:
+        if self.encoder_input == "bert_concat":
+            after = self.convolution_layers if self.concat_after_layers is None else self.concat_after_layers
+            if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= self.encoder_layers:
+                raise ValueError(f"concat_after_layers must be an integer in 0..encoder_layers={self.encoder_layers}, "
+                                 f"got {after!r}")
+        elif self.concat_after_layers is not None:
             raise ValueError('concat_after_layers places the concatenation: it needs encoder_input="bert_concat"')
-        if decoder_embeddings == "bert" and encoder_input == "tokens":
+        if self.decoder_embeddings == "bert" and self.encoder_input == "tokens":
             raise ValueError('decoder_embeddings="bert" needs a BERT encoder input ("bert_windowed" or "bert_concat")')
-        if d_model % attention_heads:
-            raise ValueError(f"attention_heads={attention_heads} must divide d_model={d_model}")
-        if position_embedding_type == "sinusoidal" and d_model % 2:
-            raise ValueError(f"sinusoidal positions need an even d_model, got {d_model}")
-        for name, value in (("dropout", dropout), ("attention_dropout", attention_dropout)):
-            if not 0 <= value < 1:
-                raise ValueError(f"{name} must be in [0, 1), got {value}")
-        if not 0 <= label_smoothing < 1:
-            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
-        if coverage_penalty < 0:
-            raise ValueError(f"coverage_penalty must be at least 0, got {coverage_penalty}")
-        if coverage_penalty and not copy_mechanism:
+
+    def _check_training(self) -> None:
+        """Dropout, label smoothing and the coverage penalty."""
+        for name in ("dropout", "attention_dropout"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        if self.coverage_penalty < 0:
+            raise ValueError(f"coverage_penalty must be at least 0, got {self.coverage_penalty}")
+        if self.coverage_penalty and not self.copy_mechanism:
             raise ValueError("the coverage penalty reads the copy attention: it needs copy_mechanism=True")
-        ids = (pad_token_id, unk_token_id, decoder_start_token_id, eos_token_id, sentence_separator_token_id)
-        if any(not 0 <= token_id < vocab_size for token_id in ids):
-            raise ValueError(f"special token ids {ids} must lie in the vocabulary of {vocab_size}")
-        self.vocab_size = vocab_size
-        self.d_model = d_model
-        self.word_embedding_size = word_embedding_size
-        self.encoder_layers = encoder_layers
-        self.decoder_layers = decoder_layers
-        self.attention_heads = attention_heads
-        self.ffn_dim = ffn_dim
-        self.dropout = dropout
-        self.attention_dropout = attention_dropout
-        self.layer_norm_eps = layer_norm_eps
-        self.init_std = init_std
-        self.position_embedding_type = position_embedding_type
-        self.max_source_positions = max_source_positions
-        self.max_target_positions = max_target_positions
-        self.label_smoothing = label_smoothing
-        self.copy_mechanism = bool(copy_mechanism)
-        self.coverage_penalty = coverage_penalty
-        self.no_repeat_word_ngram_size = no_repeat_word_ngram_size
-        self.encoder_input = encoder_input
-        self.concat_after_layers = concat_after_layers
-        self.bert_name_or_path = bert_name_or_path
-        if isinstance(bert_config, PretrainedConfig):
-            bert_config = bert_config.to_dict()
-        if bert_config is not None:
-            # a local path would leak into exported repos; bert_name_or_path says where the weights come from
-            bert_config = {key: value for key, value in bert_config.items() if key != "_name_or_path"}
-        self.bert_config = bert_config
-        self.bert_window = bert_window
-        self.bert_stride = bert_stride
-        self.cls_token_id = cls_token_id
-        self.sep_token_id = sep_token_id
-        self.decoder_embeddings = decoder_embeddings
-        self.convolution = convolution
-        self.convolution_layers = convolution_layers
-        self.convolution_window = convolution_window
-        self.convolution_head_window = convolution_head_window
-        self.encoder_name_or_path = encoder_name_or_path
-        self.pad_token_id = pad_token_id
-        self.unk_token_id = unk_token_id
-        self.decoder_start_token_id = decoder_start_token_id
-        self.eos_token_id = eos_token_id
-        self.sentence_separator_token_id = sentence_separator_token_id
-        self.tie_word_embeddings = tie_word_embeddings
-        kwargs.setdefault("bos_token_id", decoder_start_token_id)
-        kwargs.setdefault("is_encoder_decoder", True)
-        super().__init__(**kwargs)
+
+    def _check_token_ids(self) -> None:
+        ids = (self.pad_token_id, self.unk_token_id, self.decoder_start_token_id, self.eos_token_id,
+               self.sentence_separator_token_id)
+        if any(not 0 <= token_id < self.vocab_size for token_id in ids):
+            raise ValueError(f"special token ids {ids} must lie in the vocabulary of {self.vocab_size}")
 
     @classmethod
     def from_dict(cls, config_dict, **kwargs):

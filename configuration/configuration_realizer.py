@@ -39,34 +39,22 @@ class RealizerConfig(BertSumAbsConfig):
 
     model_type = "realizer"
 
-    def __init__(
-        self,
-        plan_start_token: str = "[unused3]",
-        plan_start_token_id: int | None = None,
-        max_previous_tokens: int = 64,
-        decoder_init: str = "shared",
-        no_repeat_word_ngram_size: int = 0,
-        max_target_positions: int = 128,
-        numbers_from_input: bool = False,
-        context: str = "paper",
-        **kwargs,
-    ):
-        check_positive_integers(max_previous_tokens=max_previous_tokens)
-        if not isinstance(numbers_from_input, bool):
-            raise ValueError(f"numbers_from_input must be True or False, got {numbers_from_input!r}")
-        if context not in REALIZER_CONTEXTS:
-            raise ValueError(f"context must be one of {', '.join(REALIZER_CONTEXTS)}, got {context!r}")
-        self.numbers_from_input = numbers_from_input
-        self.context = context
-        self.plan_start_token = plan_start_token
-        self.plan_start_token_id = plan_start_token_id
-        self.max_previous_tokens = max_previous_tokens
-        super().__init__(
-            decoder_init=decoder_init,
-            no_repeat_word_ngram_size=no_repeat_word_ngram_size,
-            max_target_positions=max_target_positions,
-            **kwargs,
-        )
+    plan_start_token: str = "[unused3]"
+    plan_start_token_id: int | None = None
+    max_previous_tokens: int = 64
+    decoder_init: str = "shared"
+    no_repeat_word_ngram_size: int = 0
+    max_target_positions: int = 128
+    numbers_from_input: bool = False
+    context: str = "paper"
+
+    def __post_init__(self, **kwargs):
+        check_positive_integers(max_previous_tokens=self.max_previous_tokens)
+        if not isinstance(self.numbers_from_input, bool):
+            raise ValueError(f"numbers_from_input must be True or False, got {self.numbers_from_input!r}")
+        if self.context not in REALIZER_CONTEXTS:
+            raise ValueError(f"context must be one of {', '.join(REALIZER_CONTEXTS)}, got {self.context!r}")
+        super().__post_init__(**kwargs)
 
     @classmethod
     def from_dict(cls, config_dict, **kwargs):

@@ -20,8 +20,8 @@ LEGACY_SETTINGS = {"relative_attention": "bias", "long_position_embeddings": "ti
 class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
     Args:
-        encoder_config (`dict`, *optional*):
-            The pretrained BERT encoder's configuration (`encoder.config.to_dict()`); defaults to a BERT config.
+        encoder_config (`PretrainedConfig` or `dict`, *optional*):
+            The pretrained BERT encoder's configuration (a sub-config); defaults to a BERT config.
         encoder_name_or_path (`str`, *optional*):
             Where the encoder weights came from (a Hub id or path), recorded for model cards and adapter checkpoints.
         max_document_tokens (`int`, *optional*, defaults to 4096):
@@ -66,50 +66,36 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
 
     model_type = "etcsum"
 
-    def __init__(
-        self,
-        encoder_config: dict | None = None,
-        encoder_name_or_path: str | None = None,
-        max_document_tokens: int = 4096,
-        max_document_sentences: int = 256,
-        max_sentence_tokens: int = 62,
-        min_sentence_tokens: int = 5,
-        local_radius: int = 84,
-        relative_pos_max_distance: int = 42,
-        hard_g2l_masking: bool = True,
-        hard_l2g_masking: bool = False,
-        num_sentences: int = 3,
-        trigram_blocking: bool = True,
-        relative_attention: str = "keys",
-        long_position_embeddings: str = "tiled",
-        **kwargs,
-    ):
-        self.set_encoder(encoder_config, encoder_name_or_path)
+    max_document_tokens: int = 4096
+    max_document_sentences: int = 256
+    max_sentence_tokens: int = 62
+    min_sentence_tokens: int = 5
+    local_radius: int = 84
+    relative_pos_max_distance: int = 42
+    hard_g2l_masking: bool = True
+    hard_l2g_masking: bool = False
+    num_sentences: int = 3
+    trigram_blocking: bool = True
+    relative_attention: str = "keys"
+    long_position_embeddings: str = "tiled"
+
+    def __post_init__(self, **kwargs):
         check_positive_integers(
-            max_document_tokens=max_document_tokens,
-            max_document_sentences=max_document_sentences,
-            max_sentence_tokens=max_sentence_tokens,
-            local_radius=local_radius,
+            max_document_tokens=self.max_document_tokens,
+            max_document_sentences=self.max_document_sentences,
+            max_sentence_tokens=self.max_sentence_tokens,
+            local_radius=self.local_radius,
         )
-        if relative_attention not in RELATIVE_ATTENTION:
-            raise ValueError(f"relative_attention must be one of {RELATIVE_ATTENTION}, got {relative_attention!r}")
-        if long_position_embeddings not in LONG_POSITION_EMBEDDINGS:
+        if self.relative_attention not in RELATIVE_ATTENTION:
             raise ValueError(
-                f"long_position_embeddings must be one of {LONG_POSITION_EMBEDDINGS}, got {long_position_embeddings!r}"
+                f"relative_attention must be one of {RELATIVE_ATTENTION}, got {self.relative_attention!r}"
             )
-        self.relative_attention = relative_attention
-        self.long_position_embeddings = long_position_embeddings
-        self.max_document_tokens = max_document_tokens
-        self.max_document_sentences = max_document_sentences
-        self.max_sentence_tokens = max_sentence_tokens
-        self.min_sentence_tokens = min_sentence_tokens
-        self.local_radius = local_radius
-        self.relative_pos_max_distance = relative_pos_max_distance
-        self.hard_g2l_masking = hard_g2l_masking
-        self.hard_l2g_masking = hard_l2g_masking
-        self.num_sentences = num_sentences
-        self.trigram_blocking = trigram_blocking
-        super().__init__(**kwargs)
+        if self.long_position_embeddings not in LONG_POSITION_EMBEDDINGS:
+            raise ValueError(
+                f"long_position_embeddings must be one of {LONG_POSITION_EMBEDDINGS}, got "
+                f"{self.long_position_embeddings!r}"
+            )
+        super().__post_init__(**kwargs)
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
@@ -117,10 +103,6 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         the design it was trained with (`LEGACY_SETTINGS`); new models get the ETC defaults."""
         config_dict = {**LEGACY_SETTINGS, **config_dict}
         return super().from_dict(config_dict, **kwargs)
-
-    @property
-    def hidden_size(self) -> int:
-        return self.encoder_config.get("hidden_size", 768)
 
     @property
     def max_position_embeddings(self) -> int:
@@ -160,9 +142,6 @@ class StepwiseETCSumConfig(StepwiseConfigMixin, ETCSumConfig):
 
     model_type = "stepwise_etcsum"
 
-    # Named in the class body: transformers replaces an inherited one (see `summarizer_config`).
-    __init__ = StepwiseConfigMixin.__init__
-
     @property
     def long_length(self) -> int:
         """Rows of the long-token position table: the document and the longest partial summary."""
@@ -180,10 +159,8 @@ class StepwiseETCSumPlannerConfig(ContentPlannerConfigMixin, StepwiseETCSumConfi
 
     model_type = "stepwise_etcsum_planner"
 
-    def __init__(self, max_document_tokens: int = 8192, max_sentence_tokens: int = 30, **kwargs):
-        ContentPlannerConfigMixin.__init__(
-            self, max_document_tokens=max_document_tokens, max_sentence_tokens=max_sentence_tokens, **kwargs
-        )
+    max_document_tokens: int = 8192
+    max_sentence_tokens: int = 30
 
 
 __all__ = ["ETCSumConfig", "StepwiseETCSumConfig", "StepwiseETCSumPlannerConfig"]

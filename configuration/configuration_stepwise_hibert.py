@@ -15,8 +15,8 @@ from .summarizer_config import (
 class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     r"""
     Args:
-        encoder_config (`dict`, *optional*):
-            The pretrained BERT encoder's configuration (`encoder.config.to_dict()`); defaults to a BERT config.
+        encoder_config (`PretrainedConfig` or `dict`, *optional*):
+            The pretrained BERT encoder's configuration (a sub-config); defaults to a BERT config.
         encoder_name_or_path (`str`, *optional*):
             Where the encoder weights came from (a Hub id or path), recorded for model cards and adapter checkpoints.
         sentence_encoder_layers (`int`, *optional*, defaults to 6):
@@ -45,44 +45,26 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
 
     model_type = "hibert"
 
-    def __init__(
-        self,
-        encoder_config: dict | None = None,
-        encoder_name_or_path: str | None = None,
-        sentence_encoder_layers: int = 6,
-        sentence_pooling: str = "mean",
-        document_layers: int = 2,
-        max_document_sentences: int = 128,
-        document_positions: bool = True,
-        max_sentence_tokens: int = 30,
-        min_sentence_tokens: int = 5,
-        num_sentences: int = 3,
-        trigram_blocking: bool = True,
-        **kwargs,
-    ):
-        self.set_encoder(encoder_config, encoder_name_or_path)
-        if sentence_pooling not in ("mean", "first"):
-            raise ValueError(f"sentence_pooling must be 'mean' or 'first', got {sentence_pooling!r}")
-        check_positive_integers(
-            sentence_encoder_layers=sentence_encoder_layers,
-            document_layers=document_layers,
-            max_document_sentences=max_document_sentences,
-            max_sentence_tokens=max_sentence_tokens,
-        )
-        self.sentence_encoder_layers = sentence_encoder_layers
-        self.sentence_pooling = sentence_pooling
-        self.document_layers = document_layers
-        self.max_document_sentences = max_document_sentences
-        self.document_positions = document_positions
-        self.max_sentence_tokens = max_sentence_tokens
-        self.min_sentence_tokens = min_sentence_tokens
-        self.num_sentences = num_sentences
-        self.trigram_blocking = trigram_blocking
-        super().__init__(**kwargs)
+    sentence_encoder_layers: int = 6
+    sentence_pooling: str = "mean"
+    document_layers: int = 2
+    max_document_sentences: int = 128
+    document_positions: bool = True
+    max_sentence_tokens: int = 30
+    min_sentence_tokens: int = 5
+    num_sentences: int = 3
+    trigram_blocking: bool = True
 
-    @property
-    def hidden_size(self) -> int:
-        return self.encoder_config.get("hidden_size", 768)
+    def __post_init__(self, **kwargs):
+        if self.sentence_pooling not in ("mean", "first"):
+            raise ValueError(f"sentence_pooling must be 'mean' or 'first', got {self.sentence_pooling!r}")
+        check_positive_integers(
+            sentence_encoder_layers=self.sentence_encoder_layers,
+            document_layers=self.document_layers,
+            max_document_sentences=self.max_document_sentences,
+            max_sentence_tokens=self.max_sentence_tokens,
+        )
+        super().__post_init__(**kwargs)
 
     @property
     def max_position_embeddings(self) -> int:
@@ -118,9 +100,6 @@ class StepwiseHiBertConfig(StepwiseConfigMixin, HiBertConfig):
 
     model_type = "stepwise_hibert"
 
-    # Named in the class body: transformers replaces an inherited one (see `summarizer_config`).
-    __init__ = StepwiseConfigMixin.__init__
-
 
 class StepwiseHiBertPlannerConfig(ContentPlannerConfigMixin, StepwiseHiBertConfig):
     r"""
@@ -137,11 +116,14 @@ class StepwiseHiBertPlannerConfig(ContentPlannerConfigMixin, StepwiseHiBertConfi
 
     model_type = "stepwise_hibert_planner"
 
-    def __init__(self, document_positions: bool = False, summary_positions_from_end: bool = False, **kwargs):
-        if document_positions:
+    document_positions: bool = False
+    summary_positions_from_end: bool = False
+
+    def __post_init__(self, **kwargs):
+        if self.document_positions:
             raise ValueError("a content planner's records have no order: document_positions must be False")
-        self.summary_positions_from_end = bool(summary_positions_from_end)
-        ContentPlannerConfigMixin.__init__(self, document_positions=False, **kwargs)
+        self.summary_positions_from_end = bool(self.summary_positions_from_end)
+        super().__post_init__(**kwargs)
 
 
 __all__ = ["HiBertConfig", "StepwiseHiBertConfig", "StepwiseHiBertPlannerConfig"]

@@ -1,43 +1,58 @@
-"""What the summarizer configurations share: the settings of the pretrained BERT/RoBERTa encoder a model is built over
-(`encoder_config`, kept as a plain dict so that config.json stays readable, and `encoder_name_or_path`), their checks,
-and the settings of the stepwise models.
+"""What the summarizer configurations share: the pretrained BERT/RoBERTa encoder a model is built over (the sub-config
+`encoder_config`, and `encoder_name_or_path`), their checks, and the settings of the stepwise models.
 
-transformers turns every config class into a dataclass, so the mixins here hold no annotated class attributes (they
-would become fields), and a config class that takes its `__init__` from a mixin must name it in its own body (an
-inherited one is replaced by a generated `__init__` that skips it)."""
+transformers turns every config class into a dataclass: its annotated class attributes are the fields (typed
+defaults), its generated `__init__` takes them as keywords, and checks run in `__post_init__`. The mixins here are
+dataclasses too (fields and `__post_init__`, no `__init__`), so that a config class that mixes one in takes its
+fields and defaults; a mixin placed earlier in the bases overrides the defaults of the classes after it."""
+
+import dataclasses
 
 from transformers import AutoConfig, PretrainedConfig
+from transformers.configuration_utils import SubConfigSpec
 
 # Encoders that reserve padding_idx + 1 position rows before the first token.
 _ROBERTA_STYLE = ("roberta", "xlm-roberta", "camembert")
 
+# The mixins hold fields only: no generated __init__, __repr__ or __eq__ (each config class gets its own).
+_config_mixin = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=True)
 
+
+@_config_mixin
 class PretrainedEncoderConfigMixin:
-    """For a `PretrainedConfig` whose model is built over a pretrained encoder."""
+    """For a `PretrainedConfig` whose model is built over a pretrained encoder.
 
-    def set_encoder(self, encoder_config: dict | PretrainedConfig | None, encoder_name_or_path: str | None) -> None:
-        """Keep the encoder's settings (default: a BERT config) and where its weights came from."""
-        if isinstance(encoder_config, PretrainedConfig):
-            encoder_config = encoder_config.to_dict()
-        encoder_config = dict(encoder_config) if encoder_config is not None else {"model_type": "bert"}
-        # A local path would leak into exported repos; the portable name lives in encoder_name_or_path.
-        encoder_config.pop("_name_or_path", None)
-        self.encoder_config = encoder_config
-        self.encoder_name_or_path = encoder_name_or_path
+    `encoder_config` is a transformers sub-config (`sub_configs_defaults`): given as a config or as its dict (what
+    config.json holds, `encoder.config.to_dict()` in configs saved before it was a sub-config), it is the encoder's
+    own config class (`AutoConfig` by its `model_type`; a BERT config by default)."""
 
-    def get_encoder_config(self) -> PretrainedConfig:
-        settings = dict(self.encoder_config)
-        return AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+    sub_configs_defaults = {"encoder_config": SubConfigSpec(config_class=AutoConfig, model_type="bert")}
+
+    encoder_config: dict | PretrainedConfig | None = None
+    encoder_name_or_path: str | None = None
+
+    def __post_init__(self, **kwargs):
+        # the portable name lives in encoder_name_or_path
+        self.encoder_config = portable_settings(self.encoder_config)
+        super().__post_init__(**kwargs)
 
     @property
     def hidden_size(self) -> int:
-        return self.get_encoder_config().hidden_size
+        return self.encoder_config.hidden_size
 
     @property
     def max_position_embeddings(self) -> int:
         """Token positions the encoder reads (RoBERTa's reserved rows not counted)."""
-        encoder = self.get_encoder_config()
-        return encoder.max_position_embeddings - position_offset(encoder)
+        return self.encoder_config.max_position_embeddings - position_offset(self.encoder_config)
+
+
+def portable_settings(config: dict | PretrainedConfig | None) -> dict | None:
+    """A pretrained model's settings as a sub-config is made from them: a copy (the model it came from keeps its own
+    config) without `_name_or_path`, since a local path would leak into exported repos."""
+    if config is None:
+        return None
+    settings = config.to_dict() if isinstance(config, PretrainedConfig) else config
+    return {key: value for key, value in settings.items() if key != "_name_or_path"}
 
 
 def position_offset(encoder_config: PretrainedConfig) -> int:
@@ -51,36 +66,32 @@ def check_positive_integers(**settings) -> None:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
+@_config_mixin
 class StepwiseConfigMixin:
     """The settings of a stepwise model (the longest partial summary it conditions on) and of its
     `stepwise-summarization` pipeline, placed before a non-stepwise config class in the bases."""
 
-    def __init__(
-        self,
-        max_summary_sentences: int = 8,
-        beam_size: int = 3,
-        num_sentences: int = 4,
-        min_sentences: int = 1,
-        trigram_blocking: bool = False,
-        end_at_limit: bool = True,
-        end_bias: float = 0.0,
-        **kwargs,
-    ):
+    max_summary_sentences: int = 8
+    beam_size: int = 3
+    num_sentences: int = 4
+    min_sentences: int = 1
+    trigram_blocking: bool = False
+    end_at_limit: bool = True
+    end_bias: float = 0.0
+
+    def __post_init__(self, **kwargs):
         # the last step conditions on num_sentences - 1 sentences, or with end_at_limit the END step on num_sentences
-        needed = num_sentences if end_at_limit else num_sentences - 1
-        if needed > max_summary_sentences:
+        needed = self.num_sentences if self.end_at_limit else self.num_sentences - 1
+        if needed > self.max_summary_sentences:
             raise ValueError(
-                f"num_sentences={num_sentences} needs partial summaries of {needed} sentences, more than "
-                f"max_summary_sentences={max_summary_sentences}"
+                f"num_sentences={self.num_sentences} needs partial summaries of {needed} sentences, more than "
+                f"max_summary_sentences={self.max_summary_sentences}"
             )
-        self.end_at_limit = end_at_limit
-        self.max_summary_sentences = max_summary_sentences
-        self.beam_size = beam_size
-        self.min_sentences = min_sentences
-        self.end_bias = float(end_bias)
-        super().__init__(num_sentences=num_sentences, trigram_blocking=trigram_blocking, **kwargs)
+        self.end_bias = float(self.end_bias)
+        super().__post_init__(**kwargs)
 
 
+@_config_mixin
 class ContentPlannerConfigMixin:
     """A stepwise model as a Rotowire content planner (Narayan et al. 2020, section 7): its document sentences are a
     game's templated records (316 to 421 a game) plus the sentence-break unit, its summary is the plan (at most 103
@@ -90,23 +101,15 @@ class ContentPlannerConfigMixin:
     units before the end of plan), `beam_size` 1 (greedy, as in the paper) and `sentence_break_bias` 0.0 (added to
     the sentence break's logit at decoding, `stepwise_decoding`; 0 is the paper's decoding)."""
 
-    def __init__(
-        self,
-        max_document_sentences: int = 512,
-        max_summary_sentences: int = 128,
-        num_sentences: int = 120,
-        beam_size: int = 1,
-        sentence_break_bias: float = 0.0,
-        **kwargs,
-    ):
-        self.sentence_break_bias = float(sentence_break_bias)
-        super().__init__(
-            max_document_sentences=max_document_sentences,
-            max_summary_sentences=max_summary_sentences,
-            num_sentences=num_sentences,
-            beam_size=beam_size,
-            **kwargs,
-        )
+    max_document_sentences: int = 512
+    max_summary_sentences: int = 128
+    num_sentences: int = 120
+    beam_size: int = 1
+    sentence_break_bias: float = 0.0
+
+    def __post_init__(self, **kwargs):
+        self.sentence_break_bias = float(self.sentence_break_bias)
+        super().__post_init__(**kwargs)
 
 
 __all__ = [
@@ -114,5 +117,6 @@ __all__ = [
     "PretrainedEncoderConfigMixin",
     "StepwiseConfigMixin",
     "check_positive_integers",
+    "portable_settings",
     "position_offset",
 ]

@@ -172,7 +172,7 @@ def load_encoder_and_config(config_class, encoder_path: str, config=None, **conf
     encoder = load_pretrained_encoder(encoder_path, add_pooling_layer=False)
     if config is None:
         config_kwargs.setdefault("encoder_name_or_path", encoder_path)
-        config = config_class(encoder_config=encoder.config.to_dict(), **config_kwargs)
+        config = config_class(encoder_config=encoder.config, **config_kwargs)
     return encoder, config
 
 

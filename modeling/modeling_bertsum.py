@@ -122,7 +122,7 @@ class BertSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
+        init_bert_style_weights(module, getattr(self.config.encoder_config, "initializer_range", 0.02))
 
 
 class BertSumForExtractiveSummarization(BottomLayersMixin, BertSumPreTrainedModel):
@@ -134,7 +134,7 @@ class BertSumForExtractiveSummarization(BottomLayersMixin, BertSumPreTrainedMode
     def __init__(self, config: BertSumConfig):
         super().__init__(config)
         self.encoder = AutoModel.from_config(
-            config.get_encoder_config(), add_pooling_layer=False, attn_implementation=config._attn_implementation
+            config.encoder_config, add_pooling_layer=False, attn_implementation=config._attn_implementation
         )
         self.inter_sentence = InterSentenceEncoder(config) if config.inter_sentence_layers > 0 else None
         self.scorer = nn.Linear(config.hidden_size, 1)
@@ -160,7 +160,7 @@ class BertSumForExtractiveSummarization(BottomLayersMixin, BertSumPreTrainedMode
             encoder.config.type_vocab_size = 2
         if config is None:
             config_kwargs.setdefault("encoder_name_or_path", encoder_path)
-            config = BertSumConfig(encoder_config=encoder.config.to_dict(), **config_kwargs)
+            config = BertSumConfig(encoder_config=encoder.config, **config_kwargs)
         model = cls(config)
         model.encoder.load_state_dict(encoder.state_dict())
         return model

@@ -61,8 +61,7 @@ class DecoderAttention(nn.Module):
         self.query = nn.Linear(hidden, hidden)
         self.key = nn.Linear(hidden, hidden)
         self.value = nn.Linear(hidden, hidden)
-        encoder = config.get_encoder_config()
-        self.output = ResidualOutput(hidden, hidden, config.dropout, encoder.layer_norm_eps)
+        self.output = ResidualOutput(hidden, hidden, config.dropout, config.encoder_config.layer_norm_eps)
 
     def projections(self) -> tuple[nn.Module, nn.Module, nn.Module, nn.Module]:
         """(query, key, value, output): looked up on the encoder layer at every call when shared, so that the LoRA
@@ -91,7 +90,7 @@ class DecoderAttention(nn.Module):
 
 
 def feed_forward_settings(config: BertSumAbsConfig) -> SimpleNamespace:
-    encoder = config.get_encoder_config()
+    encoder = config.encoder_config
     return SimpleNamespace(
         hidden_size=config.hidden_size,
         intermediate_size=config.decoder_ffn_dim,
@@ -142,7 +141,7 @@ class SummaryDecoder(nn.Module):
         super().__init__()
         self.config = config
         self.position_embeddings = nn.Embedding(config.max_target_positions, config.hidden_size)
-        self.embedding_norm = nn.LayerNorm(config.hidden_size, eps=config.get_encoder_config().layer_norm_eps)
+        self.embedding_norm = nn.LayerNorm(config.hidden_size, eps=config.encoder_config.layer_norm_eps)
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(
             DecoderLayer(config, index, None if encoder_layers is None else encoder_layers[index])
@@ -198,7 +197,7 @@ class SummaryGenerator(nn.Module):
 
     def __init__(self, config: BertSumAbsConfig):
         super().__init__()
-        encoder = config.get_encoder_config()
+        encoder = config.encoder_config
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation = nn.GELU()
         self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=encoder.layer_norm_eps)
@@ -219,7 +218,7 @@ class BertSumAbsPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
+        init_bert_style_weights(module, getattr(self.config.encoder_config, "initializer_range", 0.02))
         if isinstance(module, SummaryGenerator):
             module.bias.zero_()
 
@@ -240,7 +239,7 @@ class BertSumAbsForConditionalGeneration(BottomLayersMixin, BertSumAbsPreTrained
     def __init__(self, config: BertSumAbsConfig):
         super().__init__(config)
         self.encoder = AutoModel.from_config(
-            config.get_encoder_config(), add_pooling_layer=False, attn_implementation=config._attn_implementation
+            config.encoder_config, add_pooling_layer=False, attn_implementation=config._attn_implementation
         )
         shared = self.encoder_layers() if config.decoder_init == "shared" else None
         self.decoder = SummaryDecoder(config, shared)

@@ -144,10 +144,9 @@ class CopyTransformerOutput(Seq2SeqLMOutput):
 def bert_config(config: CopyTransformerConfig):
     """The frozen BERT's config: `config.bert_config`, read from `bert_name_or_path` (and kept) when missing."""
     if config.bert_config is None:
-        loaded = AutoConfig.from_pretrained(resolve_encoder(config.bert_name_or_path))
-        config.bert_config = {key: value for key, value in loaded.to_dict().items() if key != "_name_or_path"}
-    settings = dict(config.bert_config)
-    bert = AutoConfig.for_model(settings.pop("model_type", "bert"), **settings)
+        config.bert_config = AutoConfig.from_pretrained(resolve_encoder(config.bert_name_or_path))
+        config.bert_config.name_or_path = ""  # a local path would leak into exported repos
+    bert = config.bert_config
     if bert.vocab_size != config.vocab_size:
         raise ValueError(
             f"the BERT's vocabulary ({bert.vocab_size}) must be the model's ({config.vocab_size}): the same ids feed "
@@ -529,7 +528,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             bert = AutoConfig.from_pretrained(resolve_encoder(encoder_path))
             config_kwargs.setdefault("encoder_input", "bert_windowed")
             config_kwargs.setdefault("encoder_name_or_path", portable_encoder_name(encoder_path))
-            config_kwargs.update(bert_name_or_path=portable_encoder_name(encoder_path), bert_config=bert.to_dict())
+            config_kwargs.update(bert_name_or_path=portable_encoder_name(encoder_path), bert_config=bert)
             config = cls.config_class(**config_kwargs)
         if not config.uses_bert:
             raise ValueError("from_encoder builds the BERT-conditioned variants: set encoder_input to a 'bert_*' value")

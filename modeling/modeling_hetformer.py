@@ -70,7 +70,7 @@ class HetFormerSelfAttention(nn.Module):
 
     def __init__(self, config: HetFormerConfig, layer_index: int):
         super().__init__()
-        encoder = config.get_encoder_config()
+        encoder = config.encoder_config
         if encoder.hidden_size % encoder.num_attention_heads:
             raise ValueError(
                 f"hidden size {encoder.hidden_size} is not a multiple of {encoder.num_attention_heads} heads"
@@ -162,7 +162,7 @@ class HetFormerPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        std = self.config.encoder_config.get("initializer_range", 0.02)
+        std = getattr(self.config.encoder_config, "initializer_range", 0.02)
         if isinstance(module, nn.Linear):
             init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
@@ -185,7 +185,7 @@ class HetFormerModel(HetFormerPreTrainedModel):
     def __init__(self, config: HetFormerConfig):
         super().__init__(config)
         # Built only to take its embeddings and layer sub-modules (the self-attention is replaced).
-        encoder = AutoModel.from_config(config.get_encoder_config(), add_pooling_layer=False)
+        encoder = AutoModel.from_config(config.encoder_config, add_pooling_layer=False)
         self.embeddings = encoder.embeddings
         self.layer = nn.ModuleList(
             HetFormerLayer(config, index, layer) for index, layer in enumerate(encoder.encoder.layer)

@@ -213,7 +213,7 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
     def __init__(self, config: ETCSumConfig, stepwise: bool):
         super().__init__(config)
-        encoder_config = config.get_encoder_config()
+        encoder_config = config.encoder_config
         hidden = encoder_config.hidden_size
         tiled = config.long_position_embeddings == "tiled"
         self.embeddings = LongEmbeddings(encoder_config, config.long_length if tiled else None)
@@ -230,7 +230,7 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
+        init_bert_style_weights(module, getattr(self.config.encoder_config, "initializer_range", 0.02))
         if isinstance(module, (RelativePositionBias, RelativePositionKeys)):
             module.weight.zero_()
 

@@ -152,7 +152,7 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
     def __init__(self, config: HiBertConfig, stepwise: bool):
         super().__init__(config)
-        encoder_config = config.get_encoder_config()
+        encoder_config = config.encoder_config
         sentence_config = encoder_config.__class__(
             **dict(encoder_config.to_dict(), num_hidden_layers=config.sentence_encoder_layers)
         )
@@ -175,7 +175,7 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module):
-        init_bert_style_weights(module, getattr(self.config.get_encoder_config(), "initializer_range", 0.02))
+        init_bert_style_weights(module, getattr(self.config.encoder_config, "initializer_range", 0.02))
 
     @classmethod
     def from_encoder(cls, encoder_path: str, config: HiBertConfig | None = None, **config_kwargs):

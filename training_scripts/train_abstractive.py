@@ -179,7 +179,7 @@ def main():
     )
     frozen = abstractive_args.frozen_layers
     if frozen and not model_args.lora_layers:  # adapt only the encoder layers that run in training
-        layers = range(frozen, model.config.get_encoder_config().num_hidden_layers)
+        layers = range(frozen, model.config.encoder_config.num_hidden_layers)
         model_args.lora_layers = ",".join(str(index) for index in layers)
     processor = model.processor_class(tokenizer, model.config)
     abstractive_args.max_length = min(abstractive_args.max_length, model.config.max_position_embeddings)

@@ -111,13 +111,13 @@ def main():
         ),
     )
     if extractive_args.attention_dropout is not None:
-        model.config.encoder_config["attention_probs_dropout_prob"] = extractive_args.attention_dropout
+        model.config.encoder_config.attention_probs_dropout_prob = extractive_args.attention_dropout
         for module in model.encoder.modules():  # BERT-style self-attention keeps its probability dropout here
             if "SelfAttention" in type(module).__name__ and isinstance(getattr(module, "dropout", None), Dropout):
                 module.dropout.p = extractive_args.attention_dropout
     frozen = extractive_args.frozen_layers
     if frozen and not model_args.lora_layers:  # adapt only the layers that run in training
-        layers = range(frozen, model.config.get_encoder_config().num_hidden_layers)
+        layers = range(frozen, model.config.encoder_config.num_hidden_layers)
         model_args.lora_layers = ",".join(str(index) for index in layers)
     processor = model.processor_class(tokenizer, model.config)
     extractive_args.max_length = min(extractive_args.max_length, model.config.max_position_embeddings)
@@ -156,7 +156,7 @@ def main():
             f"{training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
             f"(use_lora={model_args.use_lora}), max {extractive_args.max_length} tokens{sentence_cut}, "
             f"{f'bottom {frozen} encoder layers frozen (states cached in bfloat16), ' if frozen else ''}"
-            f"attention dropout {model.config.get_encoder_config().attention_probs_dropout_prob}, "
+            f"attention dropout {model.config.encoder_config.attention_probs_dropout_prob}, "
             f"{'Oracle (Full) labels, whole document' if data_args.oracle == 'full' else 'greedy-oracle labels'}; "
             f"{final_training_loss(trainer, result)}."
         )

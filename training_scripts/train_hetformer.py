@@ -133,7 +133,7 @@ def main():
     )
     if het_args.strip_markup:  # the processor strips, in training and, saved in the config, at inference
         model.config.strip_markup = True
-    model.config.encoder_config["attention_probs_dropout_prob"] = het_args.attention_dropout
+    model.config.encoder_config.attention_probs_dropout_prob = het_args.attention_dropout
     for layer in model.hetformer.layer:
         layer.attention.self.dropout = het_args.attention_dropout
     processor = model.processor_class(tokenizer, model.config)

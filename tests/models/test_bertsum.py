@@ -93,7 +93,7 @@ def test_from_encoder_accepts_roberta_and_adds_a_second_segment(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = BertSumForExtractiveSummarization.from_encoder(str(tmp_path), inter_sentence_layers=0)
-    assert model.config.get_encoder_config().type_vocab_size == 2
+    assert model.config.encoder_config.type_vocab_size == 2
     assert model.config.max_position_embeddings == 128  # RoBERTa keeps pad_token_id + 1 positions back
     segments = model.encoder.embeddings.token_type_embeddings.weight
     torch.testing.assert_close(segments[0], roberta.embeddings.token_type_embeddings.weight[0])

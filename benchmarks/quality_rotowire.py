@@ -17,7 +17,7 @@ reports. CO is the mean over the games. 95% bootstrap intervals over the games.
   or key a test game lacks is skipped.
 - Stepwise HiBERT and Stepwise ETCSum planners (`--hibert`, `--etcsum`): greedy plans of the `content-planning`
   pipeline, decoded as in the paper by default; `--sentence_break_bias B ...` (B added to the sentence break's logit
-  at every step: a negative B lengthens the plan sentences) and `--min_plan_length N ...` (no end of plan before N
+  at every step: a negative B lengthens the plan sentences) and `--min_sentences N ...` (no end of plan before N
   units) give one row per pair of values (choose them with `--split dev`).
 
 Realized-text rows: BLEU (sacrebleu corpus BLEU against the human summary; the interval bootstraps games, corpus BLEU
@@ -267,11 +267,11 @@ def main():
     parser.add_argument("--hibert", help="a trained Stepwise HiBERT planner (folder)")
     parser.add_argument("--etcsum", help="a trained Stepwise ETCSum planner (folder)")
     parser.add_argument("--realizer", help="a trained realizer (folder)")
-    parser.add_argument("--max_plan_length", type=int, default=120)
+    parser.add_argument("--num_sentences", type=int, default=120, help="most units of a plan before its end")
     parser.add_argument("--sentence_break_bias", type=float, nargs="+", default=[0.0], metavar="B",
                         help="plan with each of these biases on the sentence break's logit (one row each; 0, the "
                         "default, is the paper's decoding whatever the checkpoint's config says)")
-    parser.add_argument("--min_plan_length", type=int, nargs="+", default=[1], metavar="N",
+    parser.add_argument("--min_sentences", type=int, nargs="+", default=[1], metavar="N",
                         help="plan with each of these least plan lengths in units (one row each with each bias; "
                         "1, the default, is the paper's decoding)")
     parser.add_argument("--num_beams", type=int, default=None, help="realizer beam size (default: the model's)")
@@ -354,11 +354,11 @@ def main():
             missing[name] = folder
             continue
         planner = load_pipeline(folder, device=args.device)
-        for bias, least in itertools.product(args.sentence_break_bias, args.min_plan_length):
+        for bias, least in itertools.product(args.sentence_break_bias, args.min_sentences):
             row = ", ".join([name] + [f"sentence-break bias {bias:g}"] * (bias != 0)
                             + [f"at least {least} units"] * (least != 1))
             start = time.perf_counter()
-            outputs = planner(raw_games, max_plan_length=args.max_plan_length, min_plan_length=least,
+            outputs = planner(raw_games, num_sentences=args.num_sentences, min_sentences=least,
                               sentence_break_bias=bias)
             plans[row] = [output["plan"] for output in outputs]
             seconds[row] = time.perf_counter() - start

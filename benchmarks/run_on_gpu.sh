@@ -84,9 +84,9 @@ if [ "$PLANNER_STEPS" -gt 0 ]; then
         --steps_per_game "$STEPS_PER_GAME" --max_steps "$PLANNER_STEPS" --save_steps 50 --gradient_checkpointing \
         --max_train_seconds $(($(left) - PLANNER_EVAL_SECONDS)) \
         --per_device_train_batch_size 2 --gradient_accumulation_steps 2 --learning_rate 1e-3 --warmup_steps 30 \
-        --bf16 --max_plan_length "$PLAN_LENGTH" "${cpu[@]}" > "$RESULTS/log_planner_etcsum.txt" 2>&1
+        --bf16 --num_sentences "$PLAN_LENGTH" "${cpu[@]}" > "$RESULTS/log_planner_etcsum.txt" 2>&1
      timeout "$(left)" python3 benchmarks/quality_rotowire.py --data "$rotowire" --split "$ROTOWIRE_SPLIT" \
-        --etcsum /tmp/runs/planner-etcsum/final --max_plan_length "$PLAN_LENGTH" --device "$DEVICE" \
+        --etcsum /tmp/runs/planner-etcsum/final --num_sentences "$PLAN_LENGTH" --device "$DEVICE" \
         --sentence_break_bias 0 -3 --output "$RESULTS/quality_rotowire_etcsum.md" > "$RESULTS/log_rotowire.txt" 2>&1) &
     runs+=($!)
 fi

@@ -18,10 +18,11 @@ class ContentPlanningPipeline(StepwiseSummarizationPipeline):
     Inputs: a game as in ``rotowire/games.jsonl`` (a dict, or one JSON line); a list of them is a batch, where a
     malformed game gets ``{"error": message}`` and the others are planned.
 
-    Options (defaults from the model config): `max_plan_length` (120: the most units before ``<EOT>``, sentence
-    breaks included), `min_plan_length` (1: the fewest, as `min_length` in `generate`), `beam_size` (1: greedy, as in
-    the paper), `sentence_break_bias` (0.0: added to the sentence break's logit, `stepwise_decoding`), `return_steps`
-    (add each step's whole distribution over the units and the end), `max_length` (input tokens).
+    Options (defaults from the model config; the plan's length in the words of every summarizer): `num_sentences`
+    (120: the most units before ``<EOT>``, sentence breaks included), `min_sentences` (1: the fewest, as `min_length`
+    in `generate`), `beam_size` (1: greedy, as in the paper), `sentence_break_bias` (0.0: added to the sentence
+    break's logit, `stepwise_decoding`), `return_steps` (add each step's whole distribution over the units and the
+    end), `max_length` (input tokens).
 
     Output per game: `plan` (record ids and ``<EOS>`` in order, ending with ``<EOT>`` unless the length limit cut
     it), `steps` (per step: `unit`, the record id or unit, `sentence`, the record's template sentence or None for a
@@ -33,12 +34,12 @@ class ContentPlanningPipeline(StepwiseSummarizationPipeline):
     reads_text = False
 
     def _sanitize_parameters(
-        self, max_plan_length=None, min_plan_length=None, beam_size=None, sentence_break_bias=None, return_steps=None,
+        self, num_sentences=None, min_sentences=None, beam_size=None, sentence_break_bias=None, return_steps=None,
         max_length=None, **kwargs,
     ):
         reject_unknown_options(kwargs)
         preprocess, forward, postprocess = super()._sanitize_parameters(
-            beam_size=beam_size, num_sentences=max_plan_length, min_sentences=min_plan_length,
+            beam_size=beam_size, num_sentences=num_sentences, min_sentences=min_sentences,
             return_steps=return_steps, max_length=max_length,
         )
         bias = self.model.config.sentence_break_bias if sentence_break_bias is None else sentence_break_bias

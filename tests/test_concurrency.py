@@ -70,7 +70,7 @@ CASES = {
     "copytransformer-circular2d-cnndm": (short_documents, [{"num_beams": 2, "min_length": 2, "max_length": 12}], 8),
     "wikisum-tdmca-copy-minilm-cnndm": (short_documents, [{"num_beams": 2, "max_new_tokens": 8, **GNMT},
                                                           {"num_beams": 2, "max_new_tokens": 8}], 8),
-    "stepwise-hibert-planner-minilm-rotowire": (games, [{"max_plan_length": 2}], 4),
+    "stepwise-hibert-planner-minilm-rotowire": (games, [{"num_sentences": 2}], 4),
     "realizer-minilm-rotowire": (plans, [{"num_beams": 2, "max_new_tokens": 8}], 4),
 }
 

@@ -69,7 +69,7 @@ def test_the_planner_trains_evaluates_and_its_final_model_plans_a_game(
     output = tmp_path / "planner"
     run_script("train_content_planner", *common_arguments(tiny_encoder_folder, games_file, output),
                "--model_type", model_type, "--per_device_train_batch_size", "2",
-               "--max_plan_length", "20", "--config_overrides", json.dumps(overrides), cwd=tmp_path)
+               "--num_sentences", "20", "--config_overrides", json.dumps(overrides), cwd=tmp_path)
     card = json.loads((output / "final" / "sumformers_card.json").read_text())
     # one step per unit of the oracle plan less the repeats greedy decoding forbids, its <EOT> (the end) the last
     steps = len(decodable_plan(oracle_plan(parse_game(tiny_game(summary=SUMMARY)))))
@@ -80,7 +80,7 @@ def test_the_planner_trains_evaluates_and_its_final_model_plans_a_game(
     # besides the pooled figures, plan_scores keeps the per-game counts (lists) for a bootstrap of them
     assert all(0 <= scores[key] <= 100 for key in ("cs_precision", "cs_recall", "cs_f1", "co"))
     assert f"CS F1 {scores['cs_f1']:.2f}, CO {scores['co']:.2f}" in card["evaluation"]
-    plan = pipeline("content-planning", model=str(output / "final"))(tiny_game(), max_plan_length=20)
+    plan = pipeline("content-planning", model=str(output / "final"))(tiny_game(), num_sentences=20)
     # at most 20 units, then the end of plan; every unit a record of the game or a sentence break
     records = {record.id for record in parse_game(tiny_game()).records}
     assert 1 <= len(plan["plan"]) <= 21 and plan["plan"][-1] == "<EOT>"
@@ -92,7 +92,7 @@ def test_a_time_budget_ends_planner_training_then_it_saves_and_evaluates(tmp_pat
     output = tmp_path / "planner"
     run_script("train_content_planner", *common_arguments(tiny_encoder_folder, games_file, output, steps=3),
                "--model_type", "stepwise_etcsum_planner", "--gradient_checkpointing", "--steps_per_game", "2",
-               "--per_device_train_batch_size", "2", "--max_plan_length", "20", "--max_train_seconds", "0",
+               "--per_device_train_batch_size", "2", "--num_sentences", "20", "--max_train_seconds", "0",
                cwd=tmp_path)
     card = json.loads((output / "final" / "sumformers_card.json").read_text())
     # a budget of 0 s: the first step spends it; the final model is saved and evaluated as after --max_steps

@@ -140,11 +140,11 @@ if [ "$PLANNER_STEPS" -gt 0 ]; then
         --steps_per_game "$STEPS_PER_GAME" --max_steps "$PLANNER_STEPS" --save_steps 50 --gradient_checkpointing \
         --max_train_seconds $(($(left) - PLANNER_EVAL_SECONDS)) \
         --per_device_train_batch_size 2 --gradient_accumulation_steps 2 --learning_rate 1e-3 --warmup_steps 30 \
-        --max_plan_length "$PLAN_LENGTH" "${device_args[@]}" > "$RESULTS/log_planner_etcsum.txt" 2>&1
+        --num_sentences "$PLAN_LENGTH" "${device_args[@]}" > "$RESULTS/log_planner_etcsum.txt" 2>&1
      cp "$RESULTS/log_planner_etcsum.txt" "$RUNS/planner-etcsum/final/training_log.txt" 2>/dev/null
      tar czf "$OUT/stepwise-etcsum-planner-minilm-rotowire-gpu.tgz" -C "$RUNS/planner-etcsum" final
      timeout "$(left)" python3 benchmarks/quality_rotowire.py --data "$rotowire" --split "$ROTOWIRE_SPLIT" \
-        --etcsum "$RUNS/planner-etcsum/final" --max_plan_length "$PLAN_LENGTH" --device "$DEVICE" \
+        --etcsum "$RUNS/planner-etcsum/final" --num_sentences "$PLAN_LENGTH" --device "$DEVICE" \
         --sentence_break_bias 0 -3 --output "$RESULTS/quality_rotowire_etcsum.md" > "$RESULTS/log_rotowire.txt" 2>&1) &
     runs+=($!)
 fi

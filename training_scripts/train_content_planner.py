@@ -45,7 +45,7 @@ PLANNERS = ("stepwise_hibert_planner", "stepwise_etcsum_planner")
 @dataclass
 class PlannerArguments:
     model_type: str = field(default="stepwise_hibert_planner", metadata={"help": " or ".join(PLANNERS)})
-    max_plan_length: int = field(default=120, metadata={"help": "Most units before the end of plan."})
+    num_sentences: int = field(default=120, metadata={"help": "Most units of a plan before its end (its length)."})
     precompute_sentence_vectors: bool = field(
         default=True, metadata={"help": "HiBERT: freeze the sentence encoder and encode every record once."}
     )
@@ -70,15 +70,15 @@ class PlannerArguments:
     )
 
 
-def planning_evaluation(tokenizer, games: list[dict], max_plan_length: int):
+def planning_evaluation(tokenizer, games: list[dict], num_sentences: int):
     """The `evaluate` of `finish_training`: greedy plans of `games` against their oracle plans."""
 
     def evaluate(model):
         planner = pipeline("content-planning", model=model, tokenizer=tokenizer)
-        plans = [output["plan"] for output in planner(games, max_plan_length=max_plan_length)]
+        plans = [output["plan"] for output in planner(games, num_sentences=num_sentences)]
         scores = plan_scores(plans, [oracle_plan(parse_game(game)) for game in games])
         scores.pop("per_game")
-        return scores, (f"{len(games)} dev games, greedy plans of at most {max_plan_length} units, CS (micro-averaged) "
+        return scores, (f"{len(games)} dev games, greedy plans of at most {num_sentences} units, CS (micro-averaged) "
                         "and CO over the records without the names and the date as in the paper")
 
     return evaluate
@@ -101,7 +101,7 @@ def main():
     model, tokenizer = model_and_tokenizer(
         source,
         lambda encoder, _: model_class.from_encoder(
-            encoder, encoder_name_or_path=source, num_sentences=planner_args.max_plan_length, **overrides
+            encoder, encoder_name_or_path=source, num_sentences=planner_args.num_sentences, **overrides
         ),
     )
     processor = model.processor_class(tokenizer, model.config)
@@ -135,7 +135,7 @@ def main():
             f"{', sentence encoder frozen' if precomputed else ''}); oracle plans from the human summaries; final "
             f"{final_training_loss(trainer, result)}."
         )
-    evaluate = planning_evaluation(tokenizer, split["dev"], planner_args.max_plan_length)
+    evaluate = planning_evaluation(tokenizer, split["dev"], planner_args.num_sentences)
     finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)
 
 

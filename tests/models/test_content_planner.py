@@ -87,14 +87,14 @@ class PlannerTester(ModelTesterMixin):
     def check_content_planning_pipeline(self, planning, model, inputs):
         """Greedy (the planner's default beam of 1): each step takes the most probable allowed unit of the model's
         step logits (no unit twice but the repeatable ones, and those not twice in one plan sentence; no sentence
-        break opening a plan or following a break; no end as the first step, only the end after `max_plan_length`
+        break opening a plan or following a break; no end as the first step, only the end after `num_sentences`
         units) and reports its whole distribution; the plan names the units by id."""
         units, game = inputs.pop("units"), inputs.pop("game")
         inputs.pop("sentences")
         repeatable = set(inputs["repeatable_mask"][0].nonzero().flatten().tolist())
         assert repeatable and 0 in repeatable  # <EOS>, the team names and cities
         length = 6
-        result = planning(self.pipeline_input, max_plan_length=length, return_steps=True)
+        result = planning(self.pipeline_input, num_sentences=length, return_steps=True)
         chosen = []
         for step in result["steps"]:
             with torch.no_grad():
@@ -131,8 +131,8 @@ class PlannerTester(ModelTesterMixin):
             exported = pipeline(model=str(repo), trust_remote_code=True)
             package = pipeline("content-planning", model=str(context.folder))
             assert exported.task == "content-planning" and type(exported).__module__.startswith("transformers_modules.")
-            expected = [package(game, max_plan_length=5) for game in games]
-            for got, wanted in zip(exported(games, max_plan_length=5, batch_size=2), expected):
+            expected = [package(game, num_sentences=5) for game in games]
+            for got, wanted in zip(exported(games, num_sentences=5, batch_size=2), expected):
                 assert got["plan"] == wanted["plan"] and got["plan_text"] == wanted["plan_text"]
                 assert got["score"] == pytest.approx(wanted["score"], abs=1e-5)
 
@@ -332,7 +332,7 @@ def test_pipeline_plans_a_hand_made_game(tokenizer, game, kind):
     model = planner(kind)
     planning = ContentPlanningPipeline(model=model, tokenizer=tokenizer)
     bad = {"id": "broken"}
-    results = planning([tiny_game(), json.dumps(tiny_game()), bad], max_plan_length=12)
+    results = planning([tiny_game(), json.dumps(tiny_game()), bad], num_sentences=12)
     assert results[2] == {"error": results[2]["error"]} and "missing" in results[2]["error"]
     assert results[0] == results[1]  # a dict and its JSON line give one plan
     result = results[0]
@@ -370,12 +370,12 @@ def with_end_shifted(model, shift: float):
     return model
 
 
-def test_pipeline_min_plan_length_holds_the_end_back(tokenizer):
+def test_pipeline_min_sentences_holds_the_end_back(tokenizer):
     # with the end pushed up it is every step's most probable choice, so the plan stops after its first unit unless
-    # min_plan_length holds the end back: then exactly that many units, and the end
+    # min_sentences holds the end back: then exactly that many units, and the end
     planning = ContentPlanningPipeline(model=with_end_shifted(planner(), 100.0), tokenizer=tokenizer)
-    assert len(planning(tiny_game(), max_plan_length=12)["plan"]) == 2
-    plan = planning(tiny_game(), max_plan_length=12, min_plan_length=5)["plan"]
+    assert len(planning(tiny_game(), num_sentences=12)["plan"]) == 2
+    plan = planning(tiny_game(), num_sentences=12, min_sentences=5)["plan"]
     assert len(plan) == 6 and plan[-1] == EOT and EOT not in plan[:-1]
 
 
@@ -389,20 +389,30 @@ def test_the_card_says_when_a_sentence_break_bias_departs_from_the_paper(tmp_pat
         tmp_path / "biased" / "README.md").read_text()
 
 
+def test_pipeline_names_the_plan_length_as_every_summarizer_does(tokenizer):
+    # num_sentences and min_sentences, the stepwise summarizers' words (config fields and pipeline options alike); the
+    # retired max_plan_length is an unknown option. The end unit is pushed down so that the plan runs to the limit.
+    planning = ContentPlanningPipeline(model=with_end_shifted(planner(), -100.0), tokenizer=tokenizer)
+    plan = planning(tiny_game(), num_sentences=3)["plan"]
+    assert len(plan) == 4 and plan[-1] == EOT
+    with pytest.raises(TypeError, match="unknown option.*max_plan_length"):
+        planning(tiny_game(), max_plan_length=3)
+
+
 def test_pipeline_sentence_break_bias_from_the_call_or_the_config(tokenizer):
     # +50 makes the break certain wherever it is allowed (after every unit that is not a break), -50 leaves it no
     # probability while a record is allowed (always, in a 12-unit plan over 88 records); the config's value is the
     # default, the call's overrides it. The end unit is pushed down so that the plans run to the length limit.
     model = with_end_shifted(planner(), -100.0)
     planning = ContentPlanningPipeline(model=model, tokenizer=tokenizer)
-    broken = planning(tiny_game(), max_plan_length=12, sentence_break_bias=50.0)["plan"]
+    broken = planning(tiny_game(), num_sentences=12, sentence_break_bias=50.0)["plan"]
     assert len(broken) == 13 and broken[1:-1:2] == [EOS] * 6 and EOS not in broken[0::2]
-    unbroken = planning(tiny_game(), max_plan_length=12, sentence_break_bias=-50.0)["plan"]
+    unbroken = planning(tiny_game(), num_sentences=12, sentence_break_bias=-50.0)["plan"]
     assert len(unbroken) == 13 and EOS not in unbroken
     model.config.sentence_break_bias = 50.0
     from_config = ContentPlanningPipeline(model=model, tokenizer=tokenizer)
-    assert from_config(tiny_game(), max_plan_length=12)["plan"] == broken
-    assert from_config(tiny_game(), max_plan_length=12, sentence_break_bias=-50)["plan"] == unbroken
+    assert from_config(tiny_game(), num_sentences=12)["plan"] == broken
+    assert from_config(tiny_game(), num_sentences=12, sentence_break_bias=-50)["plan"] == unbroken
     with pytest.raises(ValueError, match="sentence_break_bias must be a finite number"):
         from_config(tiny_game(), sentence_break_bias=float("nan"))
 

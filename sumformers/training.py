@@ -70,6 +70,29 @@ class DataArguments:
     max_eval_samples: int | None = field(default=None)
 
 
+@dataclass
+class TimeBudgetArguments:
+    """For a script that may run on a machine lent for a fixed time."""
+
+    max_train_seconds: float | None = field(
+        default=None,
+        metadata={"help": "End training after the step that passes this many seconds (then save and evaluate as "
+                          "after --max_steps); the learning-rate schedule still spans the planned steps."},
+    )
+
+
+@dataclass
+class FeatureFileArguments(TimeBudgetArguments):
+    """For a script that can train on features prepared elsewhere (`train_stepwise.py --save_features`)."""
+
+    features_file: str | None = field(
+        default=None,
+        metadata={"help": "Train on the features of this file (written by train_stepwise.py --save_features) "
+                          "instead of --train_file; they are checked against this model's settings and cut to "
+                          "--max_length."},
+    )
+
+
 # Defaults that suit these scripts (CPU-friendly, no online loggers); any of them can be overridden on the command line.
 TRAINING_DEFAULTS = {
     "report_to": "none",

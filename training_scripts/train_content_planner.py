@@ -27,6 +27,7 @@ from sumformers.text.rotowire_plans import oracle_plan
 from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, parse_game, split_games
 from sumformers.text.table_to_text_metrics import plan_scores
 from sumformers.training import (
+    TimeBudgetArguments,
     apply_lora,
     final_training_loss,
     finish_training,
@@ -43,7 +44,7 @@ PLANNERS = ("stepwise_hibert_planner", "stepwise_etcsum_planner")
 
 
 @dataclass
-class PlannerArguments:
+class PlannerArguments(TimeBudgetArguments):
     model_type: str = field(default="stepwise_hibert_planner", metadata={"help": " or ".join(PLANNERS)})
     num_sentences: int = field(default=120, metadata={"help": "Most units of a plan before its end (its length)."})
     precompute_sentence_vectors: bool = field(
@@ -61,13 +62,6 @@ class PlannerArguments:
         },
     )
     config_overrides: str | None = field(default=None, metadata={"help": "JSON object of model config settings."})
-    max_train_seconds: float | None = field(
-        default=None,
-        metadata={
-            "help": "End training after the step that passes this many seconds (then save and evaluate as after "
-            "--max_steps): for a machine lent for a fixed time."
-        },
-    )
 
 
 def planning_evaluation(tokenizer, games: list[dict], num_sentences: int):

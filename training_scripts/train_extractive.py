@@ -28,6 +28,7 @@ from sumformers.feature_files import load_features, read_header
 from sumformers.frozen_layers import train_over_cached_states
 from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
+    FeatureFileArguments,
     apply_lora,
     dataset_evaluation,
     final_training_loss,
@@ -48,7 +49,7 @@ logger = logging.getLogger("train_extractive")
 
 
 @dataclass
-class ExtractiveArguments:
+class ExtractiveArguments(FeatureFileArguments):
     max_length: int = field(default=512, metadata={"help": "Input tokens (at most the encoder's limit)."})
     num_sentences: int = field(default=3, metadata={"help": "Summary length used for evaluation and saved as default."})
     trigram_blocking: bool = field(default=True)
@@ -61,16 +62,6 @@ class ExtractiveArguments:
     )
     attention_dropout: float | None = field(
         default=None, metadata={"help": "Encoder attention-probability dropout (default: the encoder's own)."}
-    )
-    features_file: str | None = field(
-        default=None,
-        metadata={"help": "Train on the features of this file (train_stepwise.py --save_features; cut to "
-                          "--max_length, with its sentence length limits) instead of --train_file."},
-    )
-    max_train_seconds: float | None = field(
-        default=None,
-        metadata={"help": "End training after this many seconds (then save and evaluate); the learning-rate "
-                          "schedule still spans the planned steps."},
     )
 
 

@@ -35,6 +35,7 @@ from sumformers.feature_files import load_features, read_header, save_features
 from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
 from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (  # StepwiseCollator: train_content_planner imports it from here
+    FeatureFileArguments,
     StepwiseCollator,
     apply_lora,
     dataset_evaluation,
@@ -56,7 +57,7 @@ logger = logging.getLogger("train_stepwise")
 
 
 @dataclass
-class StepwiseArguments:
+class StepwiseArguments(FeatureFileArguments):
     model_type: str = field(
         default="stepwise_hibert",
         metadata={"help": "stepwise_hibert, hibert, stepwise_etcsum or etcsum"},
@@ -88,16 +89,6 @@ class StepwiseArguments:
             "help": "HiBERT: segment the training split, search its oracles, write the features to this file "
             "(sumformers.feature_files, xz) and stop; --features_file then trains on them elsewhere."
         },
-    )
-    features_file: str | None = field(
-        default=None,
-        metadata={"help": "HiBERT: train on the features of this file (written by --save_features) instead of "
-                          "--train_file; they must have been cut with this model's settings."},
-    )
-    max_train_seconds: float | None = field(
-        default=None,
-        metadata={"help": "End training after this many seconds (then save and evaluate), for a machine lent for a "
-                          "fixed time; the learning-rate schedule still spans the planned steps."},
     )
     precompute_bf16: bool = field(
         default=False,

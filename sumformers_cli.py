@@ -21,6 +21,8 @@ STDIN = "-"
 # A Hub repo id: `name` or `namespace/name` (huggingface_hub's rule, without importing it).
 _HUB_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
 _BASELINE = re.compile(r"(lead|oracle)(?:-([1-9][0-9]*))?")
+GAMES_HELP = ("a JSONL of Rotowire games (one a line, in Rotowire's JSON; this project's copy: "
+              "../shared/data/rotowire/games.jsonl) to pick from, for a table-to-text or content-planning model")
 
 
 def fail(message: str):
@@ -143,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--host", default="127.0.0.1", help="address to serve on (0.0.0.0: every interface)")
     demo.add_argument("--port", type=positive_int, default=None, help="port (default: Gradio's, 7860 or the next free)")
+    demo.add_argument("--games", default=None, metavar="JSONL", help=GAMES_HELP)
     add_summary_options(demo)
 
     evaluate = commands.add_parser("evaluate", help="ROUGE of predictions or a baseline against references")
@@ -160,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="write a Hub Space instead: the export in model/, the Gradio demo (app.py), requirements.txt, README.md",
     )
+    export.add_argument("--games", default=None, metavar="JSONL", help=f"with --space: {GAMES_HELP}, copied in")
     return parser
 
 
@@ -207,6 +211,8 @@ def check_arguments(args) -> None:
         check_model(args.planner, flag="--planner")
         if args.planner is not None and args.plan is not None:
             fail("give --planner or --plan, not both")
+    if getattr(args, "games", None) is not None:
+        check_input_file(args.games, "--games")
     if args.command == "summarize":
         check_output_file(args.output)
     elif args.command == "view":
@@ -223,6 +229,8 @@ def check_arguments(args) -> None:
             fail("export takes [MODEL] OUTPUT_DIR")
         if args.space and args.push_to_hub:
             fail("--push-to-hub uploads a model repo; upload a Space folder with `hf upload --repo-type space`")
+        if args.games is not None and not args.space:
+            fail("--games goes with --space (a model repo carries no games)")
         if len(args.paths) == 2:
             check_model(args.paths[0], flag="export MODEL")
         output = Path(args.paths[-1]).expanduser()

@@ -16,7 +16,6 @@ GRADIO_VERSION = metadata.version("gradio")
 DISTRIBUTIONS = {"rouge_score": "rouge-score", "nltk": "nltk", "pysbd": "pysbd", "gradio": "gradio"}
 # Installed for every Space: the model's libraries, and trafilatura for uploaded HTML (imported when a page comes in).
 ALWAYS = ("torch", "transformers", "safetensors", "trafilatura", "lxml_html_clean")
-EXAMPLE_GAMES = Path(__file__).resolve().parents[1] / "examples" / "rotowire_two_games.jsonl"
 
 APP = '''"""The sumformers demo over the exported model in ./model (see README.md)."""
 
@@ -66,10 +65,11 @@ def requirement(distribution: str) -> str:
     return f"{distribution}=={metadata.version(distribution).split('+')[0]}"
 
 
-def write_space(name_or_path: str | None, output_dir: str) -> Path:
+def write_space(name_or_path: str | None, output_dir: str, games_file: str | None = None) -> Path:
     """Write the Space folder for a model (a shipped checkpoint's name, a folder or a Hub id) into `output_dir`,
     which must not exist or be empty. A table-to-text model realizes each game's oracle plan (the Space has no
-    planner); the repository's example games are included when they are at hand."""
+    planner); for a table-to-text or content-planning model, `games_file` (a JSONL of Rotowire games) is copied in
+    as the games to pick from."""
     output = Path(output_dir)
     model_folder = export_model(name_or_path, str(output / "model"))
     config = json.loads((model_folder / "config.json").read_text())
@@ -85,9 +85,9 @@ def write_space(name_or_path: str | None, output_dir: str) -> Path:
     title = f"sumformers {Path(model_name).name}"
     app = APP.replace("MODEL_NAME", repr(Path(model_name).name)).replace("OPTIONS", repr(options))
     (output / "app.py").write_text(app, encoding="utf-8")
-    has_games = task in TABLE_TASKS and EXAMPLE_GAMES.is_file()
+    has_games = task in TABLE_TASKS and games_file is not None
     if has_games:
-        (output / "games.jsonl").write_text(EXAMPLE_GAMES.read_text(encoding="utf-8"), encoding="utf-8")
+        (output / "games.jsonl").write_text(Path(games_file).read_text(encoding="utf-8"), encoding="utf-8")
     modules = required_packages(code)
     unknown = sorted(set(modules) - set(DISTRIBUTIONS))
     if unknown:
@@ -95,7 +95,7 @@ def write_space(name_or_path: str | None, output_dir: str) -> Path:
     distributions = dict.fromkeys([*ALWAYS, *(DISTRIBUTIONS[module] for module in modules)])
     (output / "requirements.txt").write_text("".join(f"{requirement(d)}\n" for d in distributions), encoding="utf-8")
     readme = README.format(title=title, gradio=GRADIO_VERSION, task=task,
-                           games=" or pick a bundled Rotowire game" if has_games else "")
+                           games=" or pick one of its Rotowire games" if has_games else "")
     (output / "README.md").write_text(readme, encoding="utf-8")
     return output
 

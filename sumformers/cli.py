@@ -5,6 +5,7 @@ The argument parser and its checks are in the top-level module `sumformers_cli` 
 """
 
 import contextlib
+import functools
 import json
 import pickle
 import re
@@ -327,12 +328,10 @@ def demo_command(args) -> int:
         from .demo.app import build_demo
     except ImportError as error:
         _fail(f'the demo needs Gradio ({one_line(error)}): pip install "sumformers[demo]"')
-    from .demo.space import EXAMPLE_GAMES
-
     summarizer, options = _pipeline_and_options(args)
     games = {}
-    if EXAMPLE_GAMES.is_file():  # a source checkout: its bundled games to pick from
-        games = {record["id"]: record["game"] for record in read_documents(EXAMPLE_GAMES) if "game" in record}
+    if args.games is not None:
+        games = {record["id"]: record["game"] for record in read_documents(Path(args.games)) if "game" in record}
     build_demo(summarizer, args.model or "default", options, games).launch(
         server_name=args.host, server_port=args.port
     )
@@ -363,9 +362,10 @@ def export_command(args) -> int:
     write = export_model
     if args.space:
         try:
-            from .demo.space import write_space as write
+            from .demo.space import write_space
         except ImportError as error:
             _fail(f'a Space needs Gradio ({one_line(error)}): pip install "sumformers[demo]"')
+        write = functools.partial(write_space, games_file=args.games)
     try:
         folder = write(model, output)
     except FileExistsError as error:

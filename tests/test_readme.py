@@ -61,46 +61,40 @@ def use_python_block() -> str:
     return block
 
 
-def test_the_python_examples_name_only_bundled_files():
-    """A fresh clone has no ../shared/data: every file the Use example opens ships with the repo."""
+ROTOWIRE_GAMES = "../shared/data/rotowire/games.jsonl"
+
+
+def test_the_python_examples_name_only_bundled_files_and_the_rotowire_data():
+    """Every file the Use example opens ships with the repo, but the Rotowire games: no dataset rows are bundled, so
+    the table-to-text lines read the project's data copy (a user gives their own)."""
     block = use_python_block()
-    assert "../shared" not in block
+    assert re.findall(r"\.\./shared/[\w./-]+", block) == [ROTOWIRE_GAMES]
     named = set(re.findall(r"(?:examples|checkpoints)/[\w./-]+", block))
-    assert "examples/rotowire_two_games.jsonl" in named
     assert all((REPO_ROOT / name).exists() for name in named), named
+    assert not list((REPO_ROOT / "examples").glob("rotowire*"))
 
 
-def rotowire_snippet() -> str:
-    """The Use example's table-to-text and content-planning lines, runnable by themselves."""
+def rotowire_snippet(data_dir: Path) -> str:
+    """The Use example's table-to-text and content-planning lines, runnable by themselves, on `data_dir`'s games."""
     block = use_python_block()
     start, end = block.index("# table-to-text (Rotowire)"), block.index("# shipped checkpoints by name")
-    return "import json\n\nimport sumformers  # noqa: F401\nfrom transformers import pipeline\n\n" + block[start:end]
-
-
-def test_the_bundled_rotowire_games_are_held_out_of_the_benchmarks_test_games(data_dir):
-    from sumformers.text.evaluation import read_jsonl
-    from sumformers.text.rotowire_records import parse_game, split_games
-
-    bundled = read_jsonl(REPO_ROOT / "examples" / "rotowire_two_games.jsonl")
-    shared = {row["id"]: row for row in read_jsonl(data_dir / "rotowire" / "games.jsonl")}
-    assert [row == shared[row["id"]] for row in bundled] == [True, True]  # copied unchanged
-    held_out = {game["id"] for split in ("train", "test") for game in split_games(list(shared.values()), split)}
-    assert not {row["id"] for row in bundled} & held_out  # neither trained on nor reported (dev games)
-    assert all(len(parse_game(row).records) > 300 for row in bundled)
+    snippet = block[start:end].replace(ROTOWIRE_GAMES, str(data_dir / "rotowire" / "games.jsonl"))
+    return "import json\n\nimport sumformers  # noqa: F401\nfrom transformers import pipeline\n\n" + snippet
 
 
 @pytest.mark.slow  # the shipped planner and realizer on a whole game, several times (a few minutes on 2 cores)
-def test_the_rotowire_example_runs_from_a_fresh_clone(monkeypatch):
+def test_the_rotowire_example_runs_from_a_fresh_clone(monkeypatch, data_dir):
     from sumformers.text.rotowire_plans import plan_sentences
 
     monkeypatch.chdir(REPO_ROOT)
     names = {}
-    exec(compile(rotowire_snippet(), "README.md (Use)", "exec"), names)  # noqa: S102  (the README's own code)
+    exec(compile(rotowire_snippet(data_dir), "README.md (Use)", "exec"), names)  # noqa: S102  (the README's own code)
     realized, planned = names["realized"], names["planned"]
     # one realized sentence, one summary line, per sentence of the game's oracle plan
     assert realized["summary"].split("\n") == realized["sentences"]
     assert len(realized["sentences"]) == len(plan_sentences(realized["plan"])) > 3
-    assert "Rockets" in realized["summary"] and "Hawks" in realized["summary"]
+    game = names["game"]
+    assert game["home_name"] in realized["summary"] and game["vis_name"] in realized["summary"]
     assert planned["plan"][-1] == "<EOT>" and len(planned["plan_text"]) == len(plan_sentences(planned["plan"]))
 
 

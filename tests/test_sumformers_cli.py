@@ -130,6 +130,9 @@ def test_missing_paths_are_errors(capsys, tmp_path):
         (["export", missing / "model", tmp_path / "out"], "no such folder"),
         (["export", tmp_path / "file.txt"], "a file, not a folder"),
         (["export", "a", "b", "c"], "export takes [MODEL] OUTPUT_DIR"),
+        (["export", tmp_path / "out", "--games", THREE_ARTICLES], "--games goes with --space"),
+        (["export", tmp_path / "out", "--space", "--games", missing / "games.jsonl"], "--games"),
+        (["demo", "--games", missing / "games.jsonl"], "no such file"),
         (["summarise", ARTICLE], "invalid choice"),
     ]
     for arguments, fragment in cases:

@@ -23,6 +23,11 @@ checkpoint is missing gets a row saying so.
 sentences (Lead: in document order, the others: in rank order or by beam search) and at most N whitespace words, a
 sentence that would exceed the budget being skipped. The references average about 34 words, so summary length
 moves ROUGE F1 by about as much as content does; these rows compare the systems at equal length.
+
+`--stepwise_sentences K` adds one row per stepwise model decoded to exactly K sentences (beam 3, the end unit allowed
+only after K), without trigram blocking: the length of Lead-K and of the non-stepwise models' top K, the paper's
+length for both kinds on CNN/DM (K = 3), so that a stepwise model and its non-stepwise variant compare at the same
+number of sentences rather than under a word budget that the stepwise model may stop short of.
 """
 
 import argparse
@@ -86,6 +91,8 @@ def parse_args():
         "--models", default=None, help=f"comma-separated subset of {', '.join(MODELS)} (default: all)"
     )
     parser.add_argument("--max_words", type=int, default=None, help="add rows under this word budget (see above)")
+    parser.add_argument("--stepwise_sentences", type=int, default=None,
+                        help="add rows of the stepwise models at exactly this many sentences (see above)")
     parser.add_argument("--blocking", choices=("both", "yes", "no"), default="both",
                         help="the models' rows with and without trigram blocking (default both), or one of them")
     parser.add_argument("--batch_size", type=int, default=8)
@@ -156,10 +163,13 @@ def resolve_checkpoint(name: str, given: str | None) -> Path | None:
     return find_checkpoint([given] if given else MODELS[name][0])
 
 
-def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = None) -> tuple[dict, str]:
+def decoding_options(
+    name: str, checkpoint: Path, args, max_words: int | None = None, sentences: int | None = None
+) -> tuple[dict, str]:
     """Pipeline options and their description: top 3, or the paper's beam 3 / at most 4 steps with the model's own
     minimum length (its config's `min_sentences`); under a word budget top 4 / at most 4 steps within `max_words`;
-    ETCSum models read at most --etcsum_max_length tokens."""
+    a stepwise model with `sentences`: exactly that many steps; ETCSum models read at most --etcsum_max_length
+    tokens."""
     if MODELS[name][1] == "extractive-summarization":
         options, description = {"num_sentences": 4 if max_words else 3}, f"top {4 if max_words else 3}"
     else:
@@ -173,7 +183,10 @@ def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = 
         options.update(end_bias=end_bias, end_at_limit=config.get("end_at_limit", True))
         closing = ", END paid at 4" if options["end_at_limit"] else ""
         description = f"beam 3, {minimum}-4 sentences{closing}"
-        if end_bias:
+        if sentences:
+            options.update(num_sentences=sentences, min_sentences=sentences)
+            description = f"beam 3, exactly {sentences} sentences"
+        if end_bias and not sentences:
             description += f", END bias {end_bias:g}"
     if max_words:
         options["max_words"] = max_words
@@ -184,12 +197,14 @@ def decoding_options(name: str, checkpoint: Path, args, max_words: int | None = 
     return options, description
 
 
-def model_summaries(name, checkpoint: Path, documents, blocking: bool, args, max_words=None) -> tuple[list[str], str]:
+def model_summaries(
+    name, checkpoint: Path, documents, blocking: bool, args, max_words=None, sentences=None
+) -> tuple[list[str], str]:
     """The model's summaries (cached by checkpoint, setting and documents) and the decoding time per document as
     "seconds (threads)": a cached row keeps the thread count it was timed with."""
     import sumformers
 
-    options, _ = decoding_options(name, checkpoint, args, max_words)
+    options, _ = decoding_options(name, checkpoint, args, max_words, sentences)
     device = getattr(args, "device", "cpu")
     # a GPU's summaries may differ from the CPU's in the last bits of a score: cached apart
     key = [checkpoint_key(checkpoint, configs=False), blocking, options, *([device] if device != "cpu" else [])]
@@ -225,7 +240,7 @@ def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], count
 
 def evaluate_set(title: str, examples: list[dict], selected: list[str], args, checkpoints: dict) -> str:
     """The table of one document set: the baselines, then every selected model found (its checkpoint is added to
-    `checkpoints`), with and without trigram blocking and under --max_words."""
+    `checkpoints`), with and without trigram blocking, under --max_words and at --stepwise_sentences."""
     documents = [example["document"] for example in examples]
     references = [example["summary"] for example in examples]
     # the small shared validation file is CNN only and has no `source` field
@@ -251,15 +266,18 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
             continue
         checkpoints[name] = display_path(checkpoint)
         blocking_settings = {"both": (False, True), "yes": (True,), "no": (False,)}[args.blocking]
-        settings = [(blocking, None) for blocking in blocking_settings]
-        settings += [(False, args.max_words)] if args.max_words else []
-        for blocking, max_words in settings:
-            print(f"{title} {name}, blocking {blocking}, budget {max_words}: {checkpoint}", file=sys.stderr, flush=True)
-            summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words)
+        settings = [(blocking, None, None) for blocking in blocking_settings]
+        settings += [(False, args.max_words, None)] if args.max_words else []
+        stepwise = MODELS[name][1] == "stepwise-summarization"
+        settings += [(False, None, args.stepwise_sentences)] if stepwise and args.stepwise_sentences else []
+        for blocking, max_words, sentences in settings:
+            print(f"{title} {name}, blocking {blocking}, budget {max_words}, sentences {sentences}: {checkpoint}",
+                  file=sys.stderr, flush=True)
+            summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words, sentences)
             if args.decode_only:
                 continue
             metrics = paired_with_lead3(dict(summary_metrics(summaries, references, sources), seconds=seconds), lead3)
-            description = decoding_options(name, checkpoint, args, max_words)[1]
+            description = decoding_options(name, checkpoint, args, max_words, sentences)[1]
             rows.append((name, description, "yes" if blocking else "no", metrics))
     return format_table(title, rows, counts)
 

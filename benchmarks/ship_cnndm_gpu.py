@@ -1,17 +1,14 @@
-"""Ship an extractive model trained on the carried CNN/DM features (by `training_scripts/gpu_recipe.sh` on a lent GPU,
-its folder as the call returned it, or by the same `train_stepwise.py` recipe on the CPU: `--trained_on`) as one
+"""Ship an extractive model that `training_scripts/gpu_recipe.sh` trained (its folder as the call returned it) as one
 of the package's checkpoints, with the decoding chosen on development documents (`--end_bias` for a stepwise model: its
 end unit's logit, chosen on raw CNN `validation[300:400]` by `choose_end_bias.py`) and a card that says what ran
 where, then the card's scores: the shipped pipeline on the 300 raw CNN articles of `validation[:300]` (never trained
 on nor used for a choice), as `test_default_model` recomputes for the default; `--device cuda` reads the summaries the
 GPU call decoded (quality_cnndm.py's cache) instead of decoding here.
 
-    python benchmarks/ship_cnndm.py --model "Stepwise HiBERT" \
+    python benchmarks/ship_cnndm_gpu.py --model "Stepwise HiBERT" \
         --source runs/gpu/stepwise-hibert-minilm-cnndm-gpu/final --end_bias -2.1 --development "..."
-    python benchmarks/ship_cnndm.py --model ETCSum --source runs/gpu2/1/etcsum-minilm-cnndm-gpu/final \
+    python benchmarks/ship_cnndm_gpu.py --model ETCSum --source runs/gpu2/1/etcsum-minilm-cnndm-gpu/final \
         --device cuda --call "three models side by side on the GPU within its 560 s" --development "..."
-    python benchmarks/ship_cnndm.py --model ETCSum --source runs/etc_cpu/run/final --trained_on "two CPU cores" \
-        --subset "a random 3,200 of them" --development "..."
 """
 
 import argparse
@@ -35,17 +32,18 @@ HIBERT_ENCODER = (
     "Sentence encoder: all six MiniLM layers, mean-pooled (the pooling `from_encoder` reads from all-MiniLM-L6-v2's "
     "own `1_Pooling` config; the paper's first token holds for BERT, not for this encoder), trained too (LoRA r=32, "
     "alpha 64 on query/key/value/dense of every layer); document layers: copies of MiniLM layers 4-5 with the same "
-    "LoRA; the new modules in full."
+    "LoRA; the new modules in full. " + CARRIED
 )
 ETCSUM_ENCODER = (
     "Encoder: ETC global-local attention over the document's tokens (local radius 84; a global token per sentence), "
     "started from all six MiniLM layers with LoRA r=32, alpha 64 on query/key/value/dense of every layer; the global "
-    "token embeddings, sentence positions, relative-position biases and the scorer are new and train in full."
+    "token embeddings, sentence positions, relative-position biases and the scorer are new and train in full. "
+    + CARRIED
 )
 BERTSUM_ENCODER = (
     "Encoder: MiniLM over the first 512 tokens (its position table) with LoRA r=32, alpha 64 on query/key/value/dense "
     "of all six layers; the two inter-sentence Transformer layers, the segment embeddings and the scorer train in "
-    "full."
+    "full. " + CARRIED
 )
 LORA = (
     "LoRA instead of full fine-tuning (every layer in fp16 would be about 31 MB, over the 20 MB checkpoint limit); "
@@ -65,10 +63,8 @@ MODELS = {
                f"{POOLING}; {LORA}; trigram blocking on (PreSumm's, for a model that scores each sentence alone)",
                {"trigram_blocking": True}),
     "ETCSum": ("etcsum-minilm-cnndm", ETCSUM_ENCODER,
-               f"{LORA}; trained and evaluated on the first 768 tokens (the model accepts 4,096); MiniLM's absolute "
-               "positions (tiled past 512) beside ETC's relative keys (ETC has none: MiniLM's layers were trained "
-               "with them, and a GPU run without them gave every sentence the same score); trigram blocking on (as "
-               "for the other models that score each sentence alone)", {"trigram_blocking": True}),
+               f"{LORA}; trained and evaluated on the first 768 tokens (the model accepts 4,096); trigram blocking "
+               "on (as for the other models that score each sentence alone)", {"trigram_blocking": True}),
     "Stepwise ETCSum": ("stepwise-etcsum-minilm-cnndm", ETCSUM_ENCODER,
                         f"{LORA}; trained and evaluated on the first 768 tokens (the model accepts 4,096); {STEPWISE}",
                         {"trigram_blocking": True, "min_sentences": 1}),
@@ -76,6 +72,7 @@ MODELS = {
                 f"{LORA}; sentences cut at 36 word pieces as the training features were (PreSumm keeps 200), so "
                 "more of them fit in 512 tokens", {"trigram_blocking": True}),
 }
+GPU_RUN = "Trained on one NVIDIA H200 with `training_scripts/gpu_recipe.sh` (the run below). Run: {run}"
 
 
 def parse_args():
@@ -87,10 +84,6 @@ def parse_args():
     parser.add_argument("--development", required=True, help="the card's line on the development choice")
     parser.add_argument("--call", default="three models side by side on the GPU within its 555 s",
                         help="what the GPU call trained beside this model")
-    parser.add_argument("--trained_on", default=None,
-                        help="where the run trained when not on a lent GPU by gpu_recipe.sh (e.g. 'two CPU cores')")
-    parser.add_argument("--subset", default=None,
-                        help="the training articles when the run kept a subset (e.g. 'a random 3,200 of them')")
     parser.add_argument("--device", default="cpu", help="cuda: the held-out summaries the GPU call decoded")
     parser.add_argument("--results", default="benchmarks/results/quality_cnndm_gpu.md",
                         help="the quality_cnndm.py table that holds this model's rows")
@@ -129,21 +122,15 @@ def ship(args) -> Path:
         config_updates = dict(config_updates, end_bias=args.end_bias)
     run = json.loads((Path(args.source) / CARD_INFO_FILE).read_text())["training"]
     target = REPO / "checkpoints" / name
-    if args.trained_on:
-        trained_on, carried = args.trained_on, ""
-    else:
-        trained_on = (f"one NVIDIA H200 (`training_scripts/gpu_recipe.sh`, features from `train_stepwise.py "
-                      f"--save_features` on the CPU machine; the call trained {args.call})")
-        carried = f" {CARRIED}"
-    data = DATA + (f" Trained on {args.subset}." if args.subset else "")
+    trained_on = (f"one NVIDIA H200 (`training_scripts/gpu_recipe.sh`, features from `train_stepwise.py "
+                  f"--save_features` on the CPU machine; the call trained {args.call})")
     ship_adapter_checkpoint(args.source, target, [], trained_on, "Training run", config_updates=config_updates)
     (target / "training_log.txt").unlink(missing_ok=True)
     card = json.loads((target / CARD_INFO_FILE).read_text())
     scores = held_out_scores(target, args.model, args.threads, args.device)
     decoded = " (decoded on the H200)" if args.device != "cpu" else ""
     card.update(
-        training=f"{data} {encoder}{carried} Trained on {trained_on}. Run: {run} Deviations from the paper, each "
-        "with its reason: "
+        training=f"{DATA} {encoder} {GPU_RUN.format(run=run)} Deviations from the paper, each with its reason: "
         + deviations.format(end_bias=args.end_bias, pooling=args.pooling) + ".",
         dataset_name="CNN/DailyMail 3.0.0 (first 300 documents of the validation split, CNN articles)",
         split="validation[:300]",

@@ -63,8 +63,10 @@ MODELS = {
                f"{POOLING}; {LORA}; trigram blocking on (PreSumm's, for a model that scores each sentence alone)",
                {"trigram_blocking": True}),
     "ETCSum": ("etcsum-minilm-cnndm", ETCSUM_ENCODER,
-               f"{LORA}; trained and evaluated on the first 768 tokens (the model accepts 4,096); trigram blocking "
-               "on (as for the other models that score each sentence alone)", {"trigram_blocking": True}),
+               f"{LORA}; trained and evaluated on the first 768 tokens (the model accepts 4,096); MiniLM's absolute "
+               "positions (tiled past 512) beside ETC's relative keys (ETC has none: MiniLM's layers were trained "
+               "with them, and a GPU run without them gave every sentence the same score); trigram blocking on (as "
+               "for the other models that score each sentence alone)", {"trigram_blocking": True}),
     "Stepwise ETCSum": ("stepwise-etcsum-minilm-cnndm", ETCSUM_ENCODER,
                         f"{LORA}; trained and evaluated on the first 768 tokens (the model accepts 4,096); {STEPWISE}",
                         {"trigram_blocking": True, "min_sentences": 1}),

@@ -186,7 +186,7 @@ def decoding_options(
         if sentences:
             options.update(num_sentences=sentences, min_sentences=sentences)
             description = f"beam 3, exactly {sentences} sentences"
-        if end_bias and not sentences:
+        elif end_bias:
             description += f", END bias {end_bias:g}"
     if max_words:
         options["max_words"] = max_words

@@ -26,7 +26,8 @@ Decoding is each model's generation config (the original's: beam 4, 55 to 100 to
 Training: `--train` trains the variants a table needs whose `<runs_dir>/<variant>/final` is missing, one after the
 other, with `training_scripts/train_abstractive.py` and the recipe of `training_arguments` (one epoch over the same
 16 x `--steps` random CNN/DM `train_large` articles for every variant, batch 16, Adam 1e-3 with 200 warm-up steps
-then constant, label smoothing 0.1, bf16 autocast; the BERT variants over frozen features cached once per input
+then constant, label smoothing 0.1, bf16 autocast on a GPU or a CPU with native bfloat16 (float32 on other CPUs,
+where bf16 is emulated and several times slower); the BERT variants over frozen features cached once per input
 length); a run resumes from its newest checkpoint. Without `--train`, a missing variant's row says so, unless
 `--reuse_earlier JSON` finds its row in an earlier report's JSON over the same documents (marked "earlier run"); with
 `--variants`, the other rows of the tables come from there too, so a sweep grows one trained variant at a time. The
@@ -201,6 +202,8 @@ def parse_args():
 
 def training_arguments(variant: str, args, data_dir: Path) -> list[str]:
     """The command line that trains `variant` with the shared recipe."""
+    from sumformers.training import cpu_bfloat16_is_native
+
     _, overrides, max_length = VARIANTS[variant]
     cnndm = data_dir / "cnn_dailymail"
     return [
@@ -215,7 +218,9 @@ def training_arguments(variant: str, args, data_dir: Path) -> list[str]:
         "--preprocessing_num_workers", "2", "--max_length", str(max_length), "--max_target_length", "100",
         "--num_beams", "4", "--learning_rate", "1e-3", "--lr_scheduler_type", "constant_with_warmup",
         "--warmup_steps", "200", "--weight_decay", "0.0", "--max_steps", str(args.steps),
-        "--per_device_train_batch_size", "16", "--bf16", *(["--use_cpu"] if args.device == "cpu" else []),
+        "--per_device_train_batch_size", "16", *(["--use_cpu"] if args.device == "cpu" else []),
+        # bf16 autocast where it is native: emulated on a CPU without it, it is several times slower than float32
+        *(["--bf16"] if args.device == "cuda" or cpu_bfloat16_is_native() else []),
         "--train_sampling_strategy", args.train_sampling_strategy,
         "--save_steps", "100", "--save_total_limit", "2",
         "--logging_steps", "10", "--seed", str(args.seed), "--output_dir", str(Path(args.runs_dir) / variant),

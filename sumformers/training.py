@@ -515,6 +515,9 @@ def train(
     (`StopAfterSeconds`)."""
     from transformers import Trainer
 
+    if training_args.bf16 and training_args.device.type == "cpu" and not cpu_bfloat16_is_native():
+        logger.warning("--bf16 on a CPU without native bfloat16 (AVX512-BF16 or AMX) is emulated and several times "
+                       "slower than float32: leave it out here")
     callbacks = [AdapterCheckpointConfig(), KeepSpecialTokens(model)]
     if max_seconds is not None:
         callbacks.append(StopAfterSeconds(max_seconds))
@@ -533,6 +536,14 @@ def train(
     # <output_dir>/train_results.json: runtime and documents per second, as the transformers example scripts keep them
     trainer.save_metrics("train", result.metrics)
     return trainer, result
+
+
+def cpu_bfloat16_is_native() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX). Elsewhere bf16 autocast is emulated: on an
+    AVX2-only AMD EPYC a realizer training step took 92 s under it against 8 s in float32."""
+    import torch
+
+    return torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 def train_resuming(trainer, training_args: TrainingArguments):

@@ -123,7 +123,10 @@ def test_rows_outside_the_decoded_variants_come_from_the_first_earlier_report_th
     assert all(value["earlier_run"] for value in rows.values())
 
 
-def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
+def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path, monkeypatch):
+    import sumformers.training
+
+    monkeypatch.setattr(sumformers.training, "cpu_bfloat16_is_native", lambda: True)
     args = SimpleNamespace(train_file=None, steps=600, runs_dir=str(tmp_path), seed=7, device="cpu",
                            train_sampling_strategy="random", train_presampled=False)
     command = script.training_arguments("bert_concat_full", args, Path("/data"))
@@ -148,9 +151,17 @@ def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path):
     assert stacked[stacked.index("--bert_feature_cache") + 1] == options["--bert_feature_cache"]
     assert "--bert_feature_cache" not in script.training_arguments("conv_1d", args, Path("/data"))
     assert "--use_cpu" in arguments
+    # a CPU that only emulates bfloat16 trains in float32 (there bf16 autocast is several times slower)
+    monkeypatch.setattr(sumformers.training, "cpu_bfloat16_is_native", lambda: False)
+    assert "--bf16" not in script.training_arguments("bert_concat_full", args, Path("/data"))
 
 
-def test_the_recipe_on_a_gpu_reads_presampled_documents_and_runs_the_frozen_bert_in_every_step(script, tmp_path):
+def test_the_recipe_on_a_gpu_reads_presampled_documents_and_runs_the_frozen_bert_in_every_step(script, tmp_path,
+                                                                                            monkeypatch):
+    import sumformers.training
+
+    # bf16 autocast on a GPU whatever the CPU can do
+    monkeypatch.setattr(sumformers.training, "cpu_bfloat16_is_native", lambda: False)
     args = SimpleNamespace(train_file="/carry/sample.jsonl.gz", steps=600, runs_dir=str(tmp_path), seed=42,
                            train_sampling_strategy="random", device="cuda", train_presampled=True)
     command = script.training_arguments("bert_concat_full", args, Path("/data"))

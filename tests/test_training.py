@@ -184,6 +184,22 @@ def test_the_card_says_how_long_and_on_what_hardware_the_run_trained(monkeypatch
     assert trained_length(trainer).endswith("of 600) on CPU, group_by_length sampling")
 
 
+def test_bf16_on_a_cpu_that_emulates_it_is_warned_of_in_one_line(monkeypatch, tmp_path, caplog):
+    from transformers import BertModel, TrainingArguments
+
+    import sumformers.training
+    from sumformers.training import train
+
+    model = BertModel(tiny_bert_config())
+    for native, warnings in ((False, 1), (True, 0)):
+        monkeypatch.setattr(sumformers.training, "cpu_bfloat16_is_native", lambda: native)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="sumformers.training"):
+            train(model, TrainingArguments(output_dir=str(tmp_path), bf16=True, use_cpu=True, report_to=[]))
+        assert [record.getMessage().startswith("--bf16 on a CPU without native bfloat16")
+                for record in caplog.records if record.name == "sumformers.training"] == [True] * warnings
+
+
 def test_the_time_budget_stops_training_after_the_step_that_spends_it():
     from transformers import TrainerControl, TrainerState
 

@@ -1,6 +1,7 @@
-"""Training over the frozen parts of a model, computed once per training document under bfloat16 autocast (in
-batches, without gradients) and kept as bfloat16 bits in a memory-mapped file that later runs reuse when its key
-matches (a `<file>.json` beside it: a digest of what the values depend on, every document's tokens included):
+"""Training over the frozen parts of a model, computed once per training document (in batches, without gradients;
+under bfloat16 autocast where bfloat16 is native: a GPU, or a CPU with AVX512-BF16 or AMX; else in float32, several
+times faster where bfloat16 is emulated) and kept as bfloat16 bits in a memory-mapped file that later runs reuse when
+its key matches (a `<file>.json` beside it: a digest of what the values depend on, every document's tokens included):
 
 - the encoder's bottom layers (--frozen_layers K with --bottom_state_cache; the extractive and abstractive scripts):
   [documents, tokens, hidden], each step running only the layers above (`BottomLayersMixin.run_layers`);
@@ -106,8 +107,8 @@ def _with_cache_rows(features, training_args):
 @torch.no_grad()
 def cached_bottom_states(model, features, collate, frozen_layers: int, path: str, batch_size: int = 32) -> np.memmap:
     """[documents, tokens, hidden] bfloat16 bits (uint16) of the encoder's bottom `frozen_layers` layers for every
-    training document, computed under bfloat16 autocast once and kept in `path` (reused when its key matches: the
-    encoder's name, the frozen depth and every document's tokens)."""
+    training document, computed once (under bfloat16 autocast where it is native) and kept in `path` (reused when its
+    key matches: the encoder's name, the frozen depth and every document's tokens)."""
     key, lengths = _document_key(
         [model.config.encoder_name_or_path, frozen_layers], features,
         {"input_ids": np.int32, "token_type_ids": np.int8},
@@ -115,9 +116,11 @@ def cached_bottom_states(model, features, collate, frozen_layers: int, path: str
     shape = [len(features), int(lengths.max()), model.config.hidden_size]
 
     def compute(states):
+        from .training import cpu_bfloat16_is_native
+
         model.eval()
         for start, batch in _document_batches(features, collate, batch_size, "bottom-layer states"):
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bfloat16_is_native()):
                 bottom = model.bottom_states(
                     batch["input_ids"], frozen_layers, batch["attention_mask"], batch["token_type_ids"]
                 )
@@ -187,19 +190,21 @@ def bert_identity(bert) -> list:
 @torch.no_grad()
 def cached_bert_features(model, features, collate, path: str, batch_size: int = 16, device=None):
     """The frozen windowed BERT features (`model.encoder.bert.frozen_features`) of every training document, computed
-    once under bfloat16 autocast on `device` (default: the model's) and kept in `path`, reused when its key matches
-    (`bert_identity` and every document's token ids). Returns the [tokens of all documents, features] bfloat16 bits
-    (uint16) and the documents' offsets: document i is rows offsets[i]:offsets[i + 1]."""
+    once on `device` (default: the model's; under bfloat16 autocast where it is native) and kept in `path`, reused
+    when its key matches (`bert_identity` and every document's token ids). Returns the [tokens of all documents,
+    features] bfloat16 bits (uint16) and the documents' offsets: document i is rows offsets[i]:offsets[i + 1]."""
     check_bert_feature_cache(model.config)
     bert = model.encoder.bert
     key, lengths = _document_key(["windowed BERT features", *bert_identity(bert)], features, {"input_ids": np.int32})
     offsets = np.concatenate([[0], np.cumsum(lengths)])
 
     def compute(values):
+        from .training import cpu_bfloat16_is_native
+
         on = torch.device(device) if device is not None else next(bert.parameters()).device
         bert.to(on)
         for start, batch in _document_batches(features, collate, batch_size, "BERT features"):
-            with torch.autocast(on.type, dtype=torch.bfloat16):
+            with torch.autocast(on.type, dtype=torch.bfloat16, enabled=on.type != "cpu" or cpu_bfloat16_is_native()):
                 computed = bert.frozen_features(batch["input_ids"].to(on), batch["attention_mask"].to(on))
             for row, bits in enumerate(_bf16_bits(computed)):
                 first, last = offsets[start + row], offsets[start + row + 1]

@@ -577,6 +577,24 @@ def test_cached_bert_features_are_each_documents_frozen_features(tiny_bert_path,
         collator([dict(features[0], cache_row=1)])
 
 
+def test_a_cpu_that_emulates_bfloat16_computes_the_cache_in_float32(tiny_bert_path, minilm_tokenizer, tmp_path,
+                                                                    monkeypatch):
+    import sumformers.training
+
+    model = bert_model(tiny_bert_path)
+    features = cache_documents()
+    expected = torch.cat([model.encoder.bert.frozen_features(torch.tensor([ids]))[0] for ids in features["input_ids"]])
+    beyond_rounding = {}
+    for native in (False, True):
+        monkeypatch.setattr(sumformers.training, "cpu_bfloat16_is_native", lambda: native)
+        values, offsets, _ = build_cache(model, features, tmp_path / f"native-{native}.u16", minilm_tokenizer)
+        error = (frozen_layers._from_bf16_bits(values[:]) - expected).abs()
+        # the values off by more than bfloat16's own rounding of the float32 features (relative <= 2^-8)
+        beyond_rounding[native] = (error > 2**-8 * expected.abs() + 1e-6).float().mean().item()
+    # float32 on the emulating CPU: rounding alone; under autocast BERT's own roundings show (1.4% of values here)
+    assert beyond_rounding[False] == 0 and beyond_rounding[True] > 0.005
+
+
 def sgd_step(model, batch):
     """One training step (SGD, lr 0.1): the loss before and after it, and the gradient of the trainable weights."""
     model.train()

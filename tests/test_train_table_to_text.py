@@ -44,8 +44,11 @@ def test_the_realizer_trains_evaluates_and_its_final_model_writes_a_game(tmp_pat
     output = tmp_path / "realizer"
     run_script("train_realizer", *common_arguments(tiny_encoder_folder, games_file, output),
                "--per_device_train_batch_size", "4", "--decoder_layers", "2", "--num_beams", "1",
-               "--max_target_length", "24", cwd=tmp_path)
+               "--max_target_length", "24", "--context", "names", cwd=tmp_path)
     card = json.loads((output / "final" / "sumformers_card.json").read_text())
+    # the context asked for (the shipped realizer's), in the config and on the card
+    assert json.loads((output / "final" / "config.json").read_text())["context"] == "names"
+    assert "context names" in card["training"]
     # one training pair per plan sentence: 3 sentences x 60 training games
     assert card["training"].startswith(f"180 plan sentences of the 60 `train` games of {games_file} (") and (
         "2 optimizer steps" in card["training"])

@@ -41,6 +41,8 @@ class RealizerArguments:
     max_length: int = field(default=512, metadata={"help": "input tokens of one step"})
     max_target_length: int = field(default=96, metadata={"help": "sentence tokens in training"})
     num_beams: int = field(default=4, metadata={"help": "evaluation: beam size"})
+    context: str = field(default="paper", metadata={
+        "help": "what a step's context holds: paper (appendix B.4) or names (the shipped realizer's, before #40)"})
 
 
 def realizer_features(processor, games, max_length: int, max_target_length: int) -> list[dict]:
@@ -80,7 +82,8 @@ def main():
     games = read_games(data_args.train_file)
 
     source = model_args.model_name_or_path
-    settings = dict(encoder_name_or_path=source, decoder_layers=realizer_args.decoder_layers)
+    settings = dict(encoder_name_or_path=source, decoder_layers=realizer_args.decoder_layers,
+                    context=realizer_args.context)
     model, tokenizer = model_and_tokenizer(
         source,
         lambda encoder, tokenizer: RealizerForConditionalGeneration.from_encoder(encoder, tokenizer=tokenizer,
@@ -107,7 +110,8 @@ def main():
             f"learning rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on "
             f"{model_args.lora_target_modules} (use_lora={model_args.use_lora}), decoder_init=shared, "
             f"{realizer_args.decoder_layers} decoder layers, max {max_length} input / "
-            f"{realizer_args.max_target_length} sentence tokens, label smoothing {model.config.label_smoothing}; "
+            f"{realizer_args.max_target_length} sentence tokens, context {model.config.context}, label smoothing "
+            f"{model.config.label_smoothing}; "
             f"{final_training_loss(trainer, result)}."
         )
     evaluate = oracle_plan_evaluation(

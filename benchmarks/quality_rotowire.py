@@ -37,9 +37,8 @@ realizer to `checkpoints/` (its adapter as trained, already fp16) with a card th
 rows to its development scores and says where it trained. `--ship_planner "CPU, 2 cores"` does the same for the
 HiBERT planner (`--hibert`) with this run's tables; `--ship_sentence_break_bias B` (one of the `--sentence_break_bias`
 values, chosen on the dev games, with `--ship_decoding_reason` for the card) becomes its config's default decoding.
-`--ship_numbers_from_input REASON` turns `numbers_from_input` on in the shipped realizer (`--realizer` is that folder,
-or `--ship` ships it in the same run) and replaces its card's test table with this run's, REASON (the dev games'
-figures) saying why.
+`--ship_numbers_from_input REASON` turns `numbers_from_input` on in the shipped realizer (`--realizer` is that folder)
+and replaces its card's test table with this run's, REASON (the dev games' figures) saying why.
 `--update_planner_card` replaces the planning table on the shipped HiBERT planner's card (`--hibert` is that folder)
 with this run's, keeping the rest of its evaluation; with `--ship_sentence_break_bias B` its config decodes with B
 from then on (the card says why: `--ship_decoding_reason`, needed wherever the bias is not 0).
@@ -299,15 +298,14 @@ def main():
     parser.add_argument("--ship_decoding_reason", default=None,
                         help="for the card: why the shipped planner decodes with a bias (the dev games' figures)")
     parser.add_argument("--ship_numbers_from_input", metavar="REASON", default=None,
-                        help="turn numbers_from_input on in the shipped realizer (--realizer, or the one --ship "
-                        "ships), REASON on its card")
+                        help="turn numbers_from_input on in the shipped realizer (--realizer), REASON on its card")
     args = parser.parse_args()
     if args.ship_numbers_from_input:
-        shipped_realizer = args.realizer and Path(args.realizer).resolve() == (CHECKPOINTS / SHIPPED_REALIZER).resolve()
-        if not (args.ship or shipped_realizer):
-            parser.error(f"--ship_numbers_from_input needs --ship or --realizer checkpoints/{SHIPPED_REALIZER}")
-        if "on" not in (args.numbers_from_input or []):
-            parser.error("--ship_numbers_from_input needs --numbers_from_input ... on (its rows go on the card)")
+        if not args.realizer or Path(args.realizer).resolve() != (CHECKPOINTS / SHIPPED_REALIZER).resolve():
+            parser.error(f"--ship_numbers_from_input needs --realizer checkpoints/{SHIPPED_REALIZER}")
+        if "on" not in (args.numbers_from_input or []) or args.ship:
+            parser.error("--ship_numbers_from_input needs --numbers_from_input ... on (its rows go on the card), "
+                         "and not --ship")
     if args.update_planner_card:
         if not args.hibert or Path(args.hibert).resolve() != (CHECKPOINTS / SHIPPED_HIBERT_PLANNER).resolve():
             parser.error(f"--update_planner_card needs --hibert checkpoints/{SHIPPED_HIBERT_PLANNER}")

@@ -119,8 +119,9 @@ def cached_bottom_states(model, features, collate, frozen_layers: int, path: str
         from .training import cpu_bfloat16_is_native
 
         model.eval()
+        autocast = cpu_bfloat16_is_native()
         for start, batch in _document_batches(features, collate, batch_size, "bottom-layer states"):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cpu_bfloat16_is_native()):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
                 bottom = model.bottom_states(
                     batch["input_ids"], frozen_layers, batch["attention_mask"], batch["token_type_ids"]
                 )
@@ -203,8 +204,9 @@ def cached_bert_features(model, features, collate, path: str, batch_size: int = 
 
         on = torch.device(device) if device is not None else next(bert.parameters()).device
         bert.to(on)
+        autocast = on.type != "cpu" or cpu_bfloat16_is_native()
         for start, batch in _document_batches(features, collate, batch_size, "BERT features"):
-            with torch.autocast(on.type, dtype=torch.bfloat16, enabled=on.type != "cpu" or cpu_bfloat16_is_native()):
+            with torch.autocast(on.type, dtype=torch.bfloat16, enabled=autocast):
                 computed = bert.frozen_features(batch["input_ids"].to(on), batch["attention_mask"].to(on))
             for row, bits in enumerate(_bf16_bits(computed)):
                 first, last = offsets[start + row], offsets[start + row + 1]

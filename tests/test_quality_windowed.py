@@ -123,6 +123,26 @@ def test_rows_outside_the_decoded_variants_come_from_the_first_earlier_report_th
     assert all(value["earlier_run"] for value in rows.values())
 
 
+def test_a_row_decoded_before_a_fix_of_its_variant_reads_as_outdated(script, tmp_path):
+    def row(rouge1, **extra):
+        return {"rouge1": rouge1, "rouge2": 5.0, "rougeLsum": rouge1, "repeated_trigrams": 90.0, "mean_words": 45.0,
+                "rouge1_per_document": [rouge1, rouge1], "training": "600 steps, CPU", "documents": "validation[0:2]",
+                **extra}
+
+    variant = "bert_stacked_bert_decoder_full"
+    assert variant in script.OUTDATED
+    before_fix = {variant: row(12.0), "bert_stacked_full": row(17.0)}
+    rows = script.earlier_rows([variant, "bert_stacked_full"], [], [before_fix], "validation[0:2]", 2, str(tmp_path))
+    assert rows[variant] == f"outdated: {script.OUTDATED[variant]}"
+    assert rows["bert_stacked_full"]["rouge1"] == 17.0  # not in the list: reused as it is
+    lines = script.format_table("T", ["bert_stacked_full", variant], rows)
+    assert lines[5].startswith("| BERT-transformer encoder + BERT-conditioned decoder, full length | outdated: ")
+    # a row decoded since (it has a date) is the retrained model's: reused, and the first report with a row wins
+    retrained = {variant: row(19.0, decoded="2026-11-29")}
+    rows = script.earlier_rows([variant], [], [retrained, before_fix], "validation[0:2]", 2, str(tmp_path))
+    assert rows[variant]["rouge1"] == 19.0 and rows[variant]["earlier_run"]
+
+
 def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path, monkeypatch):
     import sumformers.training
 

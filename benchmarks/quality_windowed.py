@@ -269,10 +269,11 @@ def earlier_rows(variants: list[str], decoded: list[str], reports: list[dict], d
     for variant in variants:
         if variant in decoded and find_checkpoint([str(Path(runs_dir) / variant / "final")]) is not None:
             continue
-        reused = next(filter(None, (earlier_result(variant, report, documents, count) for report in reports)), None)
-        if reused is not None:
-            outdated = variant in OUTDATED and "decoded" not in reused
-            rows[variant] = f"outdated: {OUTDATED[variant]}" if outdated else reused
+        found = [row for row in (earlier_result(variant, report, documents, count) for report in reports) if row]
+        # an outdated row gives way to a current one in any later report
+        current = [row for row in found if variant not in OUTDATED or "decoded" in row]
+        if current or found:
+            rows[variant] = current[0] if current else f"outdated: {OUTDATED[variant]}"
     return rows
 
 

@@ -141,6 +141,9 @@ def test_a_row_decoded_before_a_fix_of_its_variant_reads_as_outdated(script, tmp
     retrained = {variant: row(19.0, decoded="2026-11-29")}
     rows = script.earlier_rows([variant], [], [retrained, before_fix], "validation[0:2]", 2, str(tmp_path))
     assert rows[variant]["rouge1"] == 19.0 and rows[variant]["earlier_run"]
+    # an outdated row listed first gives way to the retrained one of a later report
+    rows = script.earlier_rows([variant], [], [before_fix, retrained], "validation[0:2]", 2, str(tmp_path))
+    assert rows[variant]["rouge1"] == 19.0
 
 
 def test_the_recipe_trains_the_variant_with_its_settings(script, tmp_path, monkeypatch):

@@ -5,6 +5,10 @@ One table per set: Lead-2, Lead-3, the greedy oracle, the BERTSum baseline (its 
 HiBERT, ETCSum, Stepwise ETCSum and HetFormer (full length), each with and without trigram blocking: ROUGE-1/2/Lsum
 (F1 x 100, rouge-score with stemming, one sentence per line) overall and by source (CNN / Daily Mail), mean summary
 length in whitespace words, and redundancy (share of summaries in which a trigram occurs in two different sentences).
+Each model row also gives the training hours of its checkpoint and the hardware they ran on, as the checkpoint's card
+info (`sumformers_card.json`) records them: its `training_seconds` and `training_hardware` where given, else what
+the training scripts write into its `training` text ("N optimizer steps (...) on HARDWARE" and "final training loss
+X, T s"); a resumed run records only the time after it resumed ("at least"). The baselines were not trained ("-").
 
     # both sets, every model found; writes benchmarks/results/quality_cnndm.md
     python benchmarks/quality_cnndm.py --max_words 60
@@ -32,6 +36,7 @@ number of sentences rather than under a word budget that the stepwise model may 
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -159,6 +164,30 @@ def baseline_summaries(documents: list[str], references: list[str], max_words: i
     return summaries
 
 
+def training_hours(card_info: dict | None) -> str:
+    """The training time a checkpoint's card info records, in hours on its hardware (see the module's docstring):
+    e.g. "0.12 (NVIDIA H200)", "at least 0.50 (CPU)" for a resumed run, "not recorded" when the card says neither."""
+    text = (card_info or {}).get("training") or ""
+    seconds = (card_info or {}).get("training_seconds")
+    if seconds is None:
+        found = re.search(r"final training loss [^,]+, ([\d,]+) s", text)
+        seconds = float(found.group(1).replace(",", "")) if found else None
+    if seconds is None:
+        return "not recorded"
+    hardware = (card_info or {}).get("training_hardware")
+    if hardware is None:
+        found = re.search(r"optimizer steps \([^)]*\) on ([^,;]+)", text)
+        hardware = found.group(1).strip().rstrip(".") if found else None
+    resumed = "at least " if "the run resumed there" in text else ""
+    return f"{resumed}{seconds / 3600:.2f}" + (f" ({hardware})" if hardware else "")
+
+
+def checkpoint_training_hours(checkpoint: Path) -> str:
+    """`training_hours` of the card info saved with `checkpoint`."""
+    card = checkpoint / "sumformers_card.json"
+    return training_hours(json.loads(card.read_text(encoding="utf-8")) if card.is_file() else None)
+
+
 def resolve_checkpoint(name: str, given: str | None) -> Path | None:
     return find_checkpoint([given] if given else MODELS[name][0])
 
@@ -224,17 +253,19 @@ def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], count
         "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-1 - Lead-3 (paired) | ROUGE-2 | ROUGE-Lsum "
         "| sentences | words | redundancy % |"
         + source_columns
-        + " s / doc (threads) |",
-        "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(by_source) + "---|",
+        + " s / doc (threads) | training hours (hardware) |",
+        "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(by_source) + "---|---|",
     ]
     for name, decoding, blocking, result in rows:
         if isinstance(result, str):
-            lines.append(f"| {name} | {decoding} | {blocking} | {result} | | | | | | |" + " |" * len(by_source) + " |")
+            empty = " |" * (len(COLUMNS) - 1 + len(by_source) + 1)  # the other columns, then s / doc
+            lines.append(f"| {name} | {decoding} | {blocking} | {result} |{empty} - |")
             continue
         values = " | ".join(format_cell(result, column) for column in COLUMNS)
         sources = "".join(f" {result[f'rouge1_{source}']:.2f} |" for source in by_source)
         seconds = result.get("seconds") or ""
-        lines.append(f"| {name} | {decoding} | {blocking} | {values} |{sources} {seconds} |")
+        hours = result.get("training_hours") or "-"
+        lines.append(f"| {name} | {decoding} | {blocking} | {values} |{sources} {seconds} | {hours} |")
     return "\n".join(lines)
 
 
@@ -277,6 +308,7 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
             if args.decode_only:
                 continue
             metrics = paired_with_lead3(dict(summary_metrics(summaries, references, sources), seconds=seconds), lead3)
+            metrics["training_hours"] = checkpoint_training_hours(checkpoint)
             description = decoding_options(name, checkpoint, args, max_words, sentences)[1]
             rows.append((name, description, "yes" if blocking else "no", metrics))
     return format_table(title, rows, counts)

@@ -59,7 +59,9 @@ def build_model_card(config, card_info: dict) -> ModelCard:
     `results` ({metric: value x 100}), `training` (markdown), `decoding` (markdown: the generation config's settings
     where a template shows them), `evaluation` (markdown), `comparisons` (markdown: benchmark tables beyond the model's
     own scores, where a template shows them), `quality_note` (one sentence: how a demonstration model compares with
-    the simple baseline it does not beat, with the numbers of its evaluation; the card's first line)."""
+    the simple baseline it does not beat, with the numbers of its evaluation; the card's first line).
+    `training_seconds` and `training_hardware` are not shown: a run's training time and hardware as data, for a
+    card whose `training` text does not say them in the training scripts' words (`benchmarks/quality_cnndm.py`)."""
     encoder = portable_encoder_name(getattr(config, "encoder_name_or_path", None))
     results = card_info.get("results", {})
     eval_results = [

@@ -1,4 +1,5 @@
-"""benchmarks/quality_cnndm.py's decoding settings: the rows at a matched number of sentences."""
+"""benchmarks/quality_cnndm.py's decoding settings (the rows at a matched number of sentences) and its column of
+each row's training hours."""
 
 import argparse
 
@@ -42,3 +43,55 @@ def test_the_shipped_default_writes_exactly_k_sentences_when_asked(script, shipp
     options.pop("end_at_limit")  # the cache key's, not the pipeline's (as in model_summaries)
     summary = shipped_default(ARTICLE, **options, trigram_blocking=False)["summary"]
     assert len(summary.split("\n")) == sentences
+
+
+RUN = "Run: 1844 optimizer steps (2.98 epochs; a time budget stopped it short of 1857) on NVIDIA H200, group_by_length "
+
+
+@pytest.mark.parametrize(
+    "card_info, hours",
+    [
+        # the training scripts' words: trained_length's hardware and final_training_loss's seconds
+        ({"training": RUN + "sampling, batch 64; final training loss 0.2928, 5,400 s."}, "1.50 (NVIDIA H200)"),
+        ({"training": "Run: 600 optimizer steps (1.00 epochs) on CPU, batch 4; final training loss 3.2500, 1800 s "
+                      "(the steps after 300: the run resumed there)."}, "at least 0.50 (CPU)"),
+        # the card info's fields, for a card whose text says it otherwise
+        ({"training": "one CPU thread, 1,916 s.", "training_seconds": 1916, "training_hardware": "CPU, one thread"},
+         "0.53 (CPU, one thread)"),
+        ({"training": "final training loss 0.4, 720 s."}, "0.20"),
+        ({"training": "one CPU thread, 1,916 s."}, "not recorded"),
+        (None, "not recorded"),
+    ],
+)
+def test_training_hours_as_the_checkpoints_card_records_them(script, card_info, hours):
+    assert script.training_hours(card_info) == hours
+
+
+def test_the_table_gives_each_models_training_hours_and_a_dash_for_the_baselines(script, tmp_path):
+    import json
+
+    checkpoint = tmp_path / "model"
+    checkpoint.mkdir()
+    card = {"training": RUN + "sampling, batch 64 documents; final training loss 0.2928, 432 s."}
+    (checkpoint / "sumformers_card.json").write_text(json.dumps(card))
+    assert script.checkpoint_training_hours(tmp_path) == "not recorded"  # a folder without a card
+
+    def result(**extra):
+        scores = dict(rouge1=30.0, rouge1_interval=(29.0, 31.0), rouge1_vs_lead3=0.5, rouge2=11.0, rougeLsum=27.0,
+                      mean_sentences=3.0, mean_words=60.0, redundancy=0.0, rouge1_cnn=30.0, seconds=None)
+        return dict(scores, **extra)
+
+    rows = [
+        ("Lead-3", "first 3", "no", result()),
+        ("Oracle", "greedy, R1+R2 F", "n/a", result()),
+        ("HiBERT", "top 3", "yes", result(seconds="0.62 (2)",
+                                          training_hours=script.checkpoint_training_hours(checkpoint))),
+        ("ETCSum", "-", "-", "checkpoint not found"),
+    ]
+    lines = script.format_table("T", rows, {"all": 300, "cnn": 300, "dailymail": 0}).splitlines()
+    header, rule, *body = lines[2:]
+    assert header.endswith("| s / doc (threads) | training hours (hardware) |")
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in body]
+    assert all(len(row) == header.count("|") - 1 == rule.count("|") - 1 for row in cells)
+    assert [row[-1] for row in cells] == ["-", "-", "0.12 (NVIDIA H200)", "-"]
+    assert cells[2][-2] == "0.62 (2)"

@@ -157,8 +157,14 @@ def _vector_key(model, feature, bf16: bool) -> str:
 def add_sentence_vectors(
     model, features: list[dict], collate, cache_path: str | None, bf16: bool = False, batch_size: int = 16
 ):
-    """Encode every document's sentences once with the (frozen) sentence encoder, reusing a cache file if given."""
-    cache = torch.load(cache_path) if cache_path and Path(cache_path).is_file() else {}
+    """Encode every document's sentences once with the (frozen) sentence encoder, reusing a cache file if given.
+
+    The cache file is `torch.save`'s zip format of {key: float32 vectors of one document}; it is read memory-mapped
+    (tensors only, `weights_only`), so the cached documents' vectors are paged in from the file as training reads
+    them instead of all being copied into memory first. New vectors are written to a temporary file that then
+    replaces the cache: writing over the file the loaded vectors are mapped from would truncate it under them."""
+    cached = cache_path and Path(cache_path).is_file()
+    cache = torch.load(cache_path, mmap=True, weights_only=True) if cached else {}
     keys = [_vector_key(model, feature, bf16) for feature in features]
     missing = [index for index, key in enumerate(keys) if key not in cache]
     logger.info("sentence vectors: %d documents cached, %d to encode", len(features) - len(missing), len(missing))
@@ -177,7 +183,9 @@ def add_sentence_vectors(
     model.train()
     if cache_path and missing:
         Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-        torch.save(cache, cache_path)
+        temporary = Path(f"{cache_path}.tmp")
+        torch.save(cache, temporary)
+        temporary.replace(cache_path)
     for key, feature in zip(keys, features):
         feature["sentence_vectors"] = cache[key]
 

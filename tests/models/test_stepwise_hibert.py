@@ -371,6 +371,52 @@ def test_training_rows_follow_the_oracle_in_selection_order():
     assert batch["sentence_mask"].tolist() == [[True, True, True], [True, True, False]]
 
 
+def mapped_from(tensor, path) -> bool:
+    """Whether `tensor`'s data lies in a memory mapping of the file `path` (Linux's /proc/self/maps)."""
+    address, path = tensor.data_ptr(), os.path.realpath(path)
+    for line in open("/proc/self/maps", encoding="utf-8"):
+        fields = line.split(maxsplit=5)
+        low, high = (int(bound, 16) for bound in fields[0].split("-"))
+        # a mapped file that was replaced since is listed as "<path> (deleted)"
+        if len(fields) == 6 and fields[5].rstrip("\n").removesuffix(" (deleted)") == path and low <= address < high:
+            return True
+    return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads Linux's list of memory mappings")
+def test_the_sentence_vector_cache_reads_back_memory_mapped_what_was_saved(minilm_tokenizer, tmp_path):
+    script = training_script("train_stepwise")
+    model, _ = tiny_models()
+    processor = model.processor_class(minilm_tokenizer, model.config)
+    documents = [" ".join(NEWS), " ".join(NEWS[1:]), " ".join(NEWS[:3])]
+
+    def features(count):
+        return [processor.training_features(document, lambda sentences: [0]) for document in documents[:count]]
+
+    cache = tmp_path / "vectors.pt"
+    first = features(2)
+    script.add_sentence_vectors(model, first, processor.collate, str(cache))
+    encoded = [feature["sentence_vectors"].clone() for feature in first]
+    assert [len(vectors) for vectors in encoded] == [4, 3]
+    # the next run reads the two cached documents from the file, mapped, and encodes and adds the third
+    again = features(3)
+    script.add_sentence_vectors(model, again, processor.collate, str(cache))
+    for feature, vectors in zip(again[:2], encoded):
+        assert feature["sentence_vectors"].dtype == torch.float32
+        assert torch.equal(feature["sentence_vectors"], vectors)
+        assert mapped_from(feature["sentence_vectors"], cache)
+    assert not mapped_from(again[2]["sentence_vectors"], cache)
+    uncached = features(3)
+    script.add_sentence_vectors(model, uncached, processor.collate, None)
+    assert torch.equal(again[2]["sentence_vectors"], uncached[2]["sentence_vectors"])
+    # the rewritten file holds all three as they were computed (the mapped vectors survived its replacement)
+    saved = torch.load(cache, weights_only=True)
+    keys = [script._vector_key(model, feature, False) for feature in again]
+    assert sorted(saved) == sorted(keys)
+    assert all(torch.equal(saved[key], feature["sentence_vectors"]) for key, feature in zip(keys, again))
+    assert not cache.with_name("vectors.pt.tmp").exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["stepwise_hibert", "hibert", "stepwise_etcsum"])
 def test_training_script_saves_a_small_loadable_checkpoint(model_type, encoder_folder, tmp_path):

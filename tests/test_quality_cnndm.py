@@ -2,6 +2,7 @@
 each row's training hours."""
 
 import argparse
+import json
 
 import pytest
 
@@ -68,8 +69,6 @@ def test_training_hours_as_the_checkpoints_card_records_them(script, card_info, 
 
 
 def test_the_table_gives_each_models_training_hours_and_a_dash_for_the_baselines(script, tmp_path):
-    import json
-
     checkpoint = tmp_path / "model"
     checkpoint.mkdir()
     card = {"training": RUN + "sampling, batch 64 documents; final training loss 0.2928, 432 s."}

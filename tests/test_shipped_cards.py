@@ -8,7 +8,9 @@ import pytest
 from transformers import AutoConfig
 
 from conftest import REPO_ROOT
+from sumformers import ARCHITECTURES
 from sumformers.cards import build_model_card
+from sumformers.configuration.configuration_copy_transformer import ENCODER_INPUTS
 from sumformers.hub import CARD_INFO_FILE, shipped_checkpoints
 
 # Held-out scores below Lead-3 (CNN/DM) or the template baseline (Rotowire plans and their realization).
@@ -101,9 +103,6 @@ ISSUE_40_DEVIATIONS = {
 def deviation_cards():
     """(model type, config, card info) for each card that states issue #40's deviations: the default config (every
     CopyTransformer encoder input), then each shipped checkpoint of those types with its own card info."""
-    from sumformers import ARCHITECTURES
-    from sumformers.configuration.configuration_copy_transformer import ENCODER_INPUTS
-
     cards = []
     for model_type in ISSUE_40_DEVIATIONS:
         variants = [{"encoder_input": name} for name in ENCODER_INPUTS] if model_type == "copy_transformer" else [{}]
@@ -132,8 +131,6 @@ def test_each_issue_40_deviation_line_renders_on_its_card(model_type, config, ca
 
 @pytest.mark.parametrize("model_type", ["stepwise_hibert_planner", "stepwise_etcsum_planner"])
 def test_a_planner_card_states_the_text_metrics_averages_only_under_a_realized_text_table(model_type):
-    from sumformers import ARCHITECTURES
-
     config = ARCHITECTURES[model_type].config_class()
     assert flat(MACRO_TEXT_METRICS) not in flat(str(build_model_card(config, {"evaluation": "CS F1 30.00."})))
     assert flat(MACRO_TEXT_METRICS) not in flat(str(build_model_card(config, {})))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine, everything that needs one in parallel, the results tarred into $OUT/results.tgz:
-# - quality_windowed.py's rows of Table 2 and Table 4 still owed (VARIANTS), each variant its own process (the GPU
-#   has room for all);
+# - quality_windowed.py's rows of Table 2 and Table 4 named in VARIANTS, each variant its own process (the GPU has
+#   room for all);
 # - the training features mapped once per input length with every core, then read by each variant's run;
 # - with PLANNER_STEPS set, the Stepwise ETCSum content planner (#14: a token-level encoder over a whole box score,
 #   about 6,000 long and 400 global tokens a plan step; on CPU one step's forward and backward keeps 8.8 GB, 2.2 GB
@@ -25,10 +25,9 @@ STEPS_PER_GAME=${STEPS_PER_GAME:-8}  # the planner's plan steps drawn per game a
 # seconds kept after the planner's training for its loading, dev evaluation and test planning rows; PLANNER_STEPS is
 # what its learning-rate schedule spans, so set it to the steps that fit the call
 PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150}
-# the row still owed: issue #40's Table 4 at full length, the paper's concatenation with the BERT-conditioned decoder
-# (the other full-length rows trained on CPU, about 50 min for 600 steps of length-grouped batches over the features'
-# cache); VARIANTS="" runs none
-VARIANTS=${VARIANTS-bert_concat_paper_bert_decoder_full}
+# Table 2 and Table 4 rows to train again and score: none by default, since every row has a trained run (the
+# full-length Table 4 rows on CPU, 46-65 min for 600 steps of length-grouped batches over the features' cache)
+VARIANTS=${VARIANTS-}
 OUT=${OUT:-/tmp/gpu-out} RESULTS=/tmp/gpu-results
 started=$(date +%s)
 # seconds left, at least 1 (`timeout 0` would mean no limit at all)
@@ -92,8 +91,10 @@ fi
 train=$SUMFORMERS_DATA_DIR/cnn_dailymail/train_large_sample$((16 * 600)).jsonl.xz
 recipe=(--train --device "$DEVICE" --train_file "$train" --train_presampled --steps "$STEPS" --runs_dir /tmp/runs)
 # the variants of one input length tokenize the same documents: mapped once with every core, then read by each run
-timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4,4_full --variants "${VARIANTS// /,}" \
-    --features_only "${recipe[@]}" > "$RESULTS/log_features.txt" 2>&1
+if [ -n "$VARIANTS" ]; then
+    timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4,4_full --variants "${VARIANTS// /,}" \
+        --features_only "${recipe[@]}" > "$RESULTS/log_features.txt" 2>&1
+fi
 for variant in $VARIANTS; do
     timeout "$(left)" python3 benchmarks/quality_windowed.py --tables 2,4,4_full --variants "$variant" "${recipe[@]}" \
         --limit "$LIMIT" --batch_size 64 --cache_dir "$RESULTS/summaries" \

@@ -10,6 +10,7 @@ sumformers is imported inside the functions, so `--help` stays fast.
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -20,6 +21,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCES = {"cnn": "CNN", "dailymail": "DM"}  # the `source` field of the large CNN/DM files -> column label
+# a training run as the training scripts write it on a card (`sumformers.training`): its optimizer steps, then
+# the hardware and the sampling where the card names them
+# ("600 optimizer steps (1.00 epochs) on CPU, group_by_length sampling")
+TRAINING_RUN = re.compile(r"(\d+) optimizer steps(?: \([^)]*\) on ([^,;]+)(, \w+ sampling)?)?")
 
 
 def setup_runtime(threads: int) -> None:

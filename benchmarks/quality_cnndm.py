@@ -43,6 +43,7 @@ from pathlib import Path
 from _common import (
     REPO,
     SOURCES,
+    TRAINING_RUN,
     cached_summaries,
     checkpoint_key,
     display_path,
@@ -176,8 +177,8 @@ def training_hours(card_info: dict | None) -> str:
         return "not recorded"
     hardware = (card_info or {}).get("training_hardware")
     if hardware is None:
-        found = re.search(r"optimizer steps \([^)]*\) on ([^,;]+)", text)
-        hardware = found.group(1).strip().rstrip(".") if found else None
+        found = TRAINING_RUN.search(text)
+        hardware = found.group(2).strip().rstrip(".") if found and found.group(2) else None
     resumed = "at least " if "the run resumed there" in text else ""
     return f"{resumed}{seconds / 3600:.2f}" + (f" ({hardware})" if hardware else "")
 

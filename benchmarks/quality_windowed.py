@@ -57,13 +57,21 @@ import argparse
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 from datetime import date
 from pathlib import Path
 
-from _common import REPO, SOURCES, display_path, find_checkpoint, format_cell, setup_runtime, write_report
+from _common import (
+    REPO,
+    SOURCES,
+    TRAINING_RUN,
+    display_path,
+    find_checkpoint,
+    format_cell,
+    setup_runtime,
+    write_report,
+)
 from quality_abstractive import abstractive_metrics, abstractive_summaries, describe_decoding, format_examples
 
 FULL_LENGTH = 2048  # document tokens of the full-length rows: all but the longest CNN/DM articles
@@ -282,7 +290,7 @@ def training_summary(checkpoint: Path) -> str:
     hardware was written name none: those runs trained on CPU, the only recipe then)."""
     card = checkpoint / "sumformers_card.json"
     training = json.loads(card.read_text()).get("training", "") if card.is_file() else ""
-    steps = re.search(r"(\d+) optimizer steps(?: \([^)]*\) on ([^,;]+)(, \w+ sampling)?)?", training)
+    steps = TRAINING_RUN.search(training)
     return f"{steps.group(1)} steps, {steps.group(2) or 'CPU'}{steps.group(3) or ''}" if steps else "-"
 
 

@@ -24,6 +24,7 @@ with top k) on the eval split and reports ROUGE. Resumes from the newest checkpo
 import hashlib
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -153,22 +154,39 @@ def _vector_key(model, feature, bf16: bool) -> str:
     return hashlib.sha1(json.dumps(settings).encode()).hexdigest()
 
 
+def save_sentence_vectors(cache: dict, cache_path: str):
+    """Write the cache to a temporary file that then replaces it (the loaded vectors may be mapped from the old one)."""
+    Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
+    temporary = Path(f"{cache_path}.tmp")
+    torch.save(cache, temporary)
+    temporary.replace(cache_path)
+
+
 @torch.no_grad()
 def add_sentence_vectors(
-    model, features: list[dict], collate, cache_path: str | None, bf16: bool = False, batch_size: int = 16
+    model,
+    features: list[dict],
+    collate,
+    cache_path: str | None,
+    bf16: bool = False,
+    batch_size: int = 16,
+    save_seconds: float = 600.0,
 ):
     """Encode every document's sentences once with the (frozen) sentence encoder, reusing a cache file if given.
 
     The cache file is `torch.save`'s zip format of {key: float32 vectors of one document}; it is read memory-mapped
     (tensors only, `weights_only`), so the cached documents' vectors are paged in from the file as training reads
     them instead of all being copied into memory first. New vectors are written to a temporary file that then
-    replaces the cache: writing over the file the loaded vectors are mapped from would truncate it under them."""
+    replaces the cache: writing over the file the loaded vectors are mapped from would truncate it under them. The
+    file is rewritten every `save_seconds` of encoding too, so a run that is cut off (a slow encoder: MPNet on CPU
+    takes hours for the 40k articles) resumes from what it last wrote."""
     cached = cache_path and Path(cache_path).is_file()
     cache = torch.load(cache_path, mmap=True, weights_only=True) if cached else {}
     keys = [_vector_key(model, feature, bf16) for feature in features]
     missing = [index for index, key in enumerate(keys) if key not in cache]
     logger.info("sentence vectors: %d documents cached, %d to encode", len(features) - len(missing), len(missing))
     model.eval()
+    saved_at = time.monotonic()
     for start in range(0, len(missing), batch_size):
         chunk = missing[start : start + batch_size]
         batch = collate([features[index] for index in chunk])
@@ -180,12 +198,11 @@ def add_sentence_vectors(
             cache[keys[index]] = vectors[row, : len(features[index]["labels"])].clone()
         if start % (batch_size * 10) == 0:
             logger.info("sentence vectors: %d / %d documents", start + len(chunk), len(missing))
+        last = start + batch_size >= len(missing)
+        if cache_path and (last or time.monotonic() - saved_at >= save_seconds):
+            save_sentence_vectors(cache, cache_path)
+            saved_at = time.monotonic()
     model.train()
-    if cache_path and missing:
-        Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-        temporary = Path(f"{cache_path}.tmp")
-        torch.save(cache, temporary)
-        temporary.replace(cache_path)
     for key, feature in zip(keys, features):
         feature["sentence_vectors"] = cache[key]
 

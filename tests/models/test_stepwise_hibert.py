@@ -417,6 +417,41 @@ def test_the_sentence_vector_cache_reads_back_memory_mapped_what_was_saved(minil
     assert not cache.with_name("vectors.pt.tmp").exists()
 
 
+def test_a_sentence_vector_encoding_cut_off_resumes_from_its_last_save(minilm_tokenizer, tmp_path):
+    script = training_script("train_stepwise")
+    model, _ = tiny_models()
+    processor = model.processor_class(minilm_tokenizer, model.config)
+    documents = [" ".join(NEWS), " ".join(NEWS[1:]), " ".join(NEWS[:3])]
+    features = [processor.training_features(document, lambda sentences: [0]) for document in documents]
+    batches = []
+
+    def cut_off_after_two_batches(batch_features):
+        if len(batches) == 2:
+            raise KeyboardInterrupt
+        batches.append(len(batch_features))
+        return processor.collate(batch_features)
+
+    cache = tmp_path / "vectors.pt"
+    with pytest.raises(KeyboardInterrupt):  # save_seconds=0: the file is rewritten after every batch
+        script.add_sentence_vectors(
+            model, features, cut_off_after_two_batches, str(cache), batch_size=1, save_seconds=0
+        )
+    keys = [script._vector_key(model, feature, False) for feature in features]
+    assert sorted(torch.load(cache, weights_only=True)) == sorted(keys[:2])
+    encoded = []
+    script.add_sentence_vectors(
+        model, features, lambda batch: encoded.append(len(batch)) or processor.collate(batch), str(cache)
+    )
+    assert encoded == [1]  # only the third document is encoded again
+    assert sorted(torch.load(cache, weights_only=True)) == sorted(keys)
+    # a long interval saves only at the end: a run cut off before it leaves no file
+    batches.clear()
+    other = tmp_path / "other.pt"
+    with pytest.raises(KeyboardInterrupt):
+        script.add_sentence_vectors(model, features, cut_off_after_two_batches, str(other), batch_size=1)
+    assert not other.exists()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model_type", ["stepwise_hibert", "hibert", "stepwise_etcsum"])
 def test_training_script_saves_a_small_loadable_checkpoint(model_type, encoder_folder, tmp_path):

@@ -69,7 +69,7 @@ def ship_adapter_checkpoint(
 
     from transformers import AutoConfig, GenerationConfig
 
-    from sumformers.hub import CARD_INFO_FILE, write_card
+    from sumformers.hub import read_card_info, write_card
 
     source = Path(checkpoint)
     if not (source / "adapter_model.safetensors").is_file():
@@ -77,7 +77,7 @@ def ship_adapter_checkpoint(
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("training_args.bin"))
-    card = json.loads((source / CARD_INFO_FILE).read_text())
+    card = read_card_info(source)
     name = target.name
     card.update(model_name=name, repo_id=f"sumformers/{name}", training=f"{card['training']} Trained on {trained_on}.")
     own = [f"{development}: {card['evaluation']}", ""] if card.get("evaluation") else []  # a run with --do_eval

@@ -185,8 +185,9 @@ def training_hours(card_info: dict | None) -> str:
 
 def checkpoint_training_hours(checkpoint: Path) -> str:
     """`training_hours` of the card info saved with `checkpoint`."""
-    card = checkpoint / "sumformers_card.json"
-    return training_hours(json.loads(card.read_text(encoding="utf-8")) if card.is_file() else None)
+    from sumformers.hub import read_card_info
+
+    return training_hours(read_card_info(checkpoint) or None)
 
 
 def resolve_checkpoint(name: str, given: str | None) -> Path | None:

@@ -34,8 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 from transformers import AutoConfig  # noqa: E402
 
-from sumformers.cards import build_model_card  # noqa: E402
-from sumformers.hub import CARD_INFO_FILE, load_pipeline  # noqa: E402
+from sumformers.hub import load_pipeline, read_card_info, write_card  # noqa: E402
 from sumformers.text.evaluation import data_dir, read_jsonl  # noqa: E402
 from sumformers.text.scoring import greedy_oracle, rouge_scores  # noqa: E402
 from sumformers.text.sentences import document_texts, lead_k, split_sentences  # noqa: E402
@@ -90,12 +89,9 @@ def hetformer_rows(model_path, inputs, k, max_length, multi_document, no_ablatio
 
 def record_in_card(checkpoint, scores, evaluation):
     """Write an evaluation into a checkpoint's card info and rebuild its model card."""
-    card_file = Path(checkpoint) / CARD_INFO_FILE
-    card_info = json.loads(card_file.read_text()) if card_file.is_file() else {}
+    card_info = read_card_info(checkpoint)
     card_info.update(results=scores, evaluation=evaluation)
-    card_file.write_text(json.dumps(card_info, indent=2) + "\n")
-    config = AutoConfig.from_pretrained(checkpoint)
-    (Path(checkpoint) / "README.md").write_text(str(build_model_card(config, card_info)))
+    write_card(Path(checkpoint), AutoConfig.from_pretrained(checkpoint), card_info)
 
 
 def main():

@@ -205,13 +205,12 @@ def ship(checkpoint: str, name: str, table: list[str], setting: str, trained_on:
 def turn_numbers_from_input_on(folder: Path, table: list[str], setting: str) -> Path:
     """The shipped realizer with `numbers_from_input` on by default: its config updated, and its card's evaluation
     keeping the training run's development line (the first paragraph) with `setting` and `table` after it."""
-    import json
 
     from transformers import AutoConfig
 
-    from sumformers.hub import CARD_INFO_FILE, write_card
+    from sumformers.hub import read_card_info, write_card
 
-    card = json.loads((folder / CARD_INFO_FILE).read_text())
+    card = read_card_info(folder)
     development = card["evaluation"].split("\n\n")[0]
     card["evaluation"] = "\n".join([development, "", setting, "", *table])
     config = AutoConfig.from_pretrained(folder)
@@ -239,17 +238,16 @@ def update_planner_card(folder: Path, plan_table: list[str], setting: str, bias:
     """The shipped planner's card with its planning table (the evaluation's first table) replaced by `plan_table`
     after `setting`; the development line and the realized-text table stay. `bias`, where given, becomes the
     config's `sentence_break_bias` (its default decoding)."""
-    import json
 
     from transformers import AutoConfig
 
-    from sumformers.hub import CARD_INFO_FILE, write_card
+    from sumformers.hub import read_card_info, write_card
 
-    card = json.loads((folder / CARD_INFO_FILE).read_text())
+    card = read_card_info(folder)
     paragraphs = card["evaluation"].split("\n\n")
     tables = [index for index, paragraph in enumerate(paragraphs) if paragraph.startswith("| system | CS P")]
     if len(tables) != 1:
-        raise ValueError(f"{folder / CARD_INFO_FILE}: expected one planning table, found {len(tables)}")
+        raise ValueError(f"{folder}: expected one planning table in its card info, found {len(tables)}")
     paragraphs[tables[0] - 1 : tables[0] + 1] = [setting, "\n".join(plan_table)]
     card["evaluation"] = "\n\n".join(paragraphs)
     config = AutoConfig.from_pretrained(folder)

@@ -288,8 +288,9 @@ def earlier_rows(variants: list[str], decoded: list[str], reports: list[dict], d
 def training_summary(checkpoint: Path) -> str:
     """The variant's optimizer steps and hardware, from the card the training script writes (cards from before the
     hardware was written name none: those runs trained on CPU, the only recipe then)."""
-    card = checkpoint / "sumformers_card.json"
-    training = json.loads(card.read_text()).get("training", "") if card.is_file() else ""
+    from sumformers.hub import read_card_info
+
+    training = read_card_info(checkpoint).get("training", "")
     steps = TRAINING_RUN.search(training)
     return f"{steps.group(1)} steps, {steps.group(2) or 'CPU'}{steps.group(3) or ''}" if steps else "-"
 
@@ -424,7 +425,7 @@ def ship(variant: str, results: dict, checkpoints: dict, examples: list[dict], t
     and `tables` (its rows in context)."""
     from transformers import AutoConfig
 
-    from sumformers.hub import save_fp16_copy, write_card
+    from sumformers.hub import read_card_info, save_fp16_copy, write_card
 
     checkpoint, result = checkpoints[variant], results[variant]
     choice = shipping_choice(variant, results, checkpoints)
@@ -443,7 +444,7 @@ def ship(variant: str, results: dict, checkpoints: dict, examples: list[dict], t
         for name, scores in (("generation config (the benchmark's tables)", result),
                              (f"+ word {SHIPPED_BLOCKING}-gram blocking (as shipped)", blocked))
     ]
-    card = json.loads((checkpoint / "sumformers_card.json").read_text())
+    card = read_card_info(checkpoint)
     card.update(
         model_name=target.name,
         repo_id=f"sumformers/{target.name}",

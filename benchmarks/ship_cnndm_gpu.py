@@ -12,7 +12,6 @@ GPU call decoded (quality_cnndm.py's cache) instead of decoding here.
 """
 
 import argparse
-import json
 from pathlib import Path
 
 from _common import REPO, setup_runtime, ship_adapter_checkpoint
@@ -114,7 +113,7 @@ def held_out_scores(folder: Path, name: str, threads: int, device: str) -> dict:
 def ship(args) -> Path:
     from transformers import AutoConfig
 
-    from sumformers.hub import CARD_INFO_FILE, write_card
+    from sumformers.hub import read_card_info, write_card
 
     name, encoder, deviations, config_updates = MODELS[args.model]
     stepwise = args.model.startswith("Stepwise")
@@ -122,13 +121,13 @@ def ship(args) -> Path:
         raise SystemExit("--end_bias is for (and needed by) the stepwise models")
     if stepwise:
         config_updates = dict(config_updates, end_bias=args.end_bias)
-    run = json.loads((Path(args.source) / CARD_INFO_FILE).read_text())["training"]
+    run = read_card_info(args.source)["training"]
     target = REPO / "checkpoints" / name
     trained_on = (f"one NVIDIA H200 (`training_scripts/gpu_recipe.sh`, features from `train_stepwise.py "
                   f"--save_features` on the CPU machine; the call trained {args.call})")
     ship_adapter_checkpoint(args.source, target, [], trained_on, "Training run", config_updates=config_updates)
     (target / "training_log.txt").unlink(missing_ok=True)
-    card = json.loads((target / CARD_INFO_FILE).read_text())
+    card = read_card_info(target)
     scores = held_out_scores(target, args.model, args.threads, args.device)
     decoded = " (decoded on the H200)" if args.device != "cpu" else ""
     card.update(

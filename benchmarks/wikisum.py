@@ -336,10 +336,11 @@ def card_benchmark(name: str) -> None:
     under "The paper's comparisons"."""
     from transformers import AutoConfig
 
-    from sumformers.hub import CARD_INFO_FILE, write_card
+    from sumformers.hub import read_card_info, write_card
 
     folder = REPO / "checkpoints" / name
-    if not (folder / CARD_INFO_FILE).is_file():
+    card = read_card_info(folder)
+    if not card:
         raise SystemExit(f"--part card: {folder} is not a shipped checkpoint with a card")
     sections = []
     for part in ("perplexity", "memory"):
@@ -347,7 +348,6 @@ def card_benchmark(name: str) -> None:
         if not path.is_file():
             raise SystemExit(f"--part card: {path} is missing; run --part {part} first")
         sections.append(path.read_text().strip().replace("## ", "### ", 1))
-    card = json.loads((folder / CARD_INFO_FILE).read_text())
     card["comparisons"] = (
         "From `benchmarks/wikisum.py` on CPU. The perplexity models are not this checkpoint: they continued from "
         "it on QMSum, one per layout, as the table says.\n\n" + "\n\n".join(sections)

@@ -149,6 +149,12 @@ def readable_by_all(folder: Path) -> None:
             os.chmod(path, 0o644)
 
 
+def read_card_info(folder: str | Path) -> dict:
+    """The card info (training, data, scores) saved in a model folder; empty when it has none."""
+    path = Path(folder) / CARD_INFO_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 def write_card(folder: Path, config, card_info: dict | None) -> None:
     """A model folder's card: the card info (training, data, scores) as JSON beside the model card built from it."""
     if card_info is not None:
@@ -163,8 +169,8 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
     model = load_model(source)
     tokenizer = load_tokenizer(source)
     architecture = architecture_for(model.config)
-    if card_info is None and (Path(source) / CARD_INFO_FILE).is_file():
-        card_info = json.loads((Path(source) / CARD_INFO_FILE).read_text())
+    if card_info is None:
+        card_info = read_card_info(source) or None
     output = Path(output_dir)
     if output.exists() and any(output.iterdir()):
         raise FileExistsError(f"{output} exists and is not empty")

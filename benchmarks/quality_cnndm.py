@@ -187,7 +187,7 @@ def checkpoint_training_hours(checkpoint: Path) -> str:
     """`training_hours` of the card info saved with `checkpoint`."""
     from sumformers.hub import read_card_info
 
-    return training_hours(read_card_info(checkpoint) or None)
+    return training_hours(read_card_info(checkpoint))
 
 
 def resolve_checkpoint(name: str, given: str | None) -> Path | None:

@@ -205,7 +205,6 @@ def ship(checkpoint: str, name: str, table: list[str], setting: str, trained_on:
 def turn_numbers_from_input_on(folder: Path, table: list[str], setting: str) -> Path:
     """The shipped realizer with `numbers_from_input` on by default: its config updated, and its card's evaluation
     keeping the training run's development line (the first paragraph) with `setting` and `table` after it."""
-
     from transformers import AutoConfig
 
     from sumformers.hub import read_card_info, write_card
@@ -238,7 +237,6 @@ def update_planner_card(folder: Path, plan_table: list[str], setting: str, bias:
     """The shipped planner's card with its planning table (the evaluation's first table) replaced by `plan_table`
     after `setting`; the development line and the realized-text table stay. `bias`, where given, becomes the
     config's `sentence_break_bias` (its default decoding)."""
-
     from transformers import AutoConfig
 
     from sumformers.hub import read_card_info, write_card

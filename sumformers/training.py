@@ -177,8 +177,7 @@ def load_splits(data_args: DataArguments):
             dataset = dataset.shuffle(seed=subset_seed)
         return dataset.select(range(min(limit, len(dataset)))) if limit else dataset
 
-    if data_args.train_subset_seed is not None and not data_args.max_train_samples:
-        raise ValueError("--train_subset_seed picks a random subset of --max_train_samples documents: give both")
+    check_subset_arguments(data_args)
     train = split(data_args.train_split, data_args.max_train_samples, data_args.train_subset_seed) if (
         data_args.dataset_name or data_args.train_file
     ) else None
@@ -190,11 +189,37 @@ def load_splits(data_args: DataArguments):
 
 def training_source(data_args: DataArguments) -> str:
     """Where the training documents came from, for cards: the split of the file or dataset, and which subset."""
-    subset = ""
-    if data_args.max_train_samples:
-        seed = data_args.train_subset_seed
-        subset = f" (a random subset, seed {seed})" if seed is not None else " (its first documents)"
-    return f"`{data_args.train_split}`{subset} of {data_args.dataset_name or portable_data_files(data_args.train_file)}"
+    source = data_args.dataset_name or portable_data_files(data_args.train_file)
+    return f"`{data_args.train_split}`{subset_description(data_args)} of {source}"
+
+
+def subset_description(data_args: DataArguments) -> str:
+    """Which of the split's documents --max_train_samples kept, for cards ("" when all)."""
+    if not data_args.max_train_samples:
+        return ""
+    seed = data_args.train_subset_seed
+    return f" (a random subset, seed {seed})" if seed is not None else " (its first documents)"
+
+
+def check_subset_arguments(data_args: DataArguments) -> None:
+    if data_args.train_subset_seed is not None and not data_args.max_train_samples:
+        raise ValueError("--train_subset_seed picks a random subset of --max_train_samples documents: give both")
+
+
+def training_subset(documents: list, data_args: DataArguments) -> list:
+    """The --max_train_samples of a features file's documents, chosen as `load_data_splits` chooses them from the
+    split: its first ones, or with --train_subset_seed the first after the permutation `Dataset.shuffle` draws with
+    that seed, so a run over the file trains on the same documents as one over the split."""
+    import numpy as np
+
+    check_subset_arguments(data_args)
+    limit = data_args.max_train_samples
+    if not limit:
+        return documents
+    if data_args.train_subset_seed is None:
+        return documents[:limit]
+    order = np.random.default_rng(data_args.train_subset_seed).permutation(len(documents))
+    return [documents[index] for index in order[:limit]]
 
 
 def portable_data_files(files: str) -> str:
@@ -298,6 +323,14 @@ def dataset_evaluation(
         return scores, f"{len(dataset)} {unit} of `{data_args.eval_split}`, {decoding}"
 
     return evaluate
+
+
+def lora_summary(model_args: ModelArguments) -> str:
+    """How the pretrained layers trained, for cards: under LoRA (its rank, modules and layers) or in full."""
+    if not model_args.use_lora:
+        return "the pretrained layers trained in full (no LoRA)"
+    layers = f" of layers {model_args.lora_layers}" if model_args.lora_layers else ""
+    return f"LoRA r={model_args.lora_r} on {model_args.lora_target_modules}{layers}"
 
 
 def apply_lora(model, model_args: ModelArguments, full_modules: tuple[str, ...] = (), also_adapt: tuple[str, ...] = ()):

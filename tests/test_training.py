@@ -130,6 +130,24 @@ def test_a_random_training_subset_is_seeded_and_needs_a_size(tmp_path):
     assert training_source(DataArguments(train_file="t.jsonl")) == "`train` of t.jsonl"
 
 
+def test_a_features_file_run_trains_on_the_documents_a_run_over_the_split_would(tmp_path):
+    # --train_subset_seed used to be ignored with --features_file: the file's first documents trained instead
+    from sumformers.training import DataArguments, load_splits, subset_description, training_subset
+
+    path = tmp_path / "ordered.jsonl"
+    path.write_text("".join(json.dumps({"document": f"doc {index}.", "summary": "s."}) + "\n" for index in range(20)))
+    file_documents = [f"doc {index}." for index in range(20)]  # a features file holds the split in its order
+    for settings in ({"max_train_samples": 5, "train_subset_seed": 42}, {"max_train_samples": 5}, {}):
+        arguments = DataArguments(train_file=str(path), **settings)
+        train, _ = load_splits(arguments)
+        assert training_subset(file_documents, arguments) == train["document"]
+    seeded = DataArguments(max_train_samples=5, train_subset_seed=42)
+    assert training_subset(file_documents, seeded) != file_documents[:5]
+    assert subset_description(seeded) == " (a random subset, seed 42)"
+    with pytest.raises(ValueError, match="give both"):
+        training_subset(file_documents, DataArguments(train_subset_seed=0))
+
+
 def test_cards_name_shared_data_files_by_their_place_in_the_shared_folder(tmp_path, monkeypatch):
     from sumformers.training import DataArguments, training_source
 
@@ -236,3 +254,13 @@ def test_the_models_special_token_ids_survive_the_trainers_alignment_with_a_toke
     callback.on_train_begin(None, None, None)
     assert (model.config.pad_token_id, model.config.bos_token_id, model.config.eos_token_id) == (0, 1, 2)
     assert (model.generation_config.bos_token_id, model.generation_config.eos_token_id) == (1, 2)
+
+
+def test_cards_say_lora_only_when_it_trained():
+    from sumformers.training import ModelArguments, lora_summary
+
+    lora = ModelArguments(use_lora=True, lora_r=32, lora_target_modules="query,value")
+    assert lora_summary(lora) == "LoRA r=32 on query,value"
+    assert lora_summary(ModelArguments(use_lora=True, lora_r=8, lora_layers="4,5")).endswith(" of layers 4,5")
+    # it used to read "LoRA r=8 on query,value (use_lora=False)" for a model trained in full
+    assert lora_summary(ModelArguments(use_lora=False, lora_r=8)) == "the pretrained layers trained in full (no LoRA)"

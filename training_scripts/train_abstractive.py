@@ -52,6 +52,7 @@ from sumformers.training import (
     final_training_loss,
     finish_training,
     load_splits,
+    lora_summary,
     map_training_features,
     model_and_tokenizer,
     model_input,
@@ -206,8 +207,8 @@ def main():
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rates {training_args.learning_rate} "
-            f"(decoder and new modules) / {encoder_rate} (encoder), LoRA r={model_args.lora_r} on "
-            f"{model_args.lora_target_modules} (use_lora={model_args.use_lora}), decoder_init="
+            f"(decoder and new modules) / {encoder_rate} (encoder), {lora_summary(model_args)}, "
+            f"decoder_init="
             f"{abstractive_args.decoder_init}, {abstractive_args.decoder_layers} decoder layers, max "
             f"{abstractive_args.max_length} document / {abstractive_args.max_target_length} summary tokens, "
             f"{f'bottom {frozen} encoder layers frozen (states cached in bfloat16), ' if frozen else ''}"

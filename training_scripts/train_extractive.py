@@ -34,15 +34,18 @@ from sumformers.training import (
     final_training_loss,
     finish_training,
     load_splits,
+    lora_summary,
     map_training_features,
     model_and_tokenizer,
     model_input,
     new_card_info,
     parse_arguments,
+    subset_description,
     take_push_to_hub,
     train,
     trained_length,
     training_source,
+    training_subset,
 )
 
 logger = logging.getLogger("train_extractive")
@@ -120,10 +123,10 @@ def main():
     card_info = new_card_info(training_args, data_args, datasets)
     features, trained_on = None, None
     if training_args.do_train and extractive_args.features_file:
-        features = load_features(
+        features = training_subset(load_features(
             extractive_args.features_file, expected={"oracle": data_args.oracle}, max_length=extractive_args.max_length
-        )[: data_args.max_train_samples]
-        trained_on = header["source"]
+        ), data_args)
+        trained_on = header["source"] + subset_description(data_args)
     elif training_args.do_train and train_dataset is not None:
         features = map_training_features(
             train_dataset, build_features, training_args, data_args, processor, multiple_documents,
@@ -144,8 +147,8 @@ def main():
             f"{len(features)} documents from {trained_on}, "
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes, learning rate "
-            f"{training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
-            f"(use_lora={model_args.use_lora}), max {extractive_args.max_length} tokens{sentence_cut}, "
+            f"{training_args.learning_rate}, {lora_summary(model_args)}, "
+            f"max {extractive_args.max_length} tokens{sentence_cut}, "
             f"{f'bottom {frozen} encoder layers frozen (states cached in bfloat16), ' if frozen else ''}"
             f"attention dropout {model.config.encoder_config.attention_probs_dropout_prob}, "
             f"{'Oracle (Full) labels, whole document' if data_args.oracle == 'full' else 'greedy-oracle labels'}; "

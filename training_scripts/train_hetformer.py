@@ -29,11 +29,13 @@ from sumformers import HetFormerForExtractiveSummarization
 from sumformers.text.entities import ner_available
 from sumformers.text.scoring import greedy_oracle
 from sumformers.training import (
+    TimeBudgetArguments,
     apply_lora,
     dataset_evaluation,
     final_training_loss,
     finish_training,
     load_splits,
+    lora_summary,
     model_and_tokenizer,
     model_input,
     new_card_info,
@@ -48,7 +50,7 @@ logger = logging.getLogger("train_hetformer")
 
 
 @dataclass
-class HetFormerArguments:
+class HetFormerArguments(TimeBudgetArguments):
     max_length: int = field(default=4096, metadata={"help": "Tokens per training example (longer inputs are chunked)."})
     eval_max_length: int | None = field(default=None, metadata={"help": "Tokens at evaluation (default: the model's)."})
     max_position_embeddings: int = field(default=16384, metadata={"help": "Positions after tiling the encoder's."})
@@ -168,7 +170,9 @@ def main():
                 remove_columns=prepared.column_names,
                 desc="oracle labels",
             )
-    trainer, result = train(model, training_args, features, processor.collate, tokenizer=tokenizer)
+    trainer, result = train(
+        model, training_args, features, processor.collate, tokenizer=tokenizer, max_seconds=het_args.max_train_seconds
+    )
     if result is not None:
         card_info["training"] = (
             f"{len(features)} training examples ({len(train_dataset)} inputs of {training_source(data_args)}, "
@@ -176,9 +180,7 @@ def main():
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}, "
-            f"LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
-            f"of layers {model_args.lora_layers or 'all'} "
-            f"(use_lora={model_args.use_lora}), windows {model.config.attention_windows}, sentence nodes "
+            f"{lora_summary(model_args)}, windows {model.config.attention_windows}, sentence nodes "
             f"{model.config.use_sentence_nodes}, entities {model.config.use_entities}, greedy-oracle labels; final "
             f"{final_training_loss(trainer, result)}."
         )

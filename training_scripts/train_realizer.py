@@ -23,6 +23,7 @@ from sumformers.training import (
     apply_lora,
     final_training_loss,
     finish_training,
+    lora_summary,
     model_and_tokenizer,
     new_card_info,
     parse_arguments,
@@ -107,8 +108,8 @@ def main():
             "`ROTOWIRE_SPLITS`), "
             f"{trained_length(trainer)}, batch {training_args.per_device_train_batch_size} x "
             f"{training_args.world_size} processes x {training_args.gradient_accumulation_steps} accumulation, "
-            f"learning rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on "
-            f"{model_args.lora_target_modules} (use_lora={model_args.use_lora}), decoder_init=shared, "
+            f"learning rate {training_args.learning_rate}, {lora_summary(model_args)}, "
+            f"decoder_init=shared, "
             f"{realizer_args.decoder_layers} decoder layers, max {max_length} input / "
             f"{realizer_args.max_target_length} sentence tokens, context {model.config.context}, label smoothing "
             f"{model.config.label_smoothing}; "

@@ -43,15 +43,18 @@ from sumformers.training import (  # StepwiseCollator: train_content_planner imp
     final_training_loss,
     finish_training,
     load_splits,
+    lora_summary,
     map_training_features,
     model_and_tokenizer,
     model_input,
     new_card_info,
     parse_arguments,
+    subset_description,
     take_push_to_hub,
     train,
     trained_length,
     training_source,
+    training_subset,
 )
 
 logger = logging.getLogger("train_stepwise")
@@ -254,9 +257,8 @@ def main():
         return
     if training_args.do_train and (train_dataset is not None or stepwise_args.features_file):
         if stepwise_args.features_file:
-            mapped = load_features(stepwise_args.features_file, expected=feature_settings)
-            mapped = mapped[: data_args.max_train_samples]  # the file's first documents, as --max_train_samples takes
-            trained_on = read_header(stepwise_args.features_file)["source"]
+            mapped = training_subset(load_features(stepwise_args.features_file, expected=feature_settings), data_args)
+            trained_on = read_header(stepwise_args.features_file)["source"] + subset_description(data_args)
         else:
             mapped = map_training_features(
                 train_dataset, build_features, training_args, data_args, processor, multiple_documents,
@@ -294,8 +296,8 @@ def main():
             f"{len(features)} documents ({rows} training rows) from {trained_on}, "
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} documents x {training_args.world_size} processes, learning "
-            f"rate {training_args.learning_rate}, LoRA r={model_args.lora_r} on {model_args.lora_target_modules} "
-            f"(use_lora={model_args.use_lora}; new layers trained in full"
+            f"rate {training_args.learning_rate}, {lora_summary(model_args)} "
+            f"(new layers trained in full"
             f"{', sentence encoder frozen' if precomputed else ''}"
             f"{', LoRA on the sentence encoder too' if adapted and model_args.use_lora else ''}), "
             f"{oracle} targets (at most "

@@ -498,6 +498,7 @@ def test_training_script_chunks_long_documents_and_saves_a_loadable_checkpoint(m
         "--max_position_embeddings", "512", "--attention_windows", "8,16", "--num_sentences", "2", "--max_steps", "2",
         "--per_device_train_batch_size", "2", "--lora_target_modules", "query,value,query_node,value_node",
         "--use_entities", "false", "--strip_markup", "--do_train", "--do_eval", "--use_cpu",
+        "--max_train_seconds", "0",  # the first step spends it: saved and evaluated as after --max_steps
     ]
     completed = subprocess.run(command, capture_output=True, text=True, timeout=600,
                                env=dict(os.environ, HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1"))
@@ -505,6 +506,7 @@ def test_training_script_chunks_long_documents_and_saves_a_loadable_checkpoint(m
     card = json.loads((output / "final" / "sumformers_card.json").read_text())
     examples = int(card["training"].split()[0])
     assert examples > 6 and "(6 inputs" in card["training"]  # every document was cut into several chunks
+    assert "1 optimizer steps" in card["training"] and "a time budget stopped it short of 2" in card["training"]
     assert set(json.loads((output / "eval_results.json").read_text())) == {"rouge1", "rouge2", "rougeLsum"}
     # --strip_markup is saved in the config, so that the model's processor strips at inference as in training
     assert json.loads((output / "final" / "config.json").read_text())["strip_markup"] is True

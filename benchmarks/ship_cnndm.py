@@ -1,53 +1,56 @@
-"""Ship an extractive model that `training_scripts/gpu_recipe.sh` trained (its folder as the call returned it) as one
-of the package's checkpoints, with the decoding chosen on development documents (`--end_bias` for a stepwise model: its
-end unit's logit, chosen on raw CNN `validation[300:400]` by `choose_end_bias.py`) and a card that says what ran
-where, then the card's scores: the shipped pipeline on the 300 raw CNN articles of `validation[:300]` (never trained
-on nor used for a choice), as `test_default_model` recomputes for the default; `--device cuda` reads the summaries the
-GPU call decoded (quality_cnndm.py's cache) instead of decoding here.
+"""Ship an extractive model that `training_scripts/gpu_recipe.sh` trained (its folder as the call returned it), or that
+`train_stepwise.py --features_file` trained with the same settings on the CPU (`--hardware cpu --command "..."`), as
+one of the package's checkpoints, with the decoding chosen on development documents (`--end_bias` for a stepwise
+model: its end unit's logit, chosen on raw CNN `validation[300:400]` by `choose_end_bias.py`) and a card that says
+what ran where, then the card's scores: the shipped pipeline on the 300 raw CNN articles of `validation[:300]` (never
+trained on nor used for a choice), as `test_default_model` recomputes for the default; `--device cuda` reads the
+summaries the GPU call decoded (quality_cnndm.py's cache) instead of decoding here.
 
-    python benchmarks/ship_cnndm_gpu.py --model "Stepwise HiBERT" \
+    python benchmarks/ship_cnndm.py --model "Stepwise HiBERT" \
         --source runs/gpu/stepwise-hibert-minilm-cnndm-gpu/final --end_bias -2.1 --development "..."
-    python benchmarks/ship_cnndm_gpu.py --model ETCSum --source runs/gpu2/1/etcsum-minilm-cnndm-gpu/final \
+    python benchmarks/ship_cnndm.py --model ETCSum --source runs/gpu2/1/etcsum-minilm-cnndm-gpu/final \
         --device cuda --call "three models side by side on the GPU within its 560 s" --development "..."
+    python benchmarks/ship_cnndm.py --model ETCSum --source runs/etc_cpu/run/final --hardware cpu \
+        --command "python training_scripts/train_stepwise.py ..." --development "..."
 """
 
 import argparse
+import re
 from pathlib import Path
 
 from _common import REPO, setup_runtime, ship_adapter_checkpoint
 
 DATA = (
-    "The 39,563 CNN/DailyMail training articles of the shared `train_large.jsonl.gz` (lowercased; 57% CNN, 43% Daily "
+    "{articles} CNN/DailyMail training articles of the shared `train_large.jsonl.gz` (lowercased; 57% CNN, 43% Daily "
     "Mail), split with the lowercase-aware `split_sentences` (20.1 words a sentence on lowercased text, against "
     "pysbd's 27.6 and pysbd's 21.5 on raw cased CNN text), cut at 768 layout tokens (at most 64 sentences of at most "
     "36 word pieces; 24.4 sentences a document), greedy-oracle targets (PreSumm's ROUGE-1 F + ROUGE-2 F, at most 4 "
     "sentences, in selection order; 2.78 a document)."
 )
 CARRIED = (
-    "The MiniLM carried to the GPU held its frozen word table in int8 rows (0.7% relative error, 64 MiB carry limit); "
+    " The MiniLM carried to the GPU held its frozen word table in int8 rows (0.7% relative error, 64 MiB carry limit); "
     "the shipped adapter loads over the exact installed MiniLM, on which every score here is measured."
 )
 HIBERT_ENCODER = (
     "Sentence encoder: all six MiniLM layers, mean-pooled (the pooling `from_encoder` reads from all-MiniLM-L6-v2's "
     "own `1_Pooling` config; the paper's first token holds for BERT, not for this encoder), trained too (LoRA r=32, "
     "alpha 64 on query/key/value/dense of every layer); document layers: copies of MiniLM layers 4-5 with the same "
-    "LoRA; the new modules in full. " + CARRIED
+    "LoRA; the new modules in full."
 )
 ETCSUM_ENCODER = (
     "Encoder: ETC global-local attention over the document's tokens (local radius 84; a global token per sentence), "
     "started from all six MiniLM layers with LoRA r=32, alpha 64 on query/key/value/dense of every layer; the global "
-    "token embeddings, sentence positions, relative-position biases and the scorer are new and train in full. "
-    + CARRIED
+    "token embeddings, sentence positions, relative-position biases and the scorer are new and train in full."
 )
 BERTSUM_ENCODER = (
     "Encoder: MiniLM over the first 512 tokens (its position table) with LoRA r=32, alpha 64 on query/key/value/dense "
     "of all six layers; the two inter-sentence Transformer layers, the segment embeddings and the scorer train in "
-    "full. " + CARRIED
+    "full."
 )
 LORA = (
     "LoRA instead of full fine-tuning (every layer in fp16 would be about 31 MB, over the 20 MB checkpoint limit); "
-    "greedy-oracle targets; documents cut at 768 tokens for training (the carry limit; 92% of oracle sentences lie "
-    "in the first 32 sentences)"
+    "greedy-oracle targets; documents cut at 768 tokens for training (the GPU call's carry limit, kept on the CPU for "
+    "one recipe; 92% of oracle sentences lie in the first 32 sentences)"
 )
 POOLING = (
     "the sentence encoder is mean-pooled (MiniLM was trained for mean pooling; on development documents the same "
@@ -73,7 +76,13 @@ MODELS = {
                 f"{LORA}; sentences cut at 36 word pieces as the training features were (PreSumm keeps 200), so "
                 "more of them fit in 512 tokens", {"trigram_blocking": True}),
 }
-GPU_RUN = "Trained on one NVIDIA H200 with `training_scripts/gpu_recipe.sh` (the run below). Run: {run}"
+# --hardware -> what the card's training text says of the run
+HARDWARE = {
+    "h200": "Trained on one NVIDIA H200 with `training_scripts/gpu_recipe.sh` (features from `train_stepwise.py "
+            "--save_features` on the CPU machine; the call trained {call}). Run: {run}",
+    "cpu": "Trained on 2 CPU cores with the GPU recipe's settings (`{command}`, over the features `train_stepwise.py "
+           "--save_features` builds as for the GPU recipe), the installed MiniLM unchanged. Run: {run}",
+}
 
 
 def parse_args():
@@ -85,6 +94,8 @@ def parse_args():
     parser.add_argument("--development", required=True, help="the card's line on the development choice")
     parser.add_argument("--call", default="three models side by side on the GPU within its 555 s",
                         help="what the GPU call trained beside this model")
+    parser.add_argument("--hardware", choices=list(HARDWARE), default="h200", help="where the run trained")
+    parser.add_argument("--command", default=None, help="with --hardware cpu: the training command, for the card")
     parser.add_argument("--device", default="cpu", help="cuda: the held-out summaries the GPU call decoded")
     parser.add_argument("--results", default="benchmarks/results/quality_cnndm_gpu.md",
                         help="the quality_cnndm.py table that holds this model's rows")
@@ -110,29 +121,41 @@ def held_out_scores(folder: Path, name: str, threads: int, device: str) -> dict:
     return {key: round(value, 2) for key, value in scores.items()}
 
 
+def card_training_text(args, run: str) -> str:
+    """The shipped card's training text: the data (all articles, or the run's subset), the model, where and how it
+    trained (`run`: the training script's own account, which starts with its document count), the deviations."""
+    _, encoder, deviations, _ = MODELS[args.model]
+    documents = int(re.match(r"(\d+) documents", run).group(1))
+    articles = "The 39,563" if documents == 39563 else f"{documents:,} of the 39,563"
+    # the GPU call carried a MiniLM with an int8 word table; a CPU run used the installed one
+    carried = CARRIED if args.hardware == "h200" else ""
+    trained = HARDWARE[args.hardware].format(run=run, command=args.command, call=args.call)
+    return (f"{DATA.format(articles=articles)} {encoder}{carried} {trained} Deviations from the paper, each with its "
+            f"reason: {deviations.format(end_bias=args.end_bias, pooling=args.pooling)}.")
+
+
 def ship(args) -> Path:
     from transformers import AutoConfig
 
     from sumformers.hub import read_card_info, write_card
 
-    name, encoder, deviations, config_updates = MODELS[args.model]
+    name, _, _, config_updates = MODELS[args.model]
     stepwise = args.model.startswith("Stepwise")
     if stepwise != (args.end_bias is not None):
         raise SystemExit("--end_bias is for (and needed by) the stepwise models")
+    if (args.hardware == "cpu") != (args.command is not None):
+        raise SystemExit("--command is for (and needed by) --hardware cpu")
     if stepwise:
         config_updates = dict(config_updates, end_bias=args.end_bias)
-    run = read_card_info(args.source)["training"]
+    training = card_training_text(args, read_card_info(args.source)["training"])
     target = REPO / "checkpoints" / name
-    trained_on = (f"one NVIDIA H200 (`training_scripts/gpu_recipe.sh`, features from `train_stepwise.py "
-                  f"--save_features` on the CPU machine; the call trained {args.call})")
-    ship_adapter_checkpoint(args.source, target, [], trained_on, "Training run", config_updates=config_updates)
+    ship_adapter_checkpoint(args.source, target, [], args.hardware, "Training run", config_updates=config_updates)
     (target / "training_log.txt").unlink(missing_ok=True)
     card = read_card_info(target)
     scores = held_out_scores(target, args.model, args.threads, args.device)
     decoded = " (decoded on the H200)" if args.device != "cpu" else ""
     card.update(
-        training=f"{DATA} {encoder} {GPU_RUN.format(run=run)} Deviations from the paper, each with its reason: "
-        + deviations.format(end_bias=args.end_bias, pooling=args.pooling) + ".",
+        training=training,
         dataset_name="CNN/DailyMail 3.0.0 (first 300 documents of the validation split, CNN articles)",
         split="validation[:300]",
         datasets=["abisee/cnn_dailymail"],

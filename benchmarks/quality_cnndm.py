@@ -31,7 +31,9 @@ moves ROUGE F1 by about as much as content does; these rows compare the systems 
 `--stepwise_sentences K` adds one row per stepwise model decoded to exactly K sentences (beam 3, the end unit allowed
 only after K), without trigram blocking: the length of Lead-K and of the non-stepwise models' top K, the paper's
 length for both kinds on CNN/DM (K = 3), so that a stepwise model and its non-stepwise variant compare at the same
-number of sentences rather than under a word budget that the stepwise model may stop short of.
+number of sentences rather than under a word budget that the stepwise model may stop short of. With K = 3, each set's
+table is followed by the paired ROUGE-1 difference of each stepwise model at exactly 3 sentences to its non-stepwise
+variant's top 3 (both without blocking), when both were selected.
 """
 
 import argparse
@@ -134,6 +136,31 @@ def paired_with_lead3(result: dict, lead3: dict) -> dict:
     result["rouge1_vs_lead3"] = sum(differences) / len(differences)
     result["rouge1_vs_lead3_interval"] = bootstrap_interval(differences)
     return result
+
+
+def matched_length_pairs(rows: list[tuple[str, str, str, dict | str]], sentences: int | None) -> list[str]:
+    """Lines of the paired ROUGE-1 difference (95% bootstrap interval) of each stepwise model at exactly 3 sentences
+    to its non-stepwise variant's top 3, both without blocking: stepwise against non-stepwise at matched length."""
+    from sumformers.text.scoring import bootstrap_interval
+
+    if sentences != 3:  # the non-stepwise rows keep their top 3
+        return []
+    scored = [(name, decoding, result) for name, decoding, blocking, result in rows
+              if blocking == "no" and isinstance(result, dict)]
+    lines = []
+    for name, decoding, stepwise in scored:
+        if not name.startswith("Stepwise ") or "exactly 3 sentences" not in decoding:
+            continue
+        variant_name = name.removeprefix("Stepwise ")
+        variant = next((result for other, description, result in scored
+                        if other == variant_name and description.startswith("top 3")), None)
+        if variant is None:
+            continue
+        differences = [a - b for a, b in zip(stepwise["rouge1_per_document"], variant["rouge1_per_document"])]
+        low, high = bootstrap_interval(differences)
+        lines.append(f"{name} at exactly 3 sentences - {variant_name} top 3, no blocking, paired ROUGE-1: "
+                     f"{sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}]")
+    return lines
 
 
 def baseline_summaries(documents: list[str], references: list[str], max_words: int | None) -> dict:
@@ -313,7 +340,8 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
             metrics["training_hours"] = checkpoint_training_hours(checkpoint)
             description = decoding_options(name, checkpoint, args, max_words, sentences)[1]
             rows.append((name, description, "yes" if blocking else "no", metrics))
-    return format_table(title, rows, counts)
+    pairs = matched_length_pairs(rows, args.stepwise_sentences)
+    return format_table(title, rows, counts) + "".join(f"\n\n{line}" for line in pairs)
 
 
 def main():

@@ -94,3 +94,23 @@ def test_the_table_gives_each_models_training_hours_and_a_dash_for_the_baselines
     assert all(len(row) == header.count("|") - 1 == rule.count("|") - 1 for row in cells)
     assert [row[-1] for row in cells] == ["-", "-", "0.12 (NVIDIA H200)", "-"]
     assert cells[2][-2] == "0.62 (2)"
+
+
+def test_a_stepwise_model_at_exactly_3_sentences_is_paired_with_its_variants_top_3(script):
+    def row(name, decoding, blocking, per_document):
+        return (name, decoding, blocking, {"rouge1_per_document": per_document})
+
+    rows = [
+        row("Lead-3", "first 3", "no", [9.0, 9.0, 9.0]),
+        row("ETCSum", "top 3, 768 tokens", "no", [10.0, 20.0, 30.0]),
+        row("ETCSum", "top 3, 768 tokens", "yes", [0.0, 0.0, 0.0]),  # blocked: not the matched row
+        row("Stepwise ETCSum", "beam 3, 1-4 sentences, 768 tokens", "no", [50.0, 50.0, 50.0]),  # its own length
+        row("Stepwise ETCSum", "beam 3, exactly 3 sentences, 768 tokens", "no", [11.0, 20.0, 32.0]),
+        row("Stepwise HiBERT", "beam 3, exactly 3 sentences", "no", [1.0, 1.0, 1.0]),  # HiBERT not selected
+    ]
+    (line,) = script.matched_length_pairs(rows, 3)
+    # differences 1, 0, 2: mean +1.00; every bootstrap mean lies between 0 and 2
+    low, high = (float(value) for value in line.split("[")[1].rstrip("]").split(", "))
+    assert line.startswith("Stepwise ETCSum at exactly 3 sentences - ETCSum top 3, no blocking, paired ROUGE-1: +1.00")
+    assert 0.0 <= low <= 1.0 <= high <= 2.0
+    assert script.matched_length_pairs(rows, 2) == [] and script.matched_length_pairs(rows, None) == []

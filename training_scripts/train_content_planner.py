@@ -31,6 +31,7 @@ from sumformers.training import (
     apply_lora,
     final_training_loss,
     finish_training,
+    lora_summary,
     model_and_tokenizer,
     new_card_info,
     parse_arguments,
@@ -124,10 +125,9 @@ def main():
         card_info["training"] = (
             f"{len(features)} Rotowire training games ({rows} plan steps), {trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} games{sampled} x {training_args.gradient_accumulation_steps} "
-            f"accumulation, learning rate {training_args.learning_rate}, LoRA "
-            f"r={model_args.lora_r} (use_lora={model_args.use_lora}; new layers trained in full"
-            f"{', sentence encoder frozen' if precomputed else ''}); oracle plans from the human summaries; final "
-            f"{final_training_loss(trainer, result)}."
+            f"accumulation, learning rate {training_args.learning_rate}, {lora_summary(model_args)} (new layers "
+            f"trained in full{', sentence encoder frozen' if precomputed else ''}); oracle plans from the human "
+            f"summaries; {final_training_loss(trainer, result)}."
         )
     evaluate = planning_evaluation(tokenizer, split["dev"], planner_args.num_sentences)
     finish_training(trainer, tokenizer, training_args, card_info, push, evaluate)

@@ -181,7 +181,7 @@ def main():
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "
             f"{training_args.gradient_accumulation_steps} accumulation, learning rate {training_args.learning_rate}, "
             f"{lora_summary(model_args)}, windows {model.config.attention_windows}, sentence nodes "
-            f"{model.config.use_sentence_nodes}, entities {model.config.use_entities}, greedy-oracle labels; final "
+            f"{model.config.use_sentence_nodes}, entities {model.config.use_entities}, greedy-oracle labels; "
             f"{final_training_loss(trainer, result)}."
         )
 

@@ -207,7 +207,7 @@ def check_subset_arguments(data_args: DataArguments) -> None:
 
 
 def training_subset(documents: list, data_args: DataArguments) -> list:
-    """The --max_train_samples of a features file's documents, chosen as `load_data_splits` chooses them from the
+    """The --max_train_samples of a features file's documents, chosen as `load_splits` chooses them from the
     split: its first ones, or with --train_subset_seed the first after the permutation `Dataset.shuffle` draws with
     that seed, so a run over the file trains on the same documents as one over the split."""
     import numpy as np

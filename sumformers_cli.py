@@ -115,8 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     summarize.add_argument(
         "input",
         help="text or HTML file, JSONL with `document` (or a `documents` list, and `title` for wikisum; a Rotowire "
-        "game for table-to-text) per line, a folder of those, or - for standard input (a text, or JSONL when every "
-        "line is a JSON object)",
+        "game for table-to-text) per line, a folder of those, or - for standard input; a file or standard input is "
+        "JSONL when most of its first lines are JSON objects, whatever its name",
     )
     summarize.add_argument(
         "--model", default=None, help="shipped checkpoint name, model folder or Hub repo id (default: bundled)"
@@ -168,23 +168,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _looks_like_path(name: str) -> bool:
-    """Whether a --model value can only be a local path: a shipped name or a Hub id (`name`, `org/name`) cannot
-    start with `.`, `/` or `~` nor hold more than one `/` or a backslash."""
-    return _HUB_ID.fullmatch(name) is None or ".." in name or (os.sep != "/" and os.sep in name)
+    """Whether a model name can only be a local path: a shipped name or a Hub id (`name`, `org/name`) cannot start
+    with `.`, `/` or `~` nor hold more than one `/` or a backslash; and `folder/name` where `folder` is a folder here
+    (`runs/model`) means that folder."""
+    if _HUB_ID.fullmatch(name) is None or ".." in name or (os.sep != "/" and os.sep in name):
+        return True
+    return "/" in name and Path(name.split("/")[0]).is_dir()
+
+
+def model_path_problem(name: str) -> str | None:
+    """What is wrong with a model name as a local path (a folder without config.json, a file, a path that is not
+    there), or None: shipped names and Hub ids are left to loading (`sumformers.hub.resolve_model`). Light, so that
+    the command line answers at once."""
+    path = Path(name).expanduser()
+    if path.is_dir() and not (path / "config.json").is_file():
+        return f"{name}: the folder holds no config.json (not a model folder)"
+    if path.is_dir():
+        return None
+    if path.exists():
+        return f"{name}: a file, not a model folder"
+    return f"{name}: no such folder" if _looks_like_path(name) else None
 
 
 def check_model(name: str | None, flag: str = "--model") -> None:
-    """A model that is a local path must be a folder with a config.json; names and Hub ids are left to loading."""
-    if name is None:
-        return
-    path = Path(name).expanduser()
-    if path.is_dir():
-        if not (path / "config.json").is_file() and _looks_like_path(name):
-            fail(f"{flag} {name}: the folder holds no config.json (not a model folder)")
-    elif path.exists():
-        fail(f"{flag} {name}: a file, not a model folder")
-    elif _looks_like_path(name):
-        fail(f"{flag} {name}: no such folder")
+    """A model that is a local path must be a folder with a config.json (`model_path_problem`)."""
+    problem = model_path_problem(name) if name is not None else None
+    if problem is not None:
+        fail(f"{flag} {problem}")
 
 
 def check_output_file(name: str | None, flag: str = "--output") -> None:

@@ -6,7 +6,7 @@ import warnings
 
 from transformers import Pipeline
 
-from ..text.readable_text import cut_to_words, readable_text
+from ..text.readable_text import check_prose, cut_to_words, readable_text
 
 
 def reject_unknown_options(options: dict) -> None:
@@ -17,6 +17,34 @@ def reject_unknown_options(options: dict) -> None:
 
 def _is_text_list(value) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(item, str) for item in value)
+
+
+def _is_document(value) -> bool:
+    return isinstance(value, str) or _is_text_list(value)
+
+
+def _readable_texts(document) -> list[str]:
+    """The texts of one document (a string or its sentences) as `readable_text` has them, checked as prose together
+    (`check_prose`)."""
+    texts = [readable_text(text) for text in ([document] if isinstance(document, str) else document)]
+    check_prose(" ".join(texts))
+    return texts
+
+
+def _map_documents(inputs, read):
+    """`inputs` with `read` applied to each of its documents: the input itself (a string or a sentence list), a
+    dict's `document` and `sentences`, and each of its `documents`; anything else comes back as it is."""
+    if _is_document(inputs):
+        return read(inputs)
+    if not isinstance(inputs, dict):
+        return inputs
+    mapped = dict(inputs)
+    for field in ("document", "sentences"):
+        if _is_document(inputs.get(field)):
+            mapped[field] = read(inputs[field])
+    if isinstance(inputs.get("documents"), (list, tuple)):
+        mapped["documents"] = [read(item) if _is_document(item) else item for item in inputs["documents"]]
+    return mapped
 
 
 class SummarizationPipeline(Pipeline):
@@ -51,8 +79,8 @@ class SummarizationPipeline(Pipeline):
 
     def readable_document(self, document, max_length: int | None = None):
         """One document (a string or its sentences) with each text as `readable_text` has it, cut at `word_limit`
-        words with a warning."""
-        texts = [readable_text(text) for text in ([document] if isinstance(document, str) else document)]
+        words with a warning; a one-line ValueError for text that is not prose (`check_readable`)."""
+        texts = _readable_texts(document)
         limit = self.word_limit(max_length)
         kept, words = cut_to_words(texts, limit)
         if words > limit:
@@ -70,23 +98,16 @@ class SummarizationPipeline(Pipeline):
         `readable_text` has it. Anything else comes back as it is, for the processor to check."""
         if not self.reads_text:
             return inputs
-        if isinstance(inputs, str) or _is_text_list(inputs):
-            return self.readable_document(inputs, max_length)
-        if not isinstance(inputs, dict):
-            return inputs
-        readable = dict(inputs)
-        if isinstance(inputs.get("title"), str):
+        readable = _map_documents(inputs, functools.partial(self.readable_document, max_length=max_length))
+        if isinstance(inputs, dict) and isinstance(inputs.get("title"), str):
             readable["title"] = readable_text(inputs["title"])
-        for field in ("document", "sentences"):
-            if isinstance(inputs.get(field), str) or _is_text_list(inputs.get(field)):
-                readable[field] = self.readable_document(inputs[field], max_length)
-        documents = inputs.get("documents")
-        if isinstance(documents, (list, tuple)):
-            readable["documents"] = [
-                self.readable_document(item, max_length) if isinstance(item, str) or _is_text_list(item) else item
-                for item in documents
-            ]
         return readable
+
+    def check_readable(self, inputs) -> None:
+        """The one-line ValueError `readable_input` would raise for this input: an HTML page without enough main
+        text, text that is not prose."""
+        if self.reads_text:
+            _map_documents(inputs, _readable_texts)
 
     def __call__(self, inputs, *args, **kwargs):
         if isinstance(inputs, list):
@@ -94,6 +115,7 @@ class SummarizationPipeline(Pipeline):
             for index, item in enumerate(inputs):
                 try:
                     self.model_processor.check_input(item)
+                    self.check_readable(item)
                 except (TypeError, ValueError) as error:
                     errors[index] = str(error)
             if errors:

@@ -51,6 +51,8 @@ class TableToTextPipeline(SummarizationPipeline):
     between sentences, `<EOT>` at the end).
     """
 
+    reads_text = False
+
     def __call__(self, inputs, *args, **kwargs):
         kwargs.pop("batch_size", None)  # the steps of a game depend on each other: a game is its own batch
         return super().__call__(inputs, *args, **kwargs)

@@ -12,14 +12,14 @@ import re
 import signal
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
-from .text.readable_text import html_main_text
+from .input_records import batched, path_records, read_records, read_text_file
 
 ERROR_EXIT = 2
-STDIN = "-"
-HTML_SUFFIXES = (".html", ".htm")
-TEXT_SUFFIXES = (".txt", ".md", *HTML_SUFFIXES)
+# Records summarized at a time: a stream of any length is read, summarized and written in constant memory.
+RECORDS_AT_A_TIME = 64
 # Terminal colour and style codes (ESC [ ... m) that some libraries put in their error messages.
 _TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -31,107 +31,6 @@ def _one_line_warnings(message, category, filename, lineno, line=None):
 def _fail(message: str) -> None:
     print(f"sumformers: error: {message}", file=sys.stderr)
     sys.exit(ERROR_EXIT)
-
-
-def decoded_text(data: bytes, name) -> str:
-    """`data` read as UTF-8; undecodable bytes are replaced (with a warning naming `name`) rather than failing the
-    document."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        warnings.warn(f"{name}: bytes that are not UTF-8 were replaced with U+FFFD")
-        return data.decode("utf-8", errors="replace")
-
-
-def read_text_file(path: Path) -> str:
-    """Read text as UTF-8 (see `decoded_text`)."""
-    return decoded_text(path.read_bytes(), path)
-
-
-def read_input(name: str) -> list[dict]:
-    """The records of the summarize command's input: `read_documents` of a path, or of standard input for `-`."""
-    if name == STDIN:
-        return stream_records(decoded_text(sys.stdin.buffer.read(), "standard input"), "stdin")
-    return read_documents(Path(name))
-
-
-def stream_records(text: str, name: str) -> list[dict]:
-    """The records of a stream (standard input, a pipe): JSONL when every line that is not blank is a JSON object,
-    else one text document."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if lines and all(_is_json_object(line) for line in lines):
-        return jsonl_records(text, name, name)
-    return [{"id": name, "document": text}]
-
-
-def _is_json_object(line: str) -> bool:
-    try:
-        return isinstance(json.loads(line), dict)
-    except json.JSONDecodeError:
-        return False
-
-
-def read_documents(source: Path) -> list[dict]:
-    """Documents from a text file, an HTML file (its main text), a JSONL file (`document` or `documents` per line), a
-    folder of those, or a pipe (`stream_records`).
-
-    Returns records {"id", "document"} and/or {"documents": [...]} (a JSONL line's list of strings, kept as a list:
-    `model_input` decides how a model reads it), with "title" when the line has one, {"id", "game"} for a Rotowire
-    game (a line with a `box_score`, for table-to-text), or {"id", "error"} for entries that cannot be used, so one
-    bad line does not cost the others.
-    """
-    if source.is_dir():
-        files = sorted(p for p in source.iterdir() if p.is_file() and p.suffix in (*TEXT_SUFFIXES, ".jsonl"))
-        if not files:
-            raise ValueError(f"{source} holds no .txt, .md, .html or .jsonl files")
-        return [record for path in files for record in read_documents(path)]
-    if not source.exists():
-        raise ValueError(f"{source}: no such file or folder")
-    if not source.is_file():  # a pipe or a device: /dev/stdin, a shell's <(...)
-        return stream_records(read_text_file(source), source.name)
-    if source.suffix in HTML_SUFFIXES:
-        return [{"id": source.stem, "document": html_main_text(read_text_file(source))}]
-    if source.suffix != ".jsonl":
-        return [{"id": source.stem, "document": read_text_file(source)}]
-    return jsonl_records(read_text_file(source), str(source), source.stem)
-
-
-def jsonl_records(text: str, name: str, stem: str) -> list[dict]:
-    """The records of JSONL `text` (see `read_documents`); a record without `id` gets `<stem>:<line number>`, and an
-    error names `<name>:<line number>`."""
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        record_id = f"{stem}:{number}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            records.append({"id": record_id, "error": f"{name}:{number}: not valid JSON ({error.msg})"})
-            continue
-        if not isinstance(row, dict):
-            records.append({"id": record_id, "error": f"{name}:{number}: expected a JSON object"})
-            continue
-        record = {"id": str(row.get("id", record_id))}
-        if "box_score" in row:
-            records.append({**record, "game": row})
-            continue
-        if isinstance(row.get("document"), str):
-            record["document"] = row["document"]
-        documents = row.get("documents")
-        if isinstance(documents, list) and all(isinstance(part, str) for part in documents):
-            record["documents"] = documents
-        if "document" not in record and "documents" not in record:
-            record["error"] = f"{name}:{number}: no `document` string (or `documents` list of strings)"
-            records.append(record)
-            continue
-        # two-stage (WikiSum) models rank the paragraphs of each document against the title
-        if isinstance(row.get("title"), str):
-            record["title"] = row["title"]
-        if isinstance(row.get("summary"), str):  # the reference summary `view` shows beside the model's
-            record["reference"] = row["summary"]
-        records.append(record)
-    return records
 
 
 def model_input(record: dict, task: str, multiple_documents: bool):
@@ -236,49 +135,57 @@ def _pipeline_and_options(args) -> tuple[object, dict]:
     return summarizer, options
 
 
-def _records_and_pipeline(args) -> tuple[list[dict], object, dict]:
-    """The input's records (those the model's task cannot read as errors), and `_pipeline_and_options`."""
+def _records_and_pipeline(args) -> tuple[Iterator[dict], object, dict]:
+    """The input's records, read as they are consumed (those the model's task cannot read as errors), and
+    `_pipeline_and_options`."""
     try:
-        records = read_input(args.input)
+        records = read_records(args.input)
     except ValueError as error:
         _fail(str(error))
     summarizer, options = _pipeline_and_options(args)
-    return [_task_record(record, summarizer.task) for record in records], summarizer, options
+    return (_task_record(record, summarizer.task) for record in records), summarizer, options
+
+
+def _summaries(records: Iterator[dict], summarizer, options: dict, batch_size: int) -> Iterator[tuple[dict, dict]]:
+    """Each record with its output row, in input order: its summary, or its error (a record that could not be
+    read, or an input the pipeline refuses). Records are summarized `RECORDS_AT_A_TIME` at a time."""
+    multiple = summarizer.model.reads_multiple_documents
+    for chunk in batched(records, RECORDS_AT_A_TIME):
+        valid = [record for record in chunk if "error" not in record]
+        inputs = [model_input(record, summarizer.task, multiple) for record in valid]
+        try:
+            results = iter(summarizer(inputs, batch_size=batch_size, **options) if valid else [])
+        except ValueError as error:  # options the pipeline refuses before any work (a summary beyond the model's limit)
+            _fail(one_line(error))
+        for record in chunk:
+            result = {"error": record["error"]} if "error" in record else next(results)
+            yield record, {"id": record["id"], **result}
 
 
 def summarize_command(args) -> int:
     from tqdm.auto import tqdm
 
     records, summarizer, options = _records_and_pipeline(args)
-    valid = [record for record in records if "error" not in record]
-    multiple = summarizer.model.reads_multiple_documents
-    inputs = (model_input(record, summarizer.task, multiple) for record in valid)
-    try:
-        outputs = summarizer(inputs, batch_size=args.batch_size, **options) if valid else []
-    except ValueError as error:  # options the pipeline refuses before any work (a summary beyond the model's limit)
-        _fail(one_line(error))
-    progress = tqdm(outputs, total=len(valid), disable=len(valid) <= 1, desc="summarizing", file=sys.stderr)
-    results = iter(progress)
+    progress = tqdm(desc="summarizing", unit=" documents", file=sys.stderr, disable=None)  # None: only on a terminal
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)
     failed = written = 0
     try:
-        for record in records:
-            if "error" in record:
+        for record, row in _summaries(records, summarizer, options, args.batch_size):
+            if "error" in row:
                 failed += 1
-                print(f"sumformers: error: {record['error']}", file=sys.stderr)
-                row = {"id": record["id"], "error": record["error"]}
-            else:
-                row = {"id": record["id"], **next(results)}
+                print(f"sumformers: error: {row['id']}: {row['error']}" if "error" not in record
+                      else f"sumformers: error: {row['error']}", file=sys.stderr)
             # each result reaches the file as soon as it is finished, so that a stopped command keeps it
             with signals_held():
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 out.flush()
                 written += 1
+            progress.update()
     except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM (sumformers_cli prints the line and exits)
-        progress.close()
-        stop.add_note(f"{written} of {len(records)} results written to {args.output or 'standard output'}")
+        stop.add_note(f"{written} results written to {args.output or 'standard output'}")
         raise
     finally:
+        progress.close()
         if out is not sys.stdout:
             out.close()
     return ERROR_EXIT if failed else 0
@@ -300,6 +207,7 @@ def view_command(args) -> int:
     from .view import error_page, summarize_to_html
 
     records, summarizer, options = _records_and_pipeline(args)
+    records = list(records)
     if args.reference is not None and len(records) != 1:
         _fail(f"--reference is for a single input; {args.input} holds {len(records)} (give each a `summary`)")
     reference = read_text_file(Path(args.reference)) if args.reference is not None else None
@@ -331,7 +239,7 @@ def demo_command(args) -> int:
     summarizer, options = _pipeline_and_options(args)
     games = {}
     if args.games is not None:
-        games = {record["id"]: record["game"] for record in read_documents(Path(args.games)) if "game" in record}
+        games = {record["id"]: record["game"] for record in path_records(Path(args.games)) if "game" in record}
     build_demo(summarizer, args.model or "default", options, games).launch(
         server_name=args.host, server_port=args.port
     )

@@ -11,16 +11,20 @@ Two on-disk forms:
   `AutoModel.from_pretrained(repo, trust_remote_code=True)` works with only transformers and torch installed.
 """
 
+import difflib
 import inspect
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 from transformers import pipeline as transformers_pipeline
+
+from sumformers_cli import model_path_problem
 
 from .cards import build_model_card
 from .checkpoints import shipped_checkpoints
@@ -34,14 +38,24 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
 
 def resolve_model(name_or_path: str | None) -> str:
-    """A shipped checkpoint's name (or None for the default) -> its folder; anything else is a path or Hub id."""
+    """A shipped checkpoint's name (or None for the default) -> its folder; a model folder or Hub repo id
+    (`namespace/name`: every sumformers repo has a namespace) as it is; anything else a one-line ValueError, a name
+    without namespace answered with the shipped names, closest first (not "couldn't connect to huggingface.co")."""
     shipped = shipped_checkpoints()
     name = name_or_path or DEFAULT_MODEL
     if name in shipped:
         return str(shipped[name])
     if name_or_path is None:
         raise FileNotFoundError(f"the default model {DEFAULT_MODEL!r} is missing from {list(shipped)}")
-    return str(name_or_path)
+    name = str(name_or_path)
+    problem = model_path_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
+    if not Path(name).expanduser().is_dir() and "/" not in name:
+        closest = difflib.get_close_matches(name, shipped, n=len(shipped), cutoff=0)
+        raise ValueError(f"{name!r} is not a shipped model nor a folder here (a Hub repo id is namespace/name); "
+                         f"shipped, closest first: {', '.join(closest)}")
+    return name
 
 
 def is_sumformers_model(path: str) -> bool:
@@ -57,7 +71,11 @@ def load_model(name_or_path: str | None = None, **kwargs) -> PreTrainedModel:
     it is registered with; `from_pretrained` keyword arguments (`dtype=`, `attn_implementation=`, ...) pass on."""
     path = resolve_model(name_or_path)
     config = AutoConfig.from_pretrained(path)
-    return architecture_for(config).auto_class.from_pretrained(path, **kwargs).eval()
+    model = architecture_for(config).auto_class.from_pretrained(path, **kwargs).eval()
+    quality_note = read_card_info(path).get("quality_note") if Path(path).is_dir() else None
+    if quality_note:  # a demonstration model says so each time it is loaded, not only on its card
+        warnings.warn(f"{Path(path).name}: {quality_note}", stacklevel=2)
+    return model
 
 
 def load_tokenizer(name_or_path: str | None = None):

@@ -25,7 +25,7 @@ def code_blocks(text: str, language: str) -> list[str]:
 def test_data_format_example_reads_with_datasets_the_cli_and_evaluate(tmp_path):
     from datasets import load_dataset
 
-    from sumformers.cli import read_documents
+    from sumformers.input_records import path_records
     from sumformers.text.evaluation import evaluate_file
 
     (example,) = code_blocks(section("Data format"), "json")
@@ -36,7 +36,7 @@ def test_data_format_example_reads_with_datasets_the_cli_and_evaluate(tmp_path):
 
     dataset = load_dataset("json", data_files=str(path), split="train")
     assert {"id", "document", "documents", "summary", "title"} <= set(dataset.column_names) and len(dataset) == 2
-    records = read_documents(path)
+    records = list(path_records(path))
     assert [record["id"] for record in records] == ["news-1", "reviews-1"] and not any("error" in r for r in records)
     assert records[1]["documents"] == rows[1]["documents"]
     assert evaluate_file(path, baseline="lead-1")["num_examples"] == 2

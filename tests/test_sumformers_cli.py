@@ -224,7 +224,7 @@ def test_the_model_contract_says_which_models_read_several_documents():
 
 
 def test_jsonl_keeps_the_documents_list(tmp_path):
-    from sumformers.cli import read_documents
+    from sumformers.input_records import path_records
 
     source = tmp_path / "docs.jsonl"
     rows = [
@@ -234,7 +234,7 @@ def test_jsonl_keeps_the_documents_list(tmp_path):
         {"id": "bad", "documents": ["text", 3]},
     ]
     source.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    records = read_documents(source)
+    records = list(path_records(source))
     assert records[0] == {"id": "many", "documents": ["First review.", "Second review."]}
     assert records[1] == {"id": "one", "document": "One text."}
     assert records[2] == {"id": "both", "document": "Joined.", "documents": ["A.", "B."], "title": "T"}

@@ -7,10 +7,11 @@ flat into exported repos with the pipelines: it imports only the standard librar
 when a page comes in.
 """
 
+import functools
 import itertools
 import re
 
-__all__ = ["cut_to_words", "has_word", "html_main_text", "looks_like_html", "readable_text"]
+__all__ = ["check_prose", "cut_to_words", "has_word", "html_main_text", "looks_like_html", "readable_text"]
 
 # Elements that mark a text as HTML: a document's skeleton and the tags found in pages and fragments of them. A "<b>"
 # in prose is taken for markup too; a "<" alone or "a < b > c" is not.
@@ -29,6 +30,13 @@ _PAGE_ROOT = re.compile(r"<(?:html|body)\b", re.IGNORECASE)
 # A letter or digit of any script (\w without the underscore).
 _WORD_CHARACTER = re.compile(r"[^\W_]")
 _WORD = re.compile(r"\S+")
+# A page whose main text is shorter than this has nothing to summarize (what is left is a teaser or a menu).
+MIN_MAIN_TEXT_WORDS = 10
+# Prose is mostly words: whitespace-separated tokens at least half letters, of at most _LONGEST_WORD characters (a
+# longer ASCII run is a blob, a hash or a URL; scripts written without spaces have words of any length). Text of at
+# least _LEAST_JUDGED_CHARACTERS is refused when less than half of its characters are in such words.
+_LONGEST_WORD = 40
+_LEAST_JUDGED_CHARACTERS = 100
 
 
 def looks_like_html(text: str) -> bool:
@@ -42,18 +50,29 @@ def has_word(text: str) -> bool:
     return _WORD_CHARACTER.search(text) is not None
 
 
+@functools.lru_cache(maxsize=16)  # a pipeline checks a batch's pages before it reads them
 def html_main_text(page: str) -> str:
-    """The main text of an HTML page or fragment (trafilatura: one paragraph, heading or list item a line; comments
-    sections left out), else all its visible text (trafilatura finds no main text in a short fragment); "" when it has
-    none. Entities are decoded, so escaped markup (`&lt;p&gt;`) comes back as text."""
+    """The main text of an HTML page (trafilatura favouring precision: one paragraph, heading or list item a line;
+    navigation, comments and boilerplate left out; its default falls back to every line of a short page, menus
+    included). A fragment (no `<html>` or `<body>`) is all content: without main text, all its visible text, "" when
+    it has none. Entities are decoded, so escaped markup (`&lt;p&gt;`) comes back as text.
+
+    Raises a one-line ValueError for a page whose main text is under `MIN_MAIN_TEXT_WORDS` words."""
     try:
         import trafilatura
     except ImportError:
         raise ImportError("reading HTML needs trafilatura: pip install trafilatura") from None
-    if _PAGE_ROOT.search(page) is None:  # a fragment: trafilatura reads a page's body
-        page = f"<html><body>{page}</body></html>"
-    text = trafilatura.extract(page, include_comments=False)
-    return text if text is not None else trafilatura.html2txt(page)
+    if _PAGE_ROOT.search(page) is None:
+        text = trafilatura.extract(f"<html><body>{page}</body></html>", include_comments=False)
+        return text if text is not None else trafilatura.html2txt(page)
+    text = trafilatura.extract(page, include_comments=False, favor_precision=True) or ""
+    words = len(text.split())
+    if words < MIN_MAIN_TEXT_WORDS:
+        raise ValueError(
+            f"the HTML page's main text is {words} word{'s' * (words != 1)} (menus and boilerplate left out): too "
+            "short to summarize"
+        )
+    return text
 
 
 def readable_text(text: str) -> str:
@@ -65,6 +84,28 @@ def readable_text(text: str) -> str:
     return "\n".join(
         line if has_word(line) and not looks_like_html(line) else "" for line in text.split("\n")
     )
+
+
+def _is_word(token: str) -> bool:
+    letters = sum(character.isalpha() for character in token)
+    if 2 * letters < len(token):
+        return False
+    return len(token) <= _LONGEST_WORD or any(character.isalpha() and not character.isascii() for character in token)
+
+
+def check_prose(text: str) -> None:
+    """A one-line ValueError when `text` is not prose (a base64 blob, a hex dump, a table of numbers): at least
+    `_LEAST_JUDGED_CHARACTERS` non-space characters, less than half of them in words (see `_is_word`)."""
+    tokens = text.split()
+    characters = sum(map(len, tokens))
+    if characters < _LEAST_JUDGED_CHARACTERS:
+        return
+    in_words = sum(len(token) for token in tokens if _is_word(token))
+    if 2 * in_words < characters:
+        raise ValueError(
+            f"not prose: {in_words / characters:.0%} of its {characters:,} characters (spaces aside) are in words "
+            "(the rest: runs without spaces, or digits and symbols), nothing to summarize"
+        )
 
 
 def cut_to_words(texts: list[str], limit: int) -> tuple[list[str], int]:

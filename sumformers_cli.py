@@ -103,7 +103,8 @@ def add_summary_options(parser: argparse.ArgumentParser) -> None:
         "--planner", default=None, help="table-to-text: content-planning model (shipped name, folder or Hub repo id)"
     )
     parser.add_argument(
-        "--plan", default=None, choices=("oracle",), help="table-to-text: realize each game's oracle plan instead"
+        "--plan", default=None, choices=("oracle", "template"),
+        help="table-to-text: realize each game's oracle plan, or the template plan (the default without --planner)"
     )
 
 

@@ -52,7 +52,6 @@ import argparse
 import itertools
 import statistics
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -72,59 +71,6 @@ RECORD_DEFINITIONS = {
            "paper's); CS micro-averaged over the games (CS F1 (macro): the mean of the games' F1), CO the mean over "
            "the games.",
 }
-
-
-def record_roles(game) -> dict[str, str]:
-    """Record id -> its role and key: the date, the home or visiting team, or the k-th highest scorer (ties in
-    box-score order; players without points after those with)."""
-    from sumformers.text.rotowire_records import GAME, PLAYER
-
-    points = {record.entity: int(record.value) for record in game.records if record.key == "PTS"}
-    players = [record.entity for record in game.players]
-    order = sorted(players, key=lambda name: -points.get(name, -1))
-    rank = {name: index + 1 for index, name in enumerate(order)}
-    roles = {}
-    for record in game.records:
-        if record.entity_type == GAME:
-            role = "game"
-        elif record.entity_type == PLAYER:
-            role = f"scorer {rank[record.entity]}"
-        else:
-            role = "home team" if record.entity == game.home_name else "visiting team"
-        roles[record.id] = f"{role} | {record.key}"
-    return roles
-
-
-def template_baseline(train_games, train_plans) -> list[str]:
-    """The template: roles and keys (see `record_roles`) in their fixed order."""
-    from sumformers.text.rotowire_plans import plan_records
-
-    counts, positions, sizes = Counter(), defaultdict(list), []
-    for game, plan in zip(train_games, train_plans):
-        roles = record_roles(game)
-        records = list(dict.fromkeys(plan_records(plan)))
-        sizes.append(len(records))
-        for index, record_id in enumerate(records):
-            counts[roles[record_id]] += 1
-            positions[roles[record_id]].append(index / len(records))
-    chosen = [role for role, _ in counts.most_common(int(statistics.median(sizes)))]
-    return sorted(chosen, key=lambda role: statistics.mean(positions[role]))
-
-
-def template_plan(game, template: list[str]) -> list[str]:
-    """The game's records for the template's roles, one plan sentence per entity (entities in the order they first
-    appear in the template), then the end of the plan."""
-    from sumformers.text.rotowire_records import EOS, EOT
-
-    by_role = {role: record_id for record_id, role in record_roles(game).items()}
-    by_entity = {}
-    for role in template:
-        if role in by_role:
-            by_entity.setdefault(role.split(" | ")[0], []).append(by_role[role])
-    plan = []
-    for records in by_entity.values():
-        plan += [*records, EOS]
-    return plan[:-1] + [EOT] if plan else [EOT]
 
 
 def interval_cell(values, digits: int = 1) -> str:
@@ -329,7 +275,7 @@ def main():
 
     from sumformers.hub import load_pipeline
     from sumformers.text.evaluation import read_jsonl
-    from sumformers.text.rotowire_plans import oracle_plan, plan_to_text
+    from sumformers.text.rotowire_plans import learn_plan_template, oracle_plan, plan_to_text, template_plan
     from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, parse_game, split_games
 
     rows = read_jsonl(args.data)
@@ -339,7 +285,7 @@ def main():
     references = [oracle_plan(game) for game in games]
 
     start = time.perf_counter()
-    template = template_baseline(train, [oracle_plan(game) for game in train])
+    template = learn_plan_template(train, [oracle_plan(game) for game in train])
     plans = {"Template (most mentioned records)": [template_plan(game, template) for game in games]}
     seconds = {"Template (most mentioned records)": time.perf_counter() - start}
     missing = {}

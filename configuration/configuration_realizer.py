@@ -34,6 +34,10 @@ class RealizerConfig(BertSumAbsConfig):
             position of each player the plan sentence names. `"names"`: the date, the teams' names and cities and the
             named players' teams, without the numbers; a config saved without the field (a realizer trained before
             issue #40) keeps `"names"`, what it was trained on.
+        plan_template (`list[str]`, *optional*): the roles of the template plan (`text.rotowire_plans.template_plan`)
+            that the `table-to-text` pipeline realizes when it is given neither a plan nor a planner; learned from the
+            training games' oracle plans (`learn_plan_template`, written by `train_realizer.py`). Without it, such a
+            call is refused.
         (and every `BertSumAbsConfig` argument)
     """
 
@@ -47,9 +51,14 @@ class RealizerConfig(BertSumAbsConfig):
     max_target_positions: int = 128
     numbers_from_input: bool = False
     context: str = "paper"
+    plan_template: list[str] | None = None
 
     def __post_init__(self, **kwargs):
         check_positive_integers(max_previous_tokens=self.max_previous_tokens)
+        if self.plan_template is not None and not (
+            isinstance(self.plan_template, (list, tuple)) and all(" | " in role for role in self.plan_template)
+        ):
+            raise ValueError(f"plan_template must be a list of 'role | KEY' strings, got {self.plan_template!r}")
         if not isinstance(self.numbers_from_input, bool):
             raise ValueError(f"numbers_from_input must be True or False, got {self.numbers_from_input!r}")
         if self.context not in REALIZER_CONTEXTS:

@@ -6,11 +6,13 @@ import functools
 from collections.abc import Mapping
 
 from ..generation.source_numbers import SourceNumbersLogitsProcessor, number_token_mask
-from ..text.rotowire_plans import plan_sentences
+from ..text.rotowire_plans import plan_sentences, template_plan
 from .abstractive_summarization import GENERATION_OPTIONS
 from .base import SummarizationPipeline, reject_unknown_options
 
 ORACLE = "oracle"
+TEMPLATE = "template"
+PLANS = (ORACLE, TEMPLATE)
 
 
 def planner_pipeline(planner):
@@ -43,12 +45,13 @@ class TableToTextPipeline(SummarizationPipeline):
     Inputs: a game (a dict as in Rotowire's JSONL, one JSON line, or a parsed `Game`), or `{"game": game, "plan":
     [...]}` with its own plan; a list of those is a batch, realized one game after another.
     Options: `planner` (a `content-planning` pipeline, or its model folder or Hub id, called with the game as given
-    and returning `{"plan": [...]}`) or `plan="oracle"` (the oracle plan of the game's own summary, to evaluate the
-    realizer alone); the `generate()` options of `abstractive-summarization`; `max_input_length` (tokens of one step);
-    `numbers_from_input` (True: each sentence's number tokens only from its step's input; default the model
-    config's).
-    Output per game: `summary` (the realized sentences, one per line), `sentences` and `plan` (record ids, `<EOS>`
-    between sentences, `<EOT>` at the end).
+    and returning `{"plan": [...]}`), `plan="oracle"` (the oracle plan of the game's own summary, to evaluate the
+    realizer alone) or `plan="template"` (the template plan of the model's `plan_template`: the default, which scores
+    above the shipped planners' plans); the `generate()` options of `abstractive-summarization`;
+    `max_input_length` (tokens of one step); `numbers_from_input` (True: each sentence's number tokens only from its
+    step's input; default the model config's).
+    Output per game: `summary` (the realized sentences, one per line), `sentences`, `plan` (record ids, `<EOS>`
+    between sentences, `<EOT>` at the end) and `plan_source` (`"given"`, `"planner"`, `"oracle"` or `"template"`).
     """
 
     reads_text = False
@@ -64,9 +67,10 @@ class TableToTextPipeline(SummarizationPipeline):
             raise ValueError(f"numbers_from_input must be True or False, got {numbers_from_input!r}")
         preprocess = {}
         if plan is not None:
-            if plan != ORACLE:
-                raise ValueError(f"plan must be {ORACLE!r} (the game's oracle plan), got {plan!r}; give a plan of "
-                                 "your own as the input {'game': ..., 'plan': [...]}")
+            if plan not in PLANS:
+                raise ValueError(f"plan must be {ORACLE!r} (the game's oracle plan) or {TEMPLATE!r} (the template "
+                                 f"plan), got {plan!r}; give a plan of your own as the input "
+                                 "{'game': ..., 'plan': [...]}")
             preprocess["plan"] = plan
         if planner is not None:
             if plan is not None:
@@ -89,9 +93,10 @@ class TableToTextPipeline(SummarizationPipeline):
         processor = self.model_processor
         processor.check_input(inputs)
         if isinstance(inputs, Mapping) and "game" in inputs:
-            game, units = processor.game(inputs["game"]), list(inputs["plan"])
+            game, units, source = processor.game(inputs["game"]), list(inputs["plan"]), "given"
         else:
             game = processor.game(inputs)
+            source = "planner" if planner is not None else plan or TEMPLATE
             if planner is not None:
                 output = planner(inputs)
                 units = list(output["plan"] if isinstance(output, Mapping) else output)
@@ -99,12 +104,15 @@ class TableToTextPipeline(SummarizationPipeline):
                 if not game.summary:
                     raise ValueError(f"game {game.id!r} has no summary to take an oracle plan from")
                 units = processor.oracle_plan(game)
+            elif self.model.config.plan_template is not None:
+                units = template_plan(game, self.model.config.plan_template)
             else:
-                raise ValueError("table-to-text needs a content plan: give planner=... or plan='oracle'")
+                raise ValueError("table-to-text needs a content plan: give planner=... or plan='oracle' (this "
+                                 "realizer has no plan_template)")
         sentences = plan_sentences(units)
         for record_id in (record_id for sentence in sentences for record_id in sentence):
             game.record(record_id)  # an id the game lacks is a one-line ValueError here, not deep in the loop
-        return {"game": game, "plan": units, "plan_sentences": sentences}
+        return {"game": game, "plan": units, "plan_sentences": sentences, "plan_source": source}
 
     def _forward(self, model_inputs, max_input_length=None, numbers_from_input=None, **generation):
         game, processor = model_inputs["game"], self.model_processor
@@ -120,11 +128,12 @@ class TableToTextPipeline(SummarizationPipeline):
             sequence = self.model.generate(**step, logits_processor=processors, **generation)[0]
             previous = processor.decode(sequence.tolist(), game)
             realized.append(previous)
-        return {"sentences": realized, "plan": model_inputs["plan"]}
+        return {"sentences": realized, "plan": model_inputs["plan"], "plan_source": model_inputs["plan_source"]}
 
     def postprocess(self, model_outputs):
         sentences = model_outputs["sentences"]
-        return {"summary": "\n".join(sentences), "sentences": sentences, "plan": model_outputs["plan"]}
+        return {"summary": "\n".join(sentences), "sentences": sentences, "plan": model_outputs["plan"],
+                "plan_source": model_outputs["plan_source"]}
 
 
 __all__ = ["TableToTextPipeline"]

@@ -128,8 +128,9 @@ def _pipeline_and_options(args) -> tuple[object, dict]:
 
     summarizer = _load(load_pipeline, args.model)
     options = _task_options(args, summarizer.task)
-    if summarizer.task == TABLE_TO_TEXT and "planner" not in options and "plan" not in options:
-        _fail("a table-to-text model needs --planner MODEL or --plan oracle")
+    if (summarizer.task == TABLE_TO_TEXT and "planner" not in options and "plan" not in options
+            and summarizer.model.config.plan_template is None):
+        _fail("this table-to-text model has no plan template: give --planner MODEL or --plan oracle")
     if "planner" in options:
         options["planner"] = _load(planner_pipeline, options["planner"])
     return summarizer, options

@@ -152,7 +152,7 @@ def test_the_report_scores_the_same_plans_under_each_definition_asked_for(script
     from test_rotowire import tiny_game
     from test_train_table_to_text import SUMMARY
 
-    from sumformers.text.rotowire_plans import oracle_plan
+    from sumformers.text.rotowire_plans import learn_plan_template, oracle_plan, template_plan
     from sumformers.text.rotowire_records import parse_game
 
     games = tmp_path / "games.jsonl"  # 60 train, 5 dev, 1 test game
@@ -165,7 +165,7 @@ def test_the_report_scores_the_same_plans_under_each_definition_asked_for(script
     report = output.read_text()
     game = parse_game(tiny_game(id="g65", summary=SUMMARY))
     train = [parse_game(tiny_game(id=f"g{n:02d}", summary=SUMMARY)) for n in range(60)]
-    plan = script.template_plan(game, script.template_baseline(train, [oracle_plan(g) for g in train]))
+    plan = template_plan(game, learn_plan_template(train, [oracle_plan(g) for g in train]))
     for records in ("statistics", "all"):
         row = script.plan_row("Template (most mentioned records)", [plan], [oracle_plan(game)], 0.0, records)
         assert row.rsplit("|", 2)[0] in report  # all but the seconds

@@ -59,6 +59,14 @@ def test_the_realizer_trains_evaluates_and_its_final_model_writes_a_game(tmp_pat
     realized = pipeline("table-to-text", model=str(output / "final"), plan="oracle")(game, num_beams=1)
     # the oracle plan's three sentences, each realized
     assert len(realized["sentences"]) == 3 and all(sentence.strip() for sentence in realized["sentences"])
+    # the template plan of the training games' oracle plans, realized when no plan is given
+    from sumformers.text.rotowire_plans import learn_plan_template, oracle_plan
+    from sumformers.text.rotowire_records import parse_game
+
+    train = [parse_game(json.loads(line)) for line in games_file.read_text().splitlines()[:60]]
+    config = json.loads((output / "final" / "config.json").read_text())
+    assert config["plan_template"] == learn_plan_template(train, [oracle_plan(g) for g in train])
+    assert pipeline("table-to-text", model=str(output / "final"))(game, num_beams=1)["plan_source"] == "template"
 
 
 @pytest.mark.parametrize(

@@ -23,16 +23,22 @@ at the end. Induction reads the summary sentence by sentence:
   allowed), sentences without a record are dropped.
 
 The same sentence analysis, without the table, is the relation extractor of `table_to_text_metrics`.
+
+The template plan (`template_plan`), the baseline of the planning tables, is also what a realizer realizes when it is
+given no plan: the records most mentioned by the training games' oracle plans, as roles that fit any game ("home team |
+TEAM-PTS", "scorer 1 | PTS"), in their mean order (`learn_plan_template`).
 """
 
 from __future__ import annotations
 
 import re
+import statistics
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .rotowire_records import DATE_KEY, EOS, EOT, GAME_ENTITY, PLAYER, TEAM, UNITS, Game
+from .rotowire_records import DATE_KEY, EOS, EOT, GAME, GAME_ENTITY, PLAYER, TEAM, UNITS, Game
 
 PLAYER_PRONOUNS = frozenset({"he", "him", "his", "himself"})
 TEAM_PRONOUNS = frozenset({"they", "them", "their", "theirs", "themselves"})
@@ -661,3 +667,50 @@ def plan_records(plan: Sequence[str]) -> list[str]:
 def plan_to_text(game: Game, plan: Sequence[str]) -> list[str]:
     """Per plan sentence, its records' template sentences joined by spaces: what a realizer reads after ``<BEG>``."""
     return [" ".join(game.record(record_id).sentence for record_id in sentence) for sentence in plan_sentences(plan)]
+
+
+def record_roles(game: Game) -> dict[str, str]:
+    """Record id -> its role and key: the date, the home or visiting team, or the k-th highest scorer (ties in
+    box-score order; players without points after those with)."""
+    points = {record.entity: int(record.value) for record in game.records if record.key == "PTS"}
+    order = sorted((record.entity for record in game.players), key=lambda name: -points.get(name, -1))
+    rank = {name: index + 1 for index, name in enumerate(order)}
+    roles = {}
+    for record in game.records:
+        if record.entity_type == GAME:
+            role = "game"
+        elif record.entity_type == PLAYER:
+            role = f"scorer {rank[record.entity]}"
+        else:
+            role = "home team" if record.entity == game.home_name else "visiting team"
+        roles[record.id] = f"{role} | {record.key}"
+    return roles
+
+
+def learn_plan_template(games: Sequence[Game], plans: Sequence[Sequence[str]]) -> list[str]:
+    """The template of `template_plan`: the roles (`record_roles`) the plans mention in most games, as many as a
+    plan's median count of distinct records, in the mean relative position of their first mention."""
+    counts, positions, sizes = Counter(), defaultdict(list), []
+    for game, plan in zip(games, plans):
+        roles = record_roles(game)
+        records = list(dict.fromkeys(plan_records(plan)))
+        sizes.append(len(records))
+        for index, record_id in enumerate(records):
+            counts[roles[record_id]] += 1
+            positions[roles[record_id]].append(index / len(records))
+    chosen = [role for role, _ in counts.most_common(int(statistics.median(sizes)))]
+    return sorted(chosen, key=lambda role: statistics.mean(positions[role]))
+
+
+def template_plan(game: Game, template: Sequence[str]) -> list[str]:
+    """The game's records for the template's roles, one plan sentence per entity (entities in the order they first
+    appear in the template), then the end of the plan."""
+    by_role = {role: record_id for record_id, role in record_roles(game).items()}
+    by_entity = {}
+    for role in template:
+        if role in by_role:
+            by_entity.setdefault(role.split(" | ")[0], []).append(by_role[role])
+    plan = []
+    for records in by_entity.values():
+        plan += [*records, EOS]
+    return plan[:-1] + [EOT] if plan else [EOT]

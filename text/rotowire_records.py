@@ -13,9 +13,10 @@ Choices where the paper gives no detail (the templates are the paper's style, no
   values share a rank (1, 2, 2, 4); turnovers and fouls rank the most first and say ``"most"``. Percentages rank
   only the players who attempted such a shot.
 - Filtering: ``N/A`` cells (players who did not play, percentages without attempts in some games) are dropped, and so
-  are the surplus zeros: a zero is kept only where it tells something, made shots or a percentage with attempts
-  ("0 of 5 from three"); zero steals, the box score's 0 percent of 0 attempts and the like are dropped. That leaves
-  316 to 421 records a game (359 on average over the 80 shared games) of about 615 box-score and line-score cells.
+  are the surplus zeros: a zero is kept only where it tells something, a team's wins or losses ("have 0 wins": 4 of
+  the 320 in the 80 shared games), made shots or a percentage with attempts ("0 of 5 from three"); zero steals, the
+  box score's 0 percent of 0 attempts and the like are dropped. That leaves 316 to 421 records a game (359 on average
+  over the 80 shared games) of about 615 box-score and line-score cells.
 - A player's name, team and city make one ``PLAYER_NAME`` record (so a plan can name a player without a number); the
   box score's ``FIRST_NAME``, ``SECOND_NAME`` and ``TEAM_CITY`` columns are not records of their own. Each team has a
   ``TEAM-NAME`` (home or visiting) and a ``TEAM-CITY`` record; the game has one date record (``DAY``).
@@ -190,10 +191,11 @@ def _competition_ranks(values: Mapping[str, int]) -> dict[str, int]:
 
 
 def _kept(key: str, value: str, row: Mapping[str, str]) -> bool:
-    """N/A is never kept; a zero only for made shots or a percentage with attempts (the surplus zeros go)."""
+    """N/A is never kept; a zero only for a team's wins or losses (a 0-5 record is news), or for made shots or a
+    percentage with attempts (the surplus zeros go)."""
     if value == NOT_AVAILABLE or value == "":
         return False
-    if value != "0":
+    if value != "0" or key in ("TEAM-WINS", "TEAM-LOSSES"):
         return True
     attempts = _ATTEMPTS.get(key.removeprefix("TEAM-"))
     return attempts is not None and row.get(attempts, "0") not in ("0", NOT_AVAILABLE)

@@ -18,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 
 from sumformers import RealizerForConditionalGeneration
+from sumformers.text.rotowire_plans import learn_plan_template, oracle_plan
 from sumformers.text.rotowire_records import ROTOWIRE_SPLITS, read_games, split_games
 from sumformers.training import (
     apply_lora,
@@ -99,6 +100,8 @@ def main():
     features = None
     if training_args.do_train:
         train_games = split_games(games, data_args.train_split)
+        # what the pipeline realizes when it is given no plan: the template plan of these games' oracle plans
+        model.config.plan_template = learn_plan_template(train_games, [oracle_plan(game) for game in train_games])
         features = realizer_features(processor, train_games, max_length, realizer_args.max_target_length)
     trainer, result = train(model, training_args, features, processor.collate, tokenizer=tokenizer)
     if result is not None:

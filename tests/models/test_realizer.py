@@ -363,7 +363,8 @@ def test_pipeline_with_oracle_plans_and_bad_inputs(tokenizer, game):
     # at most 5 new tokens a sentence: a sentence is at most 5 word pieces
     assert all(len(ids(tokenizer, sentence)) <= 5 for output in outputs[:2] for sentence in output["sentences"])
     assert outputs[2] == {"error": "a Rotowire game is a dict, a JSON string or a parsed Game, got int"}
-    with pytest.raises(ValueError, match="needs a content plan: give planner=... or plan='oracle'"):
+    with pytest.raises(ValueError, match=r"needs a content plan: give planner=... or plan='oracle' \(this realizer "
+                       r"has no plan_template\)"):
         realizer(tiny_game(summary=SUMMARY), **settings)
     with pytest.raises(ValueError, match="has no record 'Nobody|PTS'"):
         realizer({"game": tiny_game(), "plan": ["Nobody|PTS", "<EOT>"]}, **settings)
@@ -427,6 +428,35 @@ def test_the_shared_games_give_pairs_in_every_split(data_dir, tokenizer):
     assert counts == {"train": 775, "dev": 60, "test": 198}
 
 
+def test_a_game_without_a_plan_is_realized_from_the_template_plan(tokenizer, game):
+    # before issue #58: "table-to-text needs a content plan" for a user who has a box score and wants text
+    from sumformers.text.rotowire_plans import learn_plan_template, oracle_plan, template_plan
+
+    template = learn_plan_template([game], [oracle_plan(game)])
+    model = tiny_model(tokenizer, plan_template=template)
+    realizer = pipeline("table-to-text", model=model, tokenizer=tokenizer)
+    settings = dict(num_beams=1, max_new_tokens=4, min_length=1)
+    output = realizer(tiny_game(), **settings)  # no summary, no plan, no planner
+    expected = template_plan(game, template)
+    assert output["plan"] == expected and output["plan_source"] == "template"
+    assert len(output["sentences"]) == expected.count("<EOS>") + 1
+    assert realizer(tiny_game(summary=SUMMARY), plan="oracle", **settings)["plan_source"] == "oracle"
+    assert output == realizer(tiny_game(), plan="template", **settings)
+    with pytest.raises(ValueError, match="plan_template must be a list of 'role | KEY' strings"):
+        tiny_config(tokenizer, plan_template=["no role"])
+
+
+def test_the_shipped_realizer_has_the_template_of_its_training_games(data_dir):
+    from sumformers.checkpoints import shipped_checkpoints
+    from sumformers.configuration.configuration_realizer import RealizerConfig
+    from sumformers.text.rotowire_plans import learn_plan_template, oracle_plan
+    from sumformers.text.rotowire_records import read_games, split_games
+
+    train = split_games(read_games(data_dir / "rotowire" / "games.jsonl"), "train")
+    config = RealizerConfig.from_pretrained(shipped_checkpoints()["realizer-minilm-rotowire"])
+    assert config.plan_template == learn_plan_template(train, [oracle_plan(game) for game in train])
+
+
 def test_cli_realizes_a_games_file(tmp_path, tokenizer, capsys):
     from sumformers_cli import main
 
@@ -441,7 +471,7 @@ def test_cli_realizes_a_games_file(tmp_path, tokenizer, capsys):
                  "--num-beams", "1", "--max-new-tokens", "3"]
     with pytest.raises(SystemExit):
         main(arguments)
-    assert "needs --planner MODEL or --plan oracle" in capsys.readouterr().err
+    assert "has no plan template: give --planner MODEL or --plan oracle" in capsys.readouterr().err
     assert main([*arguments, "--plan", "oracle"]) == 2  # the document line is an error, the game is realized
     game_row, document_row = (json.loads(line) for line in output.read_text().splitlines())
     assert game_row["id"] == "tiny" and game_row["plan"] == PLAN and len(game_row["sentences"]) == 2

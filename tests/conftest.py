@@ -217,3 +217,12 @@ def tiny_bertsum():
         return BertSumForExtractiveSummarization(tiny_bertsum_config(**config_overrides)).eval()
 
     return build
+
+
+@pytest.fixture
+def model_dir(tiny_bertsum, minilm_tokenizer, tmp_path):
+    """A saved tiny BERTSum with MiniLM's tokenizer: a model folder for the command line."""
+    folder = tmp_path / "model"
+    tiny_bertsum().save_pretrained(folder)
+    minilm_tokenizer.save_pretrained(folder)
+    return str(folder)

@@ -17,14 +17,6 @@ ARTICLE = (
 )
 
 
-@pytest.fixture
-def model_dir(tiny_bertsum, minilm_tokenizer, tmp_path):
-    folder = tmp_path / "model"
-    tiny_bertsum().save_pretrained(folder)
-    minilm_tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 def read_jsonl(path):
     return [json.loads(line) for line in open(path, encoding="utf-8")]
 

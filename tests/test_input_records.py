@@ -23,14 +23,6 @@ ARTICLE = (
 BINARY_LINE = b"\x00\xff\xfe binary \x0c\xc2\x85 junk\x1c\x1d\x1e\xe2\x80\xa8 end"
 
 
-@pytest.fixture
-def model_dir(tiny_bertsum, minilm_tokenizer, tmp_path):
-    folder = tmp_path / "model"
-    tiny_bertsum().save_pretrained(folder)
-    minilm_tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 def jsonl_bytes(count: int, bad_line: int | None = None) -> bytes:
     lines = [json.dumps({"id": f"doc{n}", "document": f"Item {n}. {ARTICLE}"}).encode() for n in range(1, count + 1)]
     if bad_line is not None:

@@ -329,7 +329,7 @@ def main():
     checkpoints = {"HiBERT planner": args.hibert, "ETCSum planner": args.etcsum, "realizer": args.realizer}
     setting = (f"{len(games)} `{args.split}` games of the shared Rotowire sample ({', '.join(ROTOWIRE_SPLITS)} split "
                "by sorted id); small samples, not comparable to published Rotowire results.")
-    plan_tables = {records: ["| system | CS P | CS R | CS F1 | CS F1 (macro) | CO | seconds |",
+    plan_tables = {records: ["| system | CS P | CS R | CS F1 | CS F1 (macro) | CO (not in the paper) | seconds |",
                              "|---|---|---|---|---|---|---|", *rows] for records, rows in planning.items()}
     plan_table = plan_tables[args.records[0]]  # the card's
     text_table = ["| system | BLEU | " + " | ".join(TEXT_COLUMNS) + " |", "|---|---|" + "---|" * len(TEXT_COLUMNS),

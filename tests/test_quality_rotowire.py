@@ -181,8 +181,8 @@ def test_updating_the_planner_card_replaces_only_its_planning_table(script, tmp_
     card["evaluation"] = "\n\n".join(["Development games: CS F1 37.07.", "15 `test` games, old CS.",
                                       "| system | CS P | CS R |\n|---|---|---|\n| old row |", "| system | BLEU |"])
     (shipped / "sumformers_card.json").write_text(json.dumps(card))
-    table = ["| system | CS P | CS R | CS F1 | CS F1 (macro) | CO | seconds |", "|---|---|---|---|---|---|---|",
-             "| new row |"]
+    table = ["| system | CS P | CS R | CS F1 | CS F1 (macro) | CO (not in the paper) | seconds |",
+             "|---|---|---|---|---|---|---|", "| new row |"]
 
     script.update_planner_card(shipped, table, "15 `test` games, the paper's CS.")
 

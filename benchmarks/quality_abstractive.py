@@ -25,7 +25,9 @@ summary; words per sentence (mean over all summary sentences); repeated trigrams
 trigram occurs twice anywhere, within a sentence or across two (`has_repeated_trigram_anywhere` below, on words
 without punctuation, so "it's" twice is no repeat; not the package's `has_repeated_trigram`, across sentences only and
 with punctuation tokens, that quality_cnndm.py reports as redundancy: a decoder also repeats itself inside a
-sentence); words = mean summary length in whitespace words; seconds per document (threads).
+sentence); facts in article = % of the numbers and names the summaries state that their articles hold
+(`source_facts`; on lowercased text, numbers only); words = mean summary length in whitespace words; seconds per
+document (threads).
 
     python benchmarks/quality_abstractive.py --bsea runs/bsea/final --planner runs/planner/final --threads 2
     python benchmarks/quality_abstractive.py --limit 20 --output /tmp/qa.md     # a quick look
@@ -68,6 +70,7 @@ COLUMNS = (
     "mean_sentences",
     "words_per_sentence",
     "repeated_trigrams",
+    "facts_in_article",
     "mean_words",
 )
 EXAMPLES = 3  # documents whose summaries the report shows
@@ -128,7 +131,7 @@ def words_per_sentence(summaries: list[str]) -> float:
 
 def abstractive_metrics(summaries: list[str], documents: list[str], references: list[str], sources: list) -> dict:
     """ROUGE (with intervals and by source), novel bigrams %, sentences per summary, words per sentence, repeated
-    trigrams % and mean words."""
+    trigrams %, facts in the article % and mean words."""
     from sumformers.text.sentences import novel_ngram_ratio, summary_length_stats
 
     lengths = summary_length_stats(summaries)
@@ -139,8 +142,19 @@ def abstractive_metrics(summaries: list[str], documents: list[str], references: 
         mean_sentences=lengths["mean_sentences"],
         words_per_sentence=words_per_sentence(summaries),
         repeated_trigrams=100.0 * sum(map(has_repeated_trigram_anywhere, summaries)) / len(summaries),
+        facts_in_article=facts_in_article(summaries, documents),
         mean_words=lengths["mean_words"],
     )
+
+
+def facts_in_article(summaries: list[str], documents: list[str]) -> float:
+    """% of the facts (numbers, names: `source_facts`) all summaries state that their articles hold; 100 when none
+    states any."""
+    from sumformers.text.sentences import source_facts
+
+    counts = [source_facts(summary, document) for summary, document in zip(summaries, documents)]
+    stated = sum(total for _, total in counts)
+    return 100.0 * sum(supported for supported, _ in counts) / stated if stated else 100.0
 
 
 def generation_options(args) -> dict:
@@ -206,7 +220,7 @@ def format_table(rows: list[tuple[str, str, dict | str]], counts: dict) -> list[
     by_source = [source for source in SOURCES if counts.get(source)]
     header = (
         "| model | decoding | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | novel bigrams % | sentences | words / sentence "
-        "| repeated trigrams % | words |"
+        "| repeated trigrams % | facts in article % | words |"
         + "".join(f" ROUGE-1 {SOURCES[source]} ({counts[source]}) |" for source in by_source)
         + " s / doc (threads) |"
     )
@@ -278,7 +292,8 @@ def main():
         "stemming, rougeLsum over the summary's sentences) with 95% bootstrap intervals (1,000 resamples of the "
         "documents); novel bigrams = % of summary bigrams not in the document (mean over documents); sentences = mean "
         "per summary; words / sentence = mean over all summary sentences; repeated trigrams = % of summaries in which "
-        "a word trigram (punctuation left out) occurs twice, within a sentence or across sentences; words = mean "
+        "a word trigram (punctuation left out) occurs twice, within a sentence or across sentences; facts in article "
+        "= % of the numbers the summaries state that their articles hold (names too on cased text); words = mean "
         "summary length (whitespace words).",
         "",
         f"## {title}: {len(examples)} documents",

@@ -57,7 +57,11 @@ def test_abstractive_metrics(script):
     assert result["mean_sentences"] == 1.5
     assert result["words_per_sentence"] == 3.0
     assert result["repeated_trigrams"] == 0.0
+    assert result["facts_in_article"] == 100.0  # no summary states a number or a name
     assert result["mean_words"] == 4.5
+    # 2 of the 3 numbers stated (4, 12, 7) are in their articles
+    assert script.facts_in_article(["won 4 of 12", "lost 7"], ["4 wins in 12 games", "6 losses"]) == pytest.approx(
+        200 / 3)
 
 
 def test_only_the_generation_options_set_are_passed(script):

@@ -8,6 +8,7 @@ from sumformers.text.sentences import (
     lead_k,
     novel_ngram_ratio,
     select_sentences,
+    source_facts,
     split_sentences,
     summary_length_stats,
     to_sentences,
@@ -131,6 +132,17 @@ def test_select_sentences_word_budget_skips_sentences_that_do_not_fit():
     assert select_sentences(ranking, sentences, k=3, max_words=11, trigram_blocking=True) == [2, 1]
     with pytest.raises(ValueError, match="max_words"):
         select_sentences(ranking, sentences, k=3, max_words=0)
+
+
+def test_source_facts_counts_the_numbers_and_names_found_in_the_article():
+    document = "Cayman Naib, 13, was last seen on Wednesday in Newtown Square. Police searched 1,500 acres."
+    # stated: Naib (not first word), 13, Wednesday, 1500, Monday, Philadelphia, 2,000 -> 2000; "Police" opens its
+    # sentence, "Cayman" too
+    summary = "Cayman Naib, 13, vanished on Wednesday.\nPolice searched 1500 acres on Monday near Philadelphia.\n" \
+              "Cayman's family offered 2,000 dollars."
+    assert source_facts(summary, document) == (4, 7)  # Naib, 13, Wednesday, 1500 appear
+    assert source_facts("no facts here at all.", document) == (0, 0)
+    assert source_facts("police searched 1,500 acres over 3 days.", document) == (1, 2)  # lowercased: numbers only
 
 
 def test_novel_ngram_ratio_hand_computed():

@@ -30,6 +30,7 @@ __all__ = [
     "has_trigram_overlap",
     "select_sentences",
     "novel_ngram_ratio",
+    "source_facts",
     "summary_length_stats",
     "has_repeated_trigram",
     "strip_transcript_markup",
@@ -285,6 +286,28 @@ def novel_ngram_ratio(summary: str, document: str, n: int) -> float:
         return 0.0
     document_ngrams = set(_ngrams(word_tokens(document), n))
     return sum(gram not in document_ngrams for gram in summary_ngrams) / len(summary_ngrams)
+
+
+# A word, or a number with its inner separators ("1,500", "3.5", "10:30").
+_FACT_WORD_RE = re.compile(r"[^\W_]+(?:[.,:]\d+)*")
+
+
+def _fact_form(word: str) -> str:
+    return word.lower().replace(",", "")
+
+
+def source_facts(summary: str, document: str) -> tuple[int, int]:
+    """How many of the facts `summary` states appear in `document`, and how many it states. A fact is a number (a
+    word with a digit, thousands commas ignored: "1,500" is "1500") or a capitalised word that does not open its
+    sentence (a name or a place; a lowercased summary states numbers only); it appears when the document has the same
+    word, case aside. Pretrained decoders invent such facts; copying models cannot."""
+    document_words = {_fact_form(word) for word in _FACT_WORD_RE.findall(document)}
+    stated = []
+    for sentence in to_sentences(summary):
+        for position, word in enumerate(_FACT_WORD_RE.findall(sentence)):
+            if any(character.isdigit() for character in word) or (position > 0 and word[0].isupper()):
+                stated.append(_fact_form(word))
+    return sum(word in document_words for word in stated), len(stated)
 
 
 def summary_length_stats(summaries: Sequence[str]) -> dict[str, float]:

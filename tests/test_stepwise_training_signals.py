@@ -184,3 +184,14 @@ def test_the_shipped_default_rarely_takes_the_copy_of_its_first_pick_on_developm
     figures = probe.summarize(probe.probe_model(str(SHIPPED), [row["document"] for row in rows]))
     assert figures["documents"] == 20
     assert figures["copy_top"] <= 2  # issue 57's target
+
+
+def test_init_from_adds_a_null_slot_the_checkpoint_lacks_trainable_where_peft_trains_and_saves():
+    script = training_script("train_stepwise")
+    arguments = script.StepwiseArguments(init_from=str(SHIPPED), config_overrides='{"summary_null_slot": true}')
+    model, _ = script.continued_adapter(str(SHIPPED), arguments)
+    nulls = {name: parameter for name, parameter in model.named_parameters() if name.endswith("null_state")}
+    # two document layers, each with PEFT's trained copy and the frozen original, all starting at zero
+    assert len(nulls) == 4 and all(parameter.abs().max() == 0 for parameter in nulls.values())
+    assert sorted(".modules_to_save." in name for name, p in nulls.items() if p.requires_grad) == [True, True]
+    assert model.get_base_model().config.summary_null_slot is True

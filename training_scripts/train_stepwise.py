@@ -198,6 +198,24 @@ def adapter_digest(checkpoint: str) -> str:
     return digest.hexdigest()
 
 
+def add_null_slots(peft_model) -> None:
+    """Give a continued adapter's document-to-summary attention the null slot of `summary_null_slot`, starting at
+    zero as a new model's does: the trained copy PEFT keeps of it (trainable, saved with the adapter) and the frozen
+    original."""
+    from torch import nn
+
+    from sumformers.modeling.modeling_stepwise_hibert import SummaryAttention
+
+    base = peft_model.get_base_model()
+    for name, module in peft_model.named_modules():
+        if isinstance(module, SummaryAttention) and module.null_state is None:
+            del module.null_state  # a plain attribute (None) until now
+            module.null_state = nn.Parameter(
+                torch.zeros(base.config.hidden_size), requires_grad=".modules_to_save." in f".{name}."
+            )
+    base.config.summary_null_slot = True
+
+
 def continued_adapter(checkpoint: str, stepwise_args: StepwiseArguments):
     """The adapter checkpoint `checkpoint` (--init_from) as a trainable PEFT model and its tokenizer: the base rebuilt
     from its config (updated with --config_overrides) over its encoder, its adapter loaded trainable and not merged;
@@ -211,10 +229,15 @@ def continued_adapter(checkpoint: str, stepwise_args: StepwiseArguments):
     config = model_class.config_class.from_pretrained(checkpoint)
     if config.model_type != ARCHITECTURES[stepwise_args.model_type].config_class.model_type:
         raise ValueError(f"--init_from {checkpoint} holds a {config.model_type}, not a {stepwise_args.model_type}")
-    config.update(json.loads(stepwise_args.config_overrides or "{}"))
+    overrides = json.loads(stepwise_args.config_overrides or "{}")
+    # a null slot the checkpoint lacks is added after loading (PEFT loads a trained copy only of what it saved)
+    new_null_slot = overrides.pop("summary_null_slot", False) and not getattr(config, "summary_null_slot", False)
+    config.update(overrides)
     base = model_class.from_encoder(config.encoder_name_or_path, config=config)
     with quiet_loading():
         model = PeftModel.from_pretrained(base, checkpoint, is_trainable=True)
+    if new_null_slot:
+        add_null_slots(model)
     for name, parameter in model.named_parameters():
         if ".sentence_encoder." in name:
             parameter.requires_grad_(False)

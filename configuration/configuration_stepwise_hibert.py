@@ -96,9 +96,16 @@ class StepwiseHiBertConfig(StepwiseConfigMixin, HiBertConfig):
         trigram_blocking (`bool`, *optional*, defaults to `False`):
             Pipeline default; the stepwise model sees what it already chose, so blocking is an option, as in the
             paper, not the default.
+        summary_null_slot (`bool`, *optional*, defaults to `False`):
+            Not in the paper (issue 57): the document-to-summary attention of every document layer also attends to
+            a learned null state (a null key and value), so that a summary of one sentence is not one uniform
+            signal to every document sentence (a softmax over one key gives it weight 1 whatever the query): how
+            much a sentence attends to the summary then says how like it it is.
     """
 
     model_type = "stepwise_hibert"
+
+    summary_null_slot: bool = False
 
 
 class StepwiseHiBertPlannerConfig(ContentPlannerConfigMixin, StepwiseHiBertConfig):

@@ -70,6 +70,22 @@ class HiBertSummarizerOutput(ModelOutput):
     document_states: torch.FloatTensor | None = None
 
 
+class SummaryAttention(BertStyleAttention):
+    """Document-to-summary attention; with `null_slot` (`summary_null_slot`) every query also attends to a learned
+    null state (its key and value through the same projections), which starts at zero."""
+
+    def __init__(self, config, model_config, null_slot: bool = False):
+        super().__init__(config, model_config)
+        self.null_state = nn.Parameter(torch.zeros(config.hidden_size)) if null_slot else None
+
+    def forward(self, queries: torch.Tensor, context: torch.Tensor, context_mask: torch.Tensor) -> torch.Tensor:
+        if self.null_state is not None:
+            null = self.null_state.to(context.dtype).expand(context.shape[0], 1, -1)
+            context = torch.cat([context, null], dim=1)
+            context_mask = F.pad(context_mask, (0, 1), value=True)
+        return super().forward(queries, context, context_mask)
+
+
 class HiBertDocumentLayer(nn.Module):
     """One document layer: document self-attention, [summary self-attention (shared parameters) and
     document-to-summary attention], feed-forward (shared by document and summary states)."""
@@ -77,7 +93,8 @@ class HiBertDocumentLayer(nn.Module):
     def __init__(self, config, stepwise: bool, model_config):
         super().__init__()
         self.attention = BertStyleAttention(config, model_config)
-        self.summary_attention = BertStyleAttention(config, model_config) if stepwise else None
+        null_slot = bool(getattr(model_config, "summary_null_slot", False))
+        self.summary_attention = SummaryAttention(config, model_config, null_slot) if stepwise else None
         self.feed_forward = BertStyleFeedForward(config)
 
     def load_bert_layer(self, bert_layer: nn.Module) -> None:
@@ -88,6 +105,8 @@ class HiBertDocumentLayer(nn.Module):
             state.update(
                 {"summary_" + name: tensor for name, tensor in state.items() if name.startswith("attention.")}
             )
+            if self.summary_attention.null_state is not None:
+                state["summary_attention.null_state"] = torch.zeros_like(self.summary_attention.null_state)
         self.load_state_dict(state)
 
     def forward(self, document, document_keys, summary=None, summary_mask=None):
@@ -344,14 +363,16 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         sentence_vectors: torch.FloatTensor | None = None,
         summary_indices: torch.LongTensor | None = None,
         row_documents: torch.LongTensor | None = None,
-        labels: torch.LongTensor | None = None,
+        labels: torch.Tensor | None = None,
         repeatable_mask: torch.BoolTensor | None = None,
         **kwargs,
     ) -> HiBertSummarizerOutput:
         """Documents in the BERTSum layout ([documents, ...]) or as precomputed `sentence_vectors`; rows given by
         `summary_indices` [rows, k] (partial summaries as document sentence indices in selection order, -1 padding;
         default: one empty summary per document) and `row_documents` [rows] (default: row i reads document i).
-        `labels` [rows]: the next sentence's index, or `num_sentences` (the sentence axis' width) for the end.
+        `labels` [rows]: the next sentence's index, or `num_sentences` (the sentence axis' width) for the end; or
+        [rows, num_sentences + 1] set labels (positive: right choices, negative: explicit negatives; see
+        `sentence_scoring.next_choice_logits_and_loss`).
         `repeatable_mask` [documents, sentences]: sentences that stay choosable once in the summary (a planner's
         sentence break and team names); by default none."""
         document = self.prepare_document(
@@ -423,5 +444,6 @@ __all__ = [
     "HiBertSummarizerOutput",
     "StepwiseHiBertForContentPlanning",
     "StepwiseHiBertForExtractiveSummarization",
+    "SummaryAttention",
     "sentence_blocks",
 ]

@@ -74,18 +74,43 @@ def step_rows(summary_indices, row_documents, num_documents: int, max_summary_se
 
 def next_choice_logits_and_loss(logits, row_mask, summary_indices, labels=None, repeatable=None):
     """Next-choice `logits` [rows, sentences + 1] (end-of-summary last) with padded sentences and those already in
-    the row's summary set to the dtype's minimum, and with `labels` [rows] the cross-entropy (else None).
+    the row's summary set to the dtype's minimum, and with `labels` the loss (else None).
     `repeatable` [rows, sentences] (True: a unit that may be chosen again, a planner's sentence break or team name)
-    exempts sentences from the no-repeat mask."""
+    exempts sentences from the no-repeat mask.
+
+    `labels` [rows]: the next choice's index, cross-entropy (mean over rows). `labels` [rows, sentences + 1] (float,
+    e.g. from `StepwiseCollator` with duplicates or random prefix orders): a row's positive entries are its set of
+    right choices, any of which will do: the loss is -log of the probability the set holds together (one positive:
+    cross-entropy); its negative entries are explicit negatives (the copy of a sentence already chosen), each adding
+    |weight| x -log(1 - p) (unlikelihood); the mean over rows."""
     num_sentences = row_mask.shape[1]
     in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=row_mask.device)).any(1)
     if repeatable is not None:
         in_summary = in_summary & ~repeatable
     closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
     logits = logits.masked_fill(closed, torch.finfo(logits.dtype).min)
+    if labels is None:
+        return logits, None
     # float32 loss, as in `sentence_logits_and_loss`
-    loss = F.cross_entropy(logits.float(), labels) if labels is not None else None
-    return logits, loss
+    if labels.dim() == 1:
+        return logits, F.cross_entropy(logits.float(), labels)
+    return logits, target_set_loss(logits.float(), labels.float())
+
+
+def target_set_loss(logits, labels):
+    """The loss of `next_choice_logits_and_loss` for [rows, choices] `labels`: -log P(the positive set) plus
+    |w| x -log(1 - p) for every negative entry w, mean over rows. A row needs one positive entry."""
+    log_probs = torch.log_softmax(logits, dim=-1)
+    if not bool((labels > 0).any(-1).all()):
+        raise ValueError("every row of set labels needs a positive entry")
+    set_log_prob = torch.logsumexp(log_probs.masked_fill(labels <= 0, float("-inf")), dim=-1)
+    loss = -set_log_prob
+    negatives = labels < 0
+    if bool(negatives.any()):
+        # log(1 - p), stable for p near 1; clamped so that p = 1 gives a large finite penalty
+        log_rest = torch.log1p(-log_probs.exp().clamp(max=1 - 1e-6))
+        loss = loss - (labels.clamp(max=0).abs() * log_rest.masked_fill(~negatives, 0.0)).sum(-1)
+    return loss.mean()
 
 
 __all__ = [
@@ -95,4 +120,5 @@ __all__ = [
     "sentence_logits_and_loss",
     "slot_logits_and_loss",
     "step_rows",
+    "target_set_loss",
 ]

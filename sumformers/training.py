@@ -482,15 +482,112 @@ class StepwiseCollator:
 
     With `steps_per_document`, each document gives that many of its steps drawn at random (all of them when it has
     fewer): a content plan has about 70 steps over 400 records, and every step re-reads the whole table, so a game's
-    full set of rows is slow and holds gigabytes; a sample of them gives more updates for the same compute."""
+    full set of rows is slow and holds gigabytes; a sample of them gives more updates for the same compute.
 
-    def __init__(self, collate, stepwise: bool, steps_per_document: int | None = None, seed: int = 0):
+    Training signals that need the partial summary (issue 57; off by default; both give set `labels` [rows,
+    sentences + 1], see `modeling.sentence_scoring.next_choice_logits_and_loss`):
+    - `duplicate_probability` p: each document of a batch, with probability p, gets an exact copy of one of its
+      oracle sentences (drawn at random) inserted right after it (over precomputed vectors: the vector repeated;
+      not past `max_sentences`). Before either twin is chosen both are right wherever the oracle takes that
+      sentence; once one is in the summary (which one is drawn per document) the other is never a target and, with
+      `duplicate_negative_weight` w > 0, an explicit negative (unlikelihood weight w).
+    - `prefix_orders` K: K more random orders of each document's oracle set, with a row for every proper, non-empty
+      prefix of each; the right choices are all the oracle sentences not yet chosen. A set target rather than the
+      one with the best marginal ROUGE gain given the prefix: the features hold no reference to score the gains
+      with, and the beam search needs only that some sentence the oracle wants ranks first, not which one; the
+      oracle-order rows still teach the greedy order."""
+
+    def __init__(
+        self,
+        collate,
+        stepwise: bool,
+        steps_per_document: int | None = None,
+        seed: int = 0,
+        duplicate_probability: float = 0.0,
+        duplicate_negative_weight: float = 0.0,
+        prefix_orders: int = 0,
+        max_sentences: int | None = None,
+    ):
         if steps_per_document is not None and steps_per_document < 1:
             raise ValueError(f"steps_per_document must be at least 1, got {steps_per_document}")
+        if not 0.0 <= duplicate_probability <= 1.0:
+            raise ValueError(f"duplicate_probability must lie in [0, 1], got {duplicate_probability}")
+        if duplicate_negative_weight < 0 or prefix_orders < 0:
+            raise ValueError("duplicate_negative_weight and prefix_orders must not be negative")
         self.collate = collate
         self.stepwise = stepwise
         self.steps_per_document = steps_per_document
         self.random = random.Random(seed)
+        self.duplicate_probability = duplicate_probability
+        self.duplicate_negative_weight = duplicate_negative_weight
+        self.prefix_orders = prefix_orders
+        self.max_sentences = max_sentences
+
+    @property
+    def set_labels(self) -> bool:
+        return self.stepwise and (self.duplicate_probability > 0 or self.prefix_orders > 0)
+
+    def with_duplicate(self, feature: dict) -> tuple[dict, tuple[int, int] | None]:
+        """`feature`, or with probability `duplicate_probability` a copy of it whose oracle sentence t (drawn at
+        random) is repeated right after itself; returns it and the twins (t, t + 1), or None."""
+        oracle = feature["oracle"]
+        count = len(feature["labels"])
+        room = self.max_sentences is None or count < self.max_sentences
+        if not oracle or not room or self.random.random() >= self.duplicate_probability:
+            return feature, None
+        if "sentence_vectors" not in feature:
+            raise ValueError("duplicate sentences need precomputed sentence vectors (--precompute_sentence_vectors)")
+        import torch
+
+        twin = self.random.choice(oracle)
+        vectors = feature["sentence_vectors"]
+        labels = list(feature["labels"])
+        doubled = dict(
+            feature,
+            sentence_vectors=torch.cat([vectors[: twin + 1], vectors[twin : twin + 1], vectors[twin + 1 : count]]),
+            labels=[*labels[: twin + 1], labels[twin], *labels[twin + 1 :]],
+            oracle=[index + (index > twin) for index in oracle],
+        )
+        return doubled, (twin, twin + 1)
+
+    def rows(self, oracle: list[int], width: int, twins: tuple[int, int] | None) -> list[tuple[list[int], list]]:
+        """The (prefix, label) rows of one document: its oracle order (sampled with `steps_per_document`), then its
+        random orders. A label is an index (the paper's rows) or, with set labels, a list of width + 1 entries."""
+        steps = range(len(oracle) + 1)
+        if self.steps_per_document is not None and self.steps_per_document < len(steps):
+            steps = sorted(self.random.sample(steps, self.steps_per_document))
+        if not self.set_labels:
+            return [(oracle[:step], oracle[step] if step < len(oracle) else width) for step in steps]
+        chosen_twin = self.random.choice(twins) if twins else None
+        orders = [(oracle, steps)]
+        for _ in range(self.prefix_orders):
+            orders.append((self.random.sample(oracle, len(oracle)), range(1, len(oracle))))
+        rows = []
+        for order, order_steps in orders:
+            for step in order_steps:
+                prefix = order[:step]
+                if order is oracle:
+                    right = [oracle[step]] if step < len(oracle) else []
+                else:
+                    right = [index for index in oracle if index not in prefix]
+                rows.append(self.set_row(prefix, right, width, twins, chosen_twin))
+        return rows
+
+    def set_row(self, prefix, right, width, twins, chosen_twin) -> tuple[list[int], list[float]]:
+        """One row with set labels: `right` (sentence indices; empty: the end of the summary), the twins (the first
+        stands for both in `prefix` and `right`) resolved."""
+        label = [0.0] * (width + 1)
+        if twins and twins[0] in prefix:
+            prefix = [chosen_twin if index == twins[0] else index for index in prefix]
+            other = twins[1] if chosen_twin == twins[0] else twins[0]
+            label[other] = -self.duplicate_negative_weight
+        for index in right:
+            label[index] = 1.0
+            if twins and index == twins[0]:
+                label[twins[1]] = 1.0
+        if not right:
+            label[width] = 1.0
+        return prefix, label
 
     def __call__(self, features: list[dict]) -> dict:
         import torch
@@ -498,6 +595,9 @@ class StepwiseCollator:
 
         from .processing.planner_inputs import repeatable_mask
 
+        twins = [None] * len(features)
+        if self.stepwise and self.duplicate_probability > 0:
+            features, twins = map(list, zip(*(self.with_duplicate(feature) for feature in features)))
         if "sentence_vectors" in features[0]:
             width = max(len(feature["labels"]) for feature in features)
             batch = {
@@ -515,14 +615,10 @@ class StepwiseCollator:
             return batch
         width = batch["sentence_mask"].shape[1]
         prefixes, targets, documents = [], [], []
-        for document, feature in enumerate(features):
-            oracle = feature["oracle"]
-            steps = range(len(oracle) + 1)
-            if self.steps_per_document is not None and self.steps_per_document < len(steps):
-                steps = sorted(self.random.sample(steps, self.steps_per_document))
-            for step in steps:
-                prefixes.append(oracle[:step])
-                targets.append(oracle[step] if step < len(oracle) else width)
+        for document, (feature, twin) in enumerate(zip(features, twins)):
+            for prefix, target in self.rows(feature["oracle"], width, twin):
+                prefixes.append(prefix)
+                targets.append(target)
                 documents.append(document)
         longest = max(len(prefix) for prefix in prefixes)
         batch["summary_indices"] = torch.tensor([prefix + [-1] * (longest - len(prefix)) for prefix in prefixes])

@@ -116,6 +116,36 @@ class StepwiseArguments(FeatureFileArguments):
     beam_size: int = field(default=3)
     min_sentences: int = field(default=1, metadata={"help": "Stepwise models: END only from this length on."})
     trigram_blocking: bool = field(default=False)
+    duplicate_probability: float = field(
+        default=0.0,
+        metadata={
+            "help": "Stepwise HiBERT over precomputed vectors: the chance that a training document (drawn anew each "
+            "batch) gets an exact copy of one oracle sentence right after it, the twins right before either is "
+            "chosen and never after (sumformers.training.StepwiseCollator). 0: off."
+        },
+    )
+    duplicate_negative_weight: float = field(
+        default=0.0,
+        metadata={"help": "With --duplicate_probability: the unlikelihood weight of the copy of a chosen sentence."},
+    )
+    prefix_orders: int = field(
+        default=0,
+        metadata={
+            "help": "Stepwise models: this many random orders of each document's oracle set added as rows (every "
+            "proper non-empty prefix; right: any oracle sentence not yet chosen). 0: off."
+        },
+    )
+    init_from: str | None = field(
+        default=None,
+        metadata={
+            "help": "HiBERT: an adapter checkpoint of --model_type (e.g. checkpoints/stepwise-hibert-minilm-cnndm) "
+            "whose adapter keeps training (its LoRA on the document layers and its new modules; its sentence "
+            "encoder, adapted or not, stays frozen as it is), saved again as an adapter over the same encoder. "
+            "--model_name_or_path, --use_lora and the LoRA flags are then not used; --config_overrides may add "
+            "settings (decoding, `summary_null_slot`). Precomputed sentence vectors come from its own sentence "
+            "encoder (the cache key names its adapter)."
+        },
+    )
 
 
 def summary_size(stepwise_args: StepwiseArguments) -> int:
@@ -149,12 +179,71 @@ def build_features(example, processor, multiple_documents, columns, max_length, 
     )
 
 
-def _vector_key(model, feature, bf16: bool) -> str:
-    """What a document's sentence vectors depend on: the frozen sentence encoder's settings, precision and tokens."""
+def _vector_key(model, feature, bf16: bool, adapter: str | None = None) -> str:
+    """What a document's sentence vectors depend on: the frozen sentence encoder's settings, precision and tokens,
+    and the digest of the adapter it runs under (`adapter_digest`, --init_from; None: the plain encoder)."""
     config = model.config
     settings = [config.encoder_name_or_path, config.sentence_encoder_layers, config.sentence_pooling, bf16]
     settings += [config.max_sentence_tokens, feature["input_ids"], feature["cls_positions"]]
+    if adapter is not None:  # left out otherwise, so that the caches of runs from the plain encoder stay valid
+        settings.append(adapter)
     return hashlib.sha1(json.dumps(settings).encode()).hexdigest()
+
+
+def adapter_digest(checkpoint: str) -> str:
+    """A digest of an adapter checkpoint's weights: its sentence encoder's vectors depend on them."""
+    digest = hashlib.sha1()
+    for path in sorted(Path(checkpoint).glob("*.safetensors")):
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def add_null_slots(peft_model) -> None:
+    """Give a continued adapter's document-to-summary attention the null slot of `summary_null_slot`, starting at
+    zero as a new model's does: the trained copy PEFT keeps of it (trainable, saved with the adapter) and the frozen
+    original."""
+    from torch import nn
+
+    from sumformers.modeling.modeling_stepwise_hibert import SummaryAttention
+
+    base = peft_model.get_base_model()
+    for name, module in peft_model.named_modules():
+        if isinstance(module, SummaryAttention) and module.null_state is None:
+            del module.null_state  # a plain attribute (None) until now
+            module.null_state = nn.Parameter(
+                torch.zeros(base.config.hidden_size), requires_grad=".modules_to_save." in f".{name}."
+            )
+    base.config.summary_null_slot = True
+
+
+def continued_adapter(checkpoint: str, stepwise_args: StepwiseArguments):
+    """The adapter checkpoint `checkpoint` (--init_from) as a trainable PEFT model and its tokenizer: the base rebuilt
+    from its config (updated with --config_overrides) over its encoder, its adapter loaded trainable and not merged;
+    the sentence encoder's parameters (LoRA included) frozen."""
+    from peft import PeftModel
+    from transformers import AutoTokenizer
+
+    from sumformers.modeling.pretrained_encoder import quiet_loading
+
+    model_class = ARCHITECTURES[stepwise_args.model_type].model_class
+    config = model_class.config_class.from_pretrained(checkpoint)
+    if config.model_type != ARCHITECTURES[stepwise_args.model_type].config_class.model_type:
+        raise ValueError(f"--init_from {checkpoint} holds a {config.model_type}, not a {stepwise_args.model_type}")
+    overrides = json.loads(stepwise_args.config_overrides or "{}")
+    # a null slot the checkpoint lacks is added after loading (PEFT loads a trained copy only of what it saved)
+    new_null_slot = overrides.pop("summary_null_slot", False) and not getattr(config, "summary_null_slot", False)
+    config.update(overrides)
+    base = model_class.from_encoder(config.encoder_name_or_path, config=config)
+    with quiet_loading():
+        model = PeftModel.from_pretrained(base, checkpoint, is_trainable=True)
+    if new_null_slot:
+        add_null_slots(model)
+    for name, parameter in model.named_parameters():
+        if ".sentence_encoder." in name:
+            parameter.requires_grad_(False)
+    trainable, total = model.get_nb_trainable_parameters()
+    logger.info("continuing %s: %d trainable of %d parameters", checkpoint, trainable, total)
+    return model, AutoTokenizer.from_pretrained(checkpoint)
 
 
 def save_sentence_vectors(cache: dict, cache_path: str):
@@ -174,6 +263,7 @@ def add_sentence_vectors(
     bf16: bool = False,
     batch_size: int = 16,
     save_seconds: float = 600.0,
+    adapter: str | None = None,
 ):
     """Encode every document's sentences once with the (frozen) sentence encoder, reusing a cache file if given.
 
@@ -185,7 +275,7 @@ def add_sentence_vectors(
     takes hours for the 40k articles) resumes from what it last wrote."""
     cached = cache_path and Path(cache_path).is_file()
     cache = torch.load(cache_path, mmap=True, weights_only=True) if cached else {}
-    keys = [_vector_key(model, feature, bf16) for feature in features]
+    keys = [_vector_key(model, feature, bf16, adapter) for feature in features]
     missing = [index for index, key in enumerate(keys) if key not in cache]
     logger.info("sentence vectors: %d documents cached, %d to encode", len(features) - len(missing), len(missing))
     model.eval()
@@ -210,6 +300,24 @@ def add_sentence_vectors(
         feature["sentence_vectors"] = cache[key]
 
 
+def training_signals(stepwise_args: StepwiseArguments) -> str:
+    """The card's account of the training signals beyond the oracle order (issue 57), "" when none is on."""
+    signals = []
+    if stepwise_args.duplicate_probability:
+        negative = stepwise_args.duplicate_negative_weight
+        signals.append(
+            f"an exact copy of an oracle sentence inserted in {stepwise_args.duplicate_probability:g} of the documents "
+            f"(both twins right until one is chosen, then the other "
+            f"{f'an explicit negative, unlikelihood weight {negative:g}' if negative else 'never a target'})"
+        )
+    if stepwise_args.prefix_orders:
+        signals.append(
+            f"{stepwise_args.prefix_orders} random orders of each oracle set as extra prefixes (right: any oracle "
+            "sentence not yet chosen)"
+        )
+    return "".join(f", plus {signal}" for signal in signals)
+
+
 def new_model(encoder: str, source: str, stepwise_args: StepwiseArguments):
     """A new `--model_type` model over `encoder`, with the decoding settings as its pipeline defaults."""
     overrides = json.loads(stepwise_args.config_overrides or "{}")
@@ -231,7 +339,12 @@ def main():
     train_dataset, eval_dataset = load_splits(data_args) if has_data else (None, None)
 
     source = model_args.model_name_or_path
-    model, tokenizer = model_and_tokenizer(source, lambda encoder, _: new_model(encoder, source, stepwise_args))
+    if stepwise_args.init_from:
+        if not stepwise_args.model_type.endswith("hibert"):
+            raise ValueError("--init_from continues a HiBERT adapter checkpoint")
+        model, tokenizer = continued_adapter(stepwise_args.init_from, stepwise_args)
+    else:
+        model, tokenizer = model_and_tokenizer(source, lambda encoder, _: new_model(encoder, source, stepwise_args))
     processor = model.processor_class(tokenizer, model.config)
     stepwise = model.is_stepwise
     multiple_documents = model.reads_multiple_documents
@@ -267,7 +380,7 @@ def main():
             trained_on = training_source(data_args)
         features = [feature for feature in mapped if feature["oracle"]]
         logger.info("%d of %d training documents have an oracle summary", len(features), len(mapped))
-        hibert = isinstance(model, HiBertPreTrainedModel)
+        hibert = isinstance(model, HiBertPreTrainedModel) or bool(stepwise_args.init_from)
         precomputed = stepwise_args.precompute_sentence_vectors and hibert and not stepwise_args.train_sentence_encoder
         if precomputed:
             model.sentence_encoder.requires_grad_(False)
@@ -275,13 +388,23 @@ def main():
                 add_sentence_vectors(
                     model, features, processor.collate, stepwise_args.sentence_vector_cache,
                     stepwise_args.precompute_bf16,
+                    adapter=adapter_digest(stepwise_args.init_from) if stepwise_args.init_from else None,
                 )
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)
         adapted = ("sentence_encoder.encoder.layer",) if hibert and stepwise_args.train_sentence_encoder else ()
-        model = apply_lora(model, model_args, also_adapt=adapted)
-    collate = StepwiseCollator(processor.collate, stepwise)
+        if not stepwise_args.init_from:  # a continued adapter trains as it was saved
+            model = apply_lora(model, model_args, also_adapt=adapted)
+    collate = StepwiseCollator(
+        processor.collate,
+        stepwise,
+        seed=training_args.seed,
+        duplicate_probability=stepwise_args.duplicate_probability,
+        duplicate_negative_weight=stepwise_args.duplicate_negative_weight,
+        prefix_orders=stepwise_args.prefix_orders,
+        max_sentences=getattr(model.config, "max_document_sentences", None),
+    )
     trainer, result = train(
         model, training_args, features, collate, tokenizer=tokenizer, max_seconds=stepwise_args.max_train_seconds
     )
@@ -292,16 +415,22 @@ def main():
             if data_args.oracle == "full"
             else "greedy-oracle (ROUGE-1 F + ROUGE-2 F)"
         )
+        adapters = (
+            f"continuing the adapter of {stepwise_args.init_from} (its LoRA, r={model.peft_config['default'].r})"
+            if stepwise_args.init_from
+            else lora_summary(model_args)
+        )
         card_info["training"] = (
-            f"{len(features)} documents ({rows} training rows) from {trained_on}, "
+            f"{len(features)} documents ({rows} oracle-order training rows) from {trained_on}, "
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} documents x {training_args.world_size} processes, learning "
-            f"rate {training_args.learning_rate}, {lora_summary(model_args)} "
+            f"rate {training_args.learning_rate}, {adapters} "
             f"(new layers trained in full"
             f"{', sentence encoder frozen' if precomputed else ''}"
             f"{', LoRA on the sentence encoder too' if adapted and model_args.use_lora else ''}), "
             f"{oracle} targets (at most "
-            f"{stepwise_args.oracle_num_sentences} sentences, in selection order); "
+            f"{stepwise_args.oracle_num_sentences} sentences, in selection order)"
+            f"{training_signals(stepwise_args)}; "
             f"{final_training_loss(trainer, result)}."
         )
 

@@ -63,6 +63,52 @@ class TestStepwiseHiBertModel(ModelTesterMixin):
         return tiny_config()
 
 
+class TestStepwiseHiBertNullSlotModel(ModelTesterMixin):
+    model_class = StepwiseHiBertForExtractiveSummarization
+
+    def get_config(self):
+        return tiny_config(summary_null_slot=True)
+
+
+def test_the_null_slot_is_one_more_key_and_value_of_the_summary_attention_only(minilm_tokenizer):
+    from sumformers.modeling.bert_blocks import BertStyleAttention
+    from sumformers.modeling.modeling_stepwise_hibert import SummaryAttention
+
+    config = tiny_config(summary_null_slot=True)
+    torch.manual_seed(0)
+    attention = SummaryAttention(config.encoder_config, config, null_slot=True).eval()
+    torch.nn.init.normal_(attention.null_state)
+    reference = BertStyleAttention(config.encoder_config, config).eval()
+    reference.load_state_dict({k: v for k, v in attention.state_dict().items() if k != "null_state"})
+    queries, context = torch.randn(2, 5, config.hidden_size), torch.randn(2, 3, config.hidden_size)
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    with torch.no_grad():
+        got = attention(queries, context, mask)
+        # the reference attends to the null state as a fourth summary state, always open
+        extended = torch.cat([context, attention.null_state.expand(2, 1, -1)], dim=1)
+        expected = reference(queries, extended, torch.cat([mask, torch.ones(2, 1, dtype=torch.bool)], dim=1))
+    torch.testing.assert_close(got, expected)
+    # a summary of one sentence: without the null slot every query reads the same mixture (its one value), with it
+    # the mixture depends on the query (how much of the sentence against the null state)
+    one = torch.tensor([[True, False, False], [True, False, False]])
+    mixtures = {}
+    for name, module in (("null", attention), ("plain", reference)):
+        hook = module.output.register_forward_hook(lambda _, inputs, __, name=name: mixtures.update({name: inputs[0]}))
+        with torch.no_grad():
+            module(queries, context, one)
+        hook.remove()
+    assert mixtures["plain"].std(dim=1).max() < 1e-5
+    assert mixtures["null"].std(dim=1).min() > 1e-3
+    # an empty summary is still a no-op, and the model starts from a zero null state
+    stepwise, plain = tiny_models(summary_null_slot=True)
+    assert all(layer.summary_attention.null_state.abs().max() == 0 for layer in stepwise.document_layers)
+    batch = document_batch(minilm_tokenizer, [SENTENCES])
+    with torch.no_grad():
+        torch.testing.assert_close(
+            stepwise(**batch).logits[0, :5], plain(**batch).logits[0], atol=1e-5, rtol=1e-5
+        )
+
+
 def test_sentence_blocks_cut_the_bertsum_layout_by_hand():
     # [CLS] a b [SEP] [CLS] c [SEP] + padding; then a document with one sentence
     input_ids = torch.tensor([[101, 1, 2, 102, 101, 3, 102, 0], [101, 4, 102, 0, 0, 0, 0, 0]])

@@ -36,6 +36,15 @@ def setup_runtime(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+def data_slice(args, default_file: str) -> tuple[Path, list[dict]]:
+    """The rows `[args.start, args.start + args.limit)` of `args.data_file`, by default `default_file` of the shared
+    CNN/DM folder, with the file's path."""
+    from sumformers.text.evaluation import data_dir, read_jsonl
+
+    data_file = Path(args.data_file) if args.data_file else data_dir() / "cnn_dailymail" / default_file
+    return data_file, read_jsonl(data_file)[args.start : args.start + args.limit]
+
+
 def find_checkpoint(candidates: Iterable[str]) -> Path | None:
     """The first candidate folder (absolute, or relative to the repository root) holding a `config.json`."""
     for candidate in candidates:

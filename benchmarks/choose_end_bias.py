@@ -14,7 +14,7 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
-from _common import REPO, setup_runtime
+from _common import REPO, data_slice, setup_runtime
 
 
 def parse_args():
@@ -50,10 +50,7 @@ def main():
     setup_runtime(args.threads)
     from quality_cnndm import model_summaries, summary_metrics
 
-    from sumformers.text.evaluation import data_dir, read_jsonl
-
-    data_file = Path(args.data_file) if args.data_file else data_dir() / "cnn_dailymail" / "validation.jsonl"
-    rows = read_jsonl(data_file)[args.start : args.start + args.limit]
+    data_file, rows = data_slice(args, "validation.jsonl")
     documents, references = [row["document"] for row in rows], [row["summary"] for row in rows]
     checkpoint = Path(args.checkpoint).resolve()
     candidates = []

@@ -22,7 +22,7 @@ import math
 import warnings
 from pathlib import Path
 
-from _common import REPO, display_path, setup_runtime, write_report
+from _common import REPO, data_slice, display_path, setup_runtime, write_report
 
 DEFAULT_MODEL = "checkpoints/stepwise-hibert-minilm-cnndm"
 
@@ -131,10 +131,7 @@ def summarize(results: list[dict | None]) -> dict:
 def main():
     args = parse_args()
     setup_runtime(args.threads)
-    from sumformers.text.evaluation import data_dir, read_jsonl
-
-    data_file = Path(args.data_file) if args.data_file else data_dir() / "cnn_dailymail" / "validation.jsonl"
-    rows = read_jsonl(data_file)[args.start : args.start + args.limit]
+    data_file, rows = data_slice(args, "validation.jsonl")
     documents = [row["document"] for row in rows]
     checkpoints = [name.strip() for name in args.models.split(",") if name.strip()]
     lines = [

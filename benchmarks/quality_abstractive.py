@@ -47,6 +47,7 @@ from _common import (
     SOURCES,
     cached_summaries,
     checkpoint_key,
+    data_slice,
     display_path,
     find_checkpoint,
     format_cell,
@@ -248,10 +249,7 @@ def main():
     args = parse_args()
     setup_runtime(args.threads)
     from sumformers.hub import resolve_model
-    from sumformers.text.evaluation import data_dir, read_jsonl
-
-    data_file = Path(args.data_file) if args.data_file else data_dir() / "cnn_dailymail" / "validation_large.jsonl.gz"
-    examples = read_jsonl(data_file)[args.start : args.start + args.limit]
+    data_file, examples = data_slice(args, "validation_large.jsonl.gz")
     documents = [example["document"] for example in examples]
     references = [example["summary"] for example in examples]
     sources = [example.get("source", "cnn") for example in examples]

@@ -66,6 +66,7 @@ from _common import (
     REPO,
     SOURCES,
     TRAINING_RUN,
+    data_slice,
     display_path,
     find_checkpoint,
     format_cell,
@@ -472,11 +473,10 @@ def ship(variant: str, results: dict, checkpoints: dict, examples: list[dict], t
 def main():
     args = parse_args()
     setup_runtime(args.threads)
-    from sumformers.text.evaluation import data_dir, read_jsonl
+    from sumformers.text.evaluation import data_dir
 
     shared = data_dir()
-    data_file = Path(args.data_file) if args.data_file else shared / "cnn_dailymail" / "validation_large.jsonl.gz"
-    examples = read_jsonl(data_file)[args.start : args.start + args.limit]
+    data_file, examples = data_slice(args, "validation_large.jsonl.gz")
     documents = [example["document"] for example in examples]
     references = [example["summary"] for example in examples]
     sources = [example.get("source", "cnn") for example in examples]

@@ -86,7 +86,7 @@ def hibert(stepwise, implementation=None):
     settings = {
         "sentence_encoder_layers": 2,
         "document_layers": 2,
-        "max_sentences": 16,
+        "max_document_sentences": 16,
         "max_sentence_tokens": 10,
         "encoder_config": tiny_bert_config().to_dict(),
         "encoder_name_or_path": "tiny-random-bert",

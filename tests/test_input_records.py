@@ -12,6 +12,7 @@ import warnings
 
 import pytest
 
+from conftest import REPO_ROOT
 from sumformers import cli
 from sumformers.input_records import SAMPLE_LINES, path_records, stream_records
 
@@ -222,7 +223,7 @@ def test_unpunctuated_text_is_read_as_word_windows_with_a_warning(shipped_pipeli
     # before: the whole input (707 or 3,360 words) came back as the "summary" of the default and of HetFormer
     from sumformers.text.sentences import NO_BOUNDARY_WARNING, WINDOW_WORDS
 
-    rows = [json.loads(line) for line in open("examples/cnn_three_articles.jsonl", encoding="utf-8")]
+    rows = [json.loads(line) for line in open(REPO_ROOT / "examples" / "cnn_three_articles.jsonl", encoding="utf-8")]
     short = unpunctuated(rows[0]["document"])
     long = unpunctuated(" ".join(row["document"] for row in rows) * 3)
     for name, text in (("stepwise-hibert-minilm-cnndm", short), ("hetformer-minilm-qmsum", long)):

@@ -18,8 +18,6 @@ from pathlib import Path
 from .input_records import batched, path_records, read_records, read_text_file
 
 ERROR_EXIT = 2
-# Records summarized at a time: a stream of any length is read, summarized and written in constant memory.
-RECORDS_AT_A_TIME = 64
 # Terminal colour and style codes (ESC [ ... m) that some libraries put in their error messages.
 _TERMINAL_CODES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -147,20 +145,26 @@ def _records_and_pipeline(args) -> tuple[Iterator[dict], object, dict]:
     return (_task_record(record, summarizer.task) for record in records), summarizer, options
 
 
-def _summaries(records: Iterator[dict], summarizer, options: dict, batch_size: int) -> Iterator[tuple[dict, dict]]:
-    """Each record with its output row, in input order: its summary, or its error (a record that could not be
-    read, or an input the pipeline refuses). Records are summarized `RECORDS_AT_A_TIME` at a time."""
+def _output_rows(records: Iterator[dict], summarizer, options: dict, batch_size: int) -> Iterator[dict]:
+    """Each record's output row, in input order: its summary, or its error placed by where it came from (a record
+    that could not be read, an input the pipeline refuses). A batch of `batch_size` records at a time: a stream of
+    any length is read in constant memory, and a batch's rows are out as soon as its forward pass is done."""
     multiple = summarizer.model.reads_multiple_documents
-    for chunk in batched(records, RECORDS_AT_A_TIME):
-        valid = [record for record in chunk if "error" not in record]
+    for batch in batched(records, batch_size):
+        valid = [record for record in batch if "error" not in record]
         inputs = [model_input(record, summarizer.task, multiple) for record in valid]
         try:
             results = iter(summarizer(inputs, batch_size=batch_size, **options) if valid else [])
         except ValueError as error:  # options the pipeline refuses before any work (a summary beyond the model's limit)
             _fail(one_line(error))
-        for record in chunk:
-            result = {"error": record["error"]} if "error" in record else next(results)
-            yield record, {"id": record["id"], **result}
+        for record in batch:
+            if "error" in record:
+                yield {"id": record["id"], "error": record["error"]}
+                continue
+            result = next(results)
+            if "error" in result:
+                result = {"error": f"{record['id']}: {result['error']}"}
+            yield {"id": record["id"], **result}
 
 
 def summarize_command(args) -> int:
@@ -171,11 +175,10 @@ def summarize_command(args) -> int:
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout  # noqa: SIM115 (closed below)
     failed = written = 0
     try:
-        for record, row in _summaries(records, summarizer, options, args.batch_size):
+        for row in _output_rows(records, summarizer, options, args.batch_size):
             if "error" in row:
                 failed += 1
-                print(f"sumformers: error: {row['id']}: {row['error']}" if "error" not in record
-                      else f"sumformers: error: {row['error']}", file=sys.stderr)
+                print(f"sumformers: error: {row['error']}", file=sys.stderr)
             # each result reaches the file as soon as it is finished, so that a stopped command keeps it
             with signals_held():
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -77,14 +77,17 @@ def stream_records(handle, stem: str, name: str | None = None, suffix: str = "")
     a text document, `name` (default: `stem`) the stream in errors and notes, `suffix` is its file name's."""
     name = name or stem
     lines = _numbered_lines(handle)
-    sample = []
+    sample, non_blank = [], []
     for number, line in lines:
         sample.append((number, line))
-        if sum(1 for _, kept in sample if kept.strip()) == SAMPLE_LINES:
-            break
-    content = _content_format([line for _, line in sample if line.strip()], suffix)
+        if line.strip():
+            non_blank.append(line)
+            if len(non_blank) == SAMPLE_LINES:
+                break
+    content = _content_format(non_blank, suffix)
     named = "jsonl" if suffix in JSONL_SUFFIXES else "text" if suffix in TEXT_SUFFIXES else None
-    if named is not None and named != content:
+    # a .json file that is not JSON Lines may be one JSON value (`_json_file_records`): no disagreement to note
+    if named is not None and named != content and suffix != ".json":
         print(f"sumformers: note: {name} is named {suffix} but its first lines are "
               f"{'JSON objects' if content == 'jsonl' else 'not JSON Lines'}: read as {content}", file=sys.stderr)
     if content == "jsonl":

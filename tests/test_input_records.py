@@ -135,7 +135,7 @@ def test_crlf_bom_blank_lines_and_a_last_line_without_newline(monkeypatch, model
     assert [row["id"] for row in read_rows(output)] == ["doc1", "doc2", "doc3"]
 
 
-def test_a_json_file_of_one_object_or_an_array_of_them(tmp_path):
+def test_a_json_file_of_one_object_or_an_array_of_them(tmp_path, capsys):
     source = tmp_path / "docs.json"
     source.write_text(json.dumps([{"id": "a", "document": ARTICLE}, {"id": "b", "text": "?"}], indent=2))
     records = list(path_records(source))
@@ -145,6 +145,7 @@ def test_a_json_file_of_one_object_or_an_array_of_them(tmp_path):
     source.write_text("{ not json")
     ((record),) = path_records(source)
     assert record["error"].startswith(f"{source}: neither JSON Lines nor one JSON value")
+    assert capsys.readouterr().err == ""  # one JSON value is what a .json name says: no note
 
 
 class _GeneratedJsonl(io.RawIOBase):

@@ -124,6 +124,44 @@ def rouge_metrics(summaries: list[str], references: list[str], sources: list[str
     return scores
 
 
+def paired_with_lead3(result: dict, lead3: dict) -> dict:
+    """`result` with `rouge1_vs_lead3`: the mean per-document ROUGE-1 difference to Lead-3 (no blocking) on the same
+    documents, with its 95% bootstrap interval."""
+    from sumformers.text.scoring import bootstrap_interval
+
+    differences = [a - b for a, b in zip(result["rouge1_per_document"], lead3["rouge1_per_document"])]
+    result["rouge1_vs_lead3"] = sum(differences) / len(differences)
+    result["rouge1_vs_lead3_interval"] = bootstrap_interval(differences)
+    return result
+
+
+def lead_words(sentences: list[str], count: int) -> str:
+    """The document's first `count` whitespace words, one sentence a line: the Lead that writes exactly as many words
+    as a model's summary of the same document, so that a comparison with it is not one of length."""
+    lines, left = [], count
+    for sentence in sentences:
+        if left <= 0:
+            break
+        words = sentence.split()[:left]
+        lines.append(" ".join(words))
+        left -= len(words)
+    return "\n".join(lines)
+
+
+def paired_with_lead_words(result: dict, summaries: list[str], document_sentences: list[list[str]],
+                           references: list[str]) -> dict:
+    """`result` with `rouge1_vs_lead_words`: the mean per-document ROUGE-1 difference to the document's first N words,
+    N = the words of the summary on the same document (`lead_words`), with its 95% bootstrap interval."""
+    from sumformers.text.scoring import bootstrap_interval, rouge_per_example
+
+    leads = [lead_words(sentences, len(summary.split())) for sentences, summary in zip(document_sentences, summaries)]
+    lead_scores = [example["rouge1"] for example in rouge_per_example(leads, references)]
+    differences = [a - b for a, b in zip(result["rouge1_per_document"], lead_scores)]
+    result["rouge1_vs_lead_words"] = sum(differences) / len(differences)
+    result["rouge1_vs_lead_words_interval"] = bootstrap_interval(differences)
+    return result
+
+
 def timed_summaries(summarizer, documents: list[str], **options) -> tuple[list[str], float]:
     """`summarizer(documents, **options)`'s "summary" texts and the seconds it took per document."""
     start = time.perf_counter()

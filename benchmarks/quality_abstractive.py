@@ -51,6 +51,8 @@ from _common import (
     display_path,
     find_checkpoint,
     format_cell,
+    paired_with_lead3,
+    paired_with_lead_words,
     rouge_metrics,
     setup_runtime,
     write_report,
@@ -65,6 +67,8 @@ ABSTRACTIVE = {  # flag -> row name
 GENERATION_OPTIONS = ("num_beams", "max_length", "min_length", "length_penalty", "no_repeat_word_ngram_size")
 COLUMNS = (
     "rouge1",
+    "rouge1_vs_lead3",
+    "rouge1_vs_lead_words",
     "rouge2",
     "rougeLsum",
     "novel_bigrams",
@@ -176,14 +180,10 @@ def describe_decoding(checkpoint: Path, options: dict) -> str:
     return ", ".join(parts) or "model defaults"
 
 
-def lead3(documents: list[str]) -> list[str]:
-    from sumformers.text.sentences import lead_k, split_sentences
+def lead3(document_sentences: list[list[str]]) -> list[str]:
+    from sumformers.text.sentences import lead_k
 
-    summaries = []
-    for document in documents:
-        sentences = split_sentences(document)
-        summaries.append("\n".join(sentences[i] for i in lead_k(sentences, 3)))
-    return summaries
+    return ["\n".join(sentences[i] for i in lead_k(sentences, 3)) for sentences in document_sentences]
 
 
 def extractive_summaries(checkpoint: Path, documents: list[str], args) -> tuple[list[str], str]:
@@ -220,7 +220,8 @@ def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], arg
 def format_table(rows: list[tuple[str, str, dict | str]], counts: dict) -> list[str]:
     by_source = [source for source in SOURCES if counts.get(source)]
     header = (
-        "| model | decoding | ROUGE-1 | ROUGE-2 | ROUGE-Lsum | novel bigrams % | sentences | words / sentence "
+        "| model | decoding | ROUGE-1 | ROUGE-1 - Lead-3 (paired) | ROUGE-1 - Lead of as many words (paired) "
+        "| ROUGE-2 | ROUGE-Lsum | novel bigrams % | sentences | words / sentence "
         "| repeated trigrams % | facts in article % | words |"
         + "".join(f" ROUGE-1 {SOURCES[source]} ({counts[source]}) |" for source in by_source)
         + " s / doc (threads) |"
@@ -249,17 +250,25 @@ def main():
     args = parse_args()
     setup_runtime(args.threads)
     from sumformers.hub import resolve_model
+    from sumformers.text.sentences import split_sentences
+
     data_file, examples = data_slice(args, "validation_large.jsonl.gz")
     documents = [example["document"] for example in examples]
     references = [example["summary"] for example in examples]
     sources = [example.get("source", "cnn") for example in examples]
     counts = {source: sources.count(source) for source in SOURCES}
 
+    document_sentences = [split_sentences(document) for document in documents]
+    lead3_scores = None
+
     def row(name: str, decoding: str, summaries: list[str], seconds: str | None):
         print(f"scoring {name}", file=sys.stderr, flush=True)
-        return name, decoding, dict(abstractive_metrics(summaries, documents, references, sources), seconds=seconds)
+        metrics = dict(abstractive_metrics(summaries, documents, references, sources), seconds=seconds)
+        paired_with_lead3(metrics, lead3_scores or metrics)
+        return name, decoding, paired_with_lead_words(metrics, summaries, document_sentences, references)
 
-    rows = [row("Lead-3", "first 3 sentences", lead3(documents), None)]
+    rows = [row("Lead-3", "first 3 sentences", lead3(document_sentences), None)]
+    lead3_scores = rows[0][2]
     checkpoints = {}
     # a shipped checkpoint's name (default: the default model) or a folder, relative to the repository like the others
     extractive = find_checkpoint([resolve_model(args.extractive)])

@@ -51,6 +51,8 @@ from _common import (
     display_path,
     find_checkpoint,
     format_cell,
+    paired_with_lead3,
+    paired_with_lead_words,
     rouge_metrics,
     setup_runtime,
     write_report,
@@ -75,7 +77,10 @@ HELD_OUT_SETS = (
     ("validation_large[:1000]", "validation_large.jsonl.gz", 0, 1000),
     ("validation[:300] (CNN)", "validation.jsonl", 0, 300),
 )
-COLUMNS = ("rouge1", "rouge1_vs_lead3", "rouge2", "rougeLsum", "mean_sentences", "mean_words", "redundancy")
+COLUMNS = (
+    "rouge1", "rouge1_vs_lead3", "rouge1_vs_lead_words", "rouge2", "rougeLsum", "mean_sentences", "mean_words",
+    "redundancy",
+)
 
 
 def parse_args():
@@ -127,17 +132,6 @@ def summary_metrics(summaries: list[str], references: list[str], sources: list[s
     return scores
 
 
-def paired_with_lead3(result: dict, lead3: dict) -> dict:
-    """`result` with `rouge1_vs_lead3`: the mean per-document ROUGE-1 difference to Lead-3 (no blocking) on the same
-    documents, with its 95% bootstrap interval."""
-    from sumformers.text.scoring import bootstrap_interval
-
-    differences = [a - b for a, b in zip(result["rouge1_per_document"], lead3["rouge1_per_document"])]
-    result["rouge1_vs_lead3"] = sum(differences) / len(differences)
-    result["rouge1_vs_lead3_interval"] = bootstrap_interval(differences)
-    return result
-
-
 def matched_length_pairs(rows: list[tuple[str, str, str, dict | str]], sentences: int | None) -> list[str]:
     """Lines of the paired ROUGE-1 difference (95% bootstrap interval) of each stepwise model at exactly 3 sentences
     to its non-stepwise variant's top 3, both without blocking: stepwise against non-stepwise at matched length."""
@@ -163,11 +157,10 @@ def matched_length_pairs(rows: list[tuple[str, str, str, dict | str]], sentences
     return lines
 
 
-def baseline_summaries(documents: list[str], references: list[str], max_words: int | None) -> dict:
+def baseline_summaries(sentences: list[list[str]], references: list[str], max_words: int | None) -> dict:
     from sumformers.text.scoring import greedy_oracle
-    from sumformers.text.sentences import select_sentences, split_sentences
+    from sumformers.text.sentences import select_sentences
 
-    sentences = [split_sentences(document) for document in documents]
     lead = [range(len(s)) for s in sentences]
     summaries = {
         # Lead-2 as well: stepwise models choose their length, and on these references (~34 words) two sentences
@@ -279,11 +272,12 @@ def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], count
     lines = [
         f"## {title}: {counts['all']} documents",
         "",
-        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-1 - Lead-3 (paired) | ROUGE-2 | ROUGE-Lsum "
+        "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-1 - Lead-3 (paired) "
+        "| ROUGE-1 - Lead of as many words (paired) | ROUGE-2 | ROUGE-Lsum "
         "| sentences | words | redundancy % |"
         + source_columns
         + " s / doc (threads) | training hours (hardware) |",
-        "|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(by_source) + "---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(by_source) + "---|---|",
     ]
     for name, decoding, blocking, result in rows:
         if isinstance(result, str):
@@ -300,14 +294,18 @@ def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], count
 
 def evaluate_set(title: str, examples: list[dict], selected: list[str], args, checkpoints: dict) -> str:
     """The table of one document set: the baselines, then every selected model found (its checkpoint is added to
-    `checkpoints`), with and without trigram blocking, under --max_words and at --stepwise_sentences."""
+    `checkpoints`), with and without trigram blocking, under --max_words and at --stepwise_sentences. Every row is
+    paired with Lead-3 and with the Lead of as many words as its own summary on each document."""
+    from sumformers.text.sentences import split_sentences
+
     documents = [example["document"] for example in examples]
     references = [example["summary"] for example in examples]
     # the small shared validation file is CNN only and has no `source` field
     sources = [example.get("source", "cnn") for example in examples]
     counts = {"all": len(examples), **{source: sources.count(source) for source in SOURCES}}
     rows = []
-    baselines = {} if args.decode_only else baseline_summaries(documents, references, args.max_words)
+    document_sentences = [] if args.decode_only else [split_sentences(document) for document in documents]
+    baselines = {} if args.decode_only else baseline_summaries(document_sentences, references, args.max_words)
     for (name, blocking, *budget), summaries in baselines.items():
         label = "n/a" if blocking is None else ("yes" if blocking else "no")
         if budget:
@@ -315,7 +313,8 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
         else:
             decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy, R1+R2 F"
             decoding = "greedy, mean R1/R2/Lsum F" if name == "Oracle (Full)" else decoding
-        rows.append((name, decoding, label, dict(summary_metrics(summaries, references, sources), seconds=None)))
+        metrics = dict(summary_metrics(summaries, references, sources), seconds=None)
+        rows.append((name, decoding, label, paired_with_lead_words(metrics, summaries, document_sentences, references)))
     lead3 = next((result for name, _, label, result in rows if name == "Lead-3" and label == "no"), None)
     for *_, result in rows:
         paired_with_lead3(result, lead3)
@@ -337,6 +336,7 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
             if args.decode_only:
                 continue
             metrics = paired_with_lead3(dict(summary_metrics(summaries, references, sources), seconds=seconds), lead3)
+            paired_with_lead_words(metrics, summaries, document_sentences, references)
             metrics["training_hours"] = checkpoint_training_hours(checkpoint)
             description = decoding_options(name, checkpoint, args, max_words, sentences)[1]
             rows.append((name, description, "yes" if blocking else "no", metrics))

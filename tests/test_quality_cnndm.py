@@ -9,6 +9,7 @@ import pytest
 from conftest import REPO_ROOT, imported_benchmark
 
 script = imported_benchmark("quality_cnndm")
+common = imported_benchmark("_common", "common")
 STEPWISE = REPO_ROOT / "checkpoints" / "stepwise-hibert-minilm-cnndm"
 ARTICLE = (REPO_ROOT / "examples" / "cnn_missing_student.txt").read_text()
 ARGS = argparse.Namespace(end_bias=None, etcsum_max_length=512)
@@ -76,7 +77,8 @@ def test_the_table_gives_each_models_training_hours_and_a_dash_for_the_baselines
     assert script.checkpoint_training_hours(tmp_path) == "not recorded"  # a folder without a card
 
     def result(**extra):
-        scores = dict(rouge1=30.0, rouge1_interval=(29.0, 31.0), rouge1_vs_lead3=0.5, rouge2=11.0, rougeLsum=27.0,
+        scores = dict(rouge1=30.0, rouge1_interval=(29.0, 31.0), rouge1_vs_lead3=0.5,
+                      rouge1_vs_lead_words=-0.5, rouge2=11.0, rougeLsum=27.0,
                       mean_sentences=3.0, mean_words=60.0, redundancy=0.0, rouge1_cnn=30.0, seconds=None)
         return dict(scores, **extra)
 
@@ -114,3 +116,25 @@ def test_a_stepwise_model_at_exactly_3_sentences_is_paired_with_its_variants_top
     assert line.startswith("Stepwise ETCSum at exactly 3 sentences - ETCSum top 3, no blocking, paired ROUGE-1: +1.00")
     assert 0.0 <= low <= 1.0 <= high <= 2.0
     assert script.matched_length_pairs(rows, 2) == [] and script.matched_length_pairs(rows, None) == []
+
+
+def test_lead_words_is_the_documents_first_n_words_one_sentence_a_line(common):
+    sentences = ["one two three .", "four five", "six seven eight nine"]
+    assert common.lead_words(sentences, 6) == "one two three .\nfour five"
+    assert common.lead_words(sentences, 3) == "one two three"
+    assert common.lead_words(sentences, 7) == "one two three .\nfour five\nsix"
+    assert common.lead_words(sentences, 100) == "\n".join(sentences)
+
+
+def test_each_row_is_paired_with_the_lead_of_as_many_words(script):
+    # reference "a b c d"; document "a x . b c y"
+    sentences = [["a x .", "b c y"]] * 2
+    references = ["a b c d"] * 2
+    summaries = ["b c", "a x . b c y"]  # 2 words (Lead: "a x"), 6 words (Lead: the whole document)
+    # unigram F1 x 100: "b c" 2/2 P, 2/4 R -> 66.67; "a x" 1/2, 1/4 -> 33.33; whole document ("." is no token):
+    # 3 of 5 tokens, 3 of 4 -> 66.67, the same as its Lead
+    result = {"rouge1_per_document": [66.6667, 66.6667]}
+    script.paired_with_lead_words(result, summaries, sentences, references)
+    assert result["rouge1_vs_lead_words"] == pytest.approx((33.3333 + 0.0) / 2, abs=1e-3)
+    low, high = result["rouge1_vs_lead_words_interval"]
+    assert 0.0 <= low <= high <= 33.334

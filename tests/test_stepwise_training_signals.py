@@ -195,3 +195,20 @@ def test_init_from_adds_a_null_slot_the_checkpoint_lacks_trainable_where_peft_tr
     assert len(nulls) == 4 and all(parameter.abs().max() == 0 for parameter in nulls.values())
     assert sorted(".modules_to_save." in name for name, p in nulls.items() if p.requires_grad) == [True, True]
     assert model.get_base_model().config.summary_null_slot is True
+
+
+def test_train_only_freezes_all_but_the_named_modules_and_refuses_names_that_match_nothing():
+    script = training_script("train_stepwise")
+    arguments = script.StepwiseArguments(
+        init_from=str(SHIPPED), config_overrides='{"summary_null_slot": true}',
+        train_only="summary_attention,end_embedding",
+    )
+    model, _ = script.continued_adapter(str(SHIPPED), arguments)
+    trainable = [name for name, parameter in model.named_parameters() if parameter.requires_grad]
+    # PEFT's trained copies of both layers' summary attention (null slot included) and of the end embedding
+    assert trainable and all(".summary_attention." in name or ".end_embedding." in name for name in trainable)
+    assert sum(name.endswith("null_state") for name in trainable) == 2
+    assert any(".end_embedding." in name for name in trainable)
+    assert not any("lora_" in name or ".scorer." in name for name in trainable)
+    with pytest.raises(ValueError, match="names no trainable module"):
+        script.continued_adapter(str(SHIPPED), script.StepwiseArguments(init_from=str(SHIPPED), train_only="scorr"))

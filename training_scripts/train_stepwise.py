@@ -135,6 +135,14 @@ class StepwiseArguments(FeatureFileArguments):
             "proper non-empty prefix; right: any oracle sentence not yet chosen). 0: off."
         },
     )
+    train_only: str | None = field(
+        default=None,
+        metadata={
+            "help": "With --init_from: comma-separated module names (e.g. 'summary_attention,end_embedding'); every "
+            "other parameter stays as the checkpoint has it, so that the path reading the partial summary learns "
+            "while what scores a sentence's salience does not drift on a small CPU training set."
+        },
+    )
     init_from: str | None = field(
         default=None,
         metadata={
@@ -238,10 +246,13 @@ def continued_adapter(checkpoint: str, stepwise_args: StepwiseArguments):
         model = PeftModel.from_pretrained(base, checkpoint, is_trainable=True)
     if new_null_slot:
         add_null_slots(model)
+    kept = [f".{module}." for module in (stepwise_args.train_only or "").split(",") if module.strip()]
     for name, parameter in model.named_parameters():
-        if ".sentence_encoder." in name:
+        if ".sentence_encoder." in name or (kept and not any(module in f".{name}." for module in kept)):
             parameter.requires_grad_(False)
     trainable, total = model.get_nb_trainable_parameters()
+    if trainable == 0:
+        raise ValueError(f"--train_only {stepwise_args.train_only!r} names no trainable module of {checkpoint}")
     logger.info("continuing %s: %d trainable of %d parameters", checkpoint, trainable, total)
     return model, AutoTokenizer.from_pretrained(checkpoint)
 
@@ -420,12 +431,14 @@ def main():
             if stepwise_args.init_from
             else lora_summary(model_args)
         )
+        only = stepwise_args.train_only
+        trained_modules = f"only {only} trained" if only else "new layers trained in full"
         card_info["training"] = (
             f"{len(features)} documents ({rows} oracle-order training rows) from {trained_on}, "
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} documents x {training_args.world_size} processes, learning "
             f"rate {training_args.learning_rate}, {adapters} "
-            f"(new layers trained in full"
+            f"({trained_modules}"
             f"{', sentence encoder frozen' if precomputed else ''}"
             f"{', LoRA on the sentence encoder too' if adapted and model_args.use_lora else ''}), "
             f"{oracle} targets (at most "

@@ -275,6 +275,7 @@ def add_sentence_vectors(
     batch_size: int = 16,
     save_seconds: float = 600.0,
     adapter: str | None = None,
+    device: str = "cpu",
 ):
     """Encode every document's sentences once with the (frozen) sentence encoder, reusing a cache file if given.
 
@@ -283,21 +284,22 @@ def add_sentence_vectors(
     them instead of all being copied into memory first. New vectors are written to a temporary file that then
     replaces the cache: writing over the file the loaded vectors are mapped from would truncate it under them. The
     file is rewritten every `save_seconds` of encoding too, so a run that is cut off (a slow encoder: MPNet on CPU
-    takes hours for the 40k articles) resumes from what it last wrote."""
+    takes hours for the 40k articles) resumes from what it last wrote. The encoder runs on `device` (a GPU run's
+    vectors: seconds, where the CPU takes minutes) and is moved back to the CPU, where the Trainer expects it."""
     cached = cache_path and Path(cache_path).is_file()
     cache = torch.load(cache_path, mmap=True, weights_only=True) if cached else {}
     keys = [_vector_key(model, feature, bf16, adapter) for feature in features]
     missing = [index for index, key in enumerate(keys) if key not in cache]
     logger.info("sentence vectors: %d documents cached, %d to encode", len(features) - len(missing), len(missing))
-    model.eval()
+    model.eval().to(device)
     saved_at = time.monotonic()
     for start in range(0, len(missing), batch_size):
         chunk = missing[start : start + batch_size]
-        batch = collate([features[index] for index in chunk])
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        batch = {key: value.to(device) for key, value in collate([features[index] for index in chunk]).items()}
+        with torch.no_grad(), torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=bf16):
             vectors = model.sentence_vectors(
                 batch["input_ids"], batch["attention_mask"], batch["cls_positions"], batch["sentence_mask"]
-            ).float()
+            ).float().cpu()
         for row, index in enumerate(chunk):
             cache[keys[index]] = vectors[row, : len(features[index]["labels"])].clone()
         if start % (batch_size * 10) == 0:
@@ -306,7 +308,7 @@ def add_sentence_vectors(
         if cache_path and (last or time.monotonic() - saved_at >= save_seconds):
             save_sentence_vectors(cache, cache_path)
             saved_at = time.monotonic()
-    model.train()
+    model.train().to("cpu")
     for key, feature in zip(keys, features):
         feature["sentence_vectors"] = cache[key]
 
@@ -400,6 +402,7 @@ def main():
                     model, features, processor.collate, stepwise_args.sentence_vector_cache,
                     stepwise_args.precompute_bf16,
                     adapter=adapter_digest(stepwise_args.init_from) if stepwise_args.init_from else None,
+                    device=training_args.device,
                 )
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):

@@ -475,6 +475,38 @@ class StopAfterSeconds(TrainerCallback):
         return bool(flag.item())
 
 
+def near_duplicate_feature(feature: dict, is_continuation, seed: int) -> dict:
+    """A HiBERT token feature of near-duplicates of `feature`'s oracle sentences, one each in oracle order: a
+    paraphrase made by dropping about one word in seven (at least one from four words on) and swapping two adjacent
+    words (from three words on). Words are word pieces with their continuations (`is_continuation(token_id)`: the
+    tokenizer's "##" pieces), so no word is cut. The same `seed` gives the same near-duplicates (their sentence
+    vectors are cached by their tokens)."""
+    rng = random.Random(seed)
+    input_ids, starts = feature["input_ids"], feature["cls_positions"]
+    ends = [*starts[1:], len(input_ids)]
+    rebuilt, cls_positions, token_type_ids = [], [], []
+    for index in feature["oracle"]:
+        cls, *body, sep = input_ids[starts[index] : ends[index]]
+        words = []
+        for token in body:
+            if words and is_continuation(token):
+                words[-1].append(token)
+            else:
+                words.append([token])
+        if len(words) >= 4:
+            for position in sorted(rng.sample(range(len(words)), max(1, round(len(words) / 7))), reverse=True):
+                del words[position]
+        if len(words) >= 3:
+            swap = rng.randrange(len(words) - 1)
+            words[swap], words[swap + 1] = words[swap + 1], words[swap]
+        sentence = [cls, *(token for word in words for token in word), sep]
+        token_type_ids += [len(cls_positions) % 2] * len(sentence)  # BERTSum's interval segments
+        cls_positions.append(len(rebuilt))
+        rebuilt += sentence
+    return {"input_ids": rebuilt, "token_type_ids": token_type_ids, "attention_mask": [1] * len(rebuilt),
+            "cls_positions": cls_positions, "labels": [0.0] * len(cls_positions)}
+
+
 class StepwiseCollator:
     """Pads documents (token inputs with `collate`, the processor's, or precomputed `sentence_vectors`) and, for
     stepwise models, lays out one row per (document, step): `summary_indices` (oracle prefix, -1 padding),
@@ -490,7 +522,9 @@ class StepwiseCollator:
       oracle sentences (drawn at random) inserted right after it (over precomputed vectors: the vector repeated;
       not past `max_sentences`). Before either twin is chosen both are right wherever the oracle takes that
       sentence; once one is in the summary (which one is drawn per document) the other is never a target and, with
-      `duplicate_negative_weight` w > 0, an explicit negative (unlikelihood weight w).
+      `duplicate_negative_weight` w > 0, an explicit negative (unlikelihood weight w). With `near_duplicate_share` s,
+      a share s of the copies are near-duplicates instead (`near_duplicate_feature`'s paraphrase, whose vectors a
+      feature holds as `near_duplicate_vectors`, one per oracle sentence), labelled as exact copies are.
     - `prefix_orders` K: K more random orders of each document's oracle set, with a row for every proper, non-empty
       prefix of each; the right choices are all the oracle sentences not yet chosen. A set target rather than the
       one with the best marginal ROUGE gain given the prefix: the features hold no reference to score the gains
@@ -507,11 +541,14 @@ class StepwiseCollator:
         duplicate_negative_weight: float = 0.0,
         prefix_orders: int = 0,
         max_sentences: int | None = None,
+        near_duplicate_share: float = 0.0,
     ):
         if steps_per_document is not None and steps_per_document < 1:
             raise ValueError(f"steps_per_document must be at least 1, got {steps_per_document}")
         if not 0.0 <= duplicate_probability <= 1.0:
             raise ValueError(f"duplicate_probability must lie in [0, 1], got {duplicate_probability}")
+        if not 0.0 <= near_duplicate_share <= 1.0:
+            raise ValueError(f"near_duplicate_share must lie in [0, 1], got {near_duplicate_share}")
         if duplicate_negative_weight < 0 or prefix_orders < 0:
             raise ValueError("duplicate_negative_weight and prefix_orders must not be negative")
         self.collate = collate
@@ -522,6 +559,7 @@ class StepwiseCollator:
         self.duplicate_negative_weight = duplicate_negative_weight
         self.prefix_orders = prefix_orders
         self.max_sentences = max_sentences
+        self.near_duplicate_share = near_duplicate_share
 
     @property
     def set_labels(self) -> bool:
@@ -529,7 +567,8 @@ class StepwiseCollator:
 
     def with_duplicate(self, feature: dict) -> tuple[dict, tuple[int, int] | None]:
         """`feature`, or with probability `duplicate_probability` a copy of it whose oracle sentence t (drawn at
-        random) is repeated right after itself; returns it and the twins (t, t + 1), or None."""
+        random) is repeated right after itself (with `near_duplicate_share`, that share of the time its
+        near-duplicate); returns it and the twins (t, t + 1), or None."""
         oracle = feature["oracle"]
         count = len(feature["labels"])
         room = self.max_sentences is None or count < self.max_sentences
@@ -541,10 +580,15 @@ class StepwiseCollator:
 
         twin = self.random.choice(oracle)
         vectors = feature["sentence_vectors"]
+        copy = vectors[twin : twin + 1]
+        if self.near_duplicate_share and self.random.random() < self.near_duplicate_share:
+            if "near_duplicate_vectors" not in feature:
+                raise ValueError("near duplicates need their vectors (train_stepwise --near_duplicate_share)")
+            copy = feature["near_duplicate_vectors"][oracle.index(twin)][None]
         labels = list(feature["labels"])
         doubled = dict(
             feature,
-            sentence_vectors=torch.cat([vectors[: twin + 1], vectors[twin : twin + 1], vectors[twin + 1 : count]]),
+            sentence_vectors=torch.cat([vectors[: twin + 1], copy.to(vectors.dtype), vectors[twin + 1 : count]]),
             labels=[*labels[: twin + 1], labels[twin], *labels[twin + 1 :]],
             oracle=[index + (index > twin) for index in oracle],
         )

@@ -212,3 +212,43 @@ def test_train_only_freezes_all_but_the_named_modules_and_refuses_names_that_mat
     assert not any("lora_" in name or ".scorer." in name for name in trainable)
     with pytest.raises(ValueError, match="names no trainable module"):
         script.continued_adapter(str(SHIPPED), script.StepwiseArguments(init_from=str(SHIPPED), train_only="scorr"))
+
+
+def test_a_near_duplicate_drops_and_swaps_whole_words_of_each_oracle_sentence():
+    from sumformers.training import near_duplicate_feature
+
+    # [CLS]=1, [SEP]=2; ids >= 100 are "##" continuations of the word before them
+    sentences = [[10, 11, 12], [20, 100, 21, 22, 23, 24, 25, 26, 101, 27, 28, 29, 30, 31, 32], [40, 41]]
+    input_ids, cls_positions = [], []
+    for sentence in sentences:
+        cls_positions.append(len(input_ids))
+        input_ids += [1, *sentence, 2]
+    feature = {"input_ids": input_ids, "cls_positions": cls_positions, "oracle": [1, 0]}
+    near = near_duplicate_feature(feature, lambda token: token >= 100, seed=5)
+    assert near == near_duplicate_feature(feature, lambda token: token >= 100, seed=5)
+    starts = near["cls_positions"]
+    first, second = near["input_ids"][starts[0] : starts[1]], near["input_ids"][starts[1] :]
+    assert first[0] == second[0] == 1 and first[-1] == second[-1] == 2
+    # 13 words (pieces kept with their heads): round(13 / 7) = 2 dropped, two adjacent ones swapped
+    words = [[20, 100], [21], [22], [23], [24], [25], [26, 101], [27], [28], [29], [30], [31], [32]]
+    body = first[1:-1]
+    kept = [word for word in words if word[0] in body]
+    assert len(kept) == 11 and len(body) == sum(map(len, kept))
+    for word in kept:  # a continuation never leaves its head
+        assert body[body.index(word[0]) : body.index(word[0]) + len(word)] == word
+    order = [body.index(word[0]) for word in kept]
+    assert sorted(order) != order and sum(a > b for a, b in zip(order, order[1:])) == 1  # one adjacent swap
+    # three words: none dropped (fewer than 4), two swapped
+    assert sorted(second[1:-1]) == [10, 11, 12] and second[1:-1] != [10, 11, 12]
+    assert near["token_type_ids"] == [0] * len(first) + [1] * len(second)
+    assert near["attention_mask"] == [1] * len(near["input_ids"]) and near["labels"] == [0.0, 0.0]
+
+
+def test_a_near_duplicate_share_inserts_the_paraphrases_vector():
+    feature = vector_feature([2, 0], 4)
+    feature["near_duplicate_vectors"] = torch.tensor([[20.0] * 2, [30.0] * 2])  # paraphrases of 2, then of 0
+    collator = StepwiseCollator(None, stepwise=True, duplicate_probability=1.0, near_duplicate_share=1.0, seed=0)
+    doubled, (twin, copy) = collator.with_duplicate(feature)
+    assert doubled["sentence_vectors"][copy, 0].item() == {2: 20.0, 0: 30.0}[twin]
+    with pytest.raises(ValueError, match="near duplicates need their vectors"):
+        collator.with_duplicate(vector_feature([1], 3))

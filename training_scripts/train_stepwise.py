@@ -47,6 +47,7 @@ from sumformers.training import (  # StepwiseCollator: train_content_planner imp
     map_training_features,
     model_and_tokenizer,
     model_input,
+    near_duplicate_feature,
     new_card_info,
     parse_arguments,
     subset_description,
@@ -133,6 +134,14 @@ class StepwiseArguments(FeatureFileArguments):
         metadata={
             "help": "Stepwise models: this many random orders of each document's oracle set added as rows (every "
             "proper non-empty prefix; right: any oracle sentence not yet chosen). 0: off."
+        },
+    )
+    near_duplicate_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "With --duplicate_probability: the share of the inserted copies that are near-duplicates (a "
+            "paraphrase: about one word in seven dropped, two adjacent words swapped; sumformers.training."
+            "near_duplicate_feature), encoded once with the sentence vectors. 0: exact copies only."
         },
     )
     train_only: str | None = field(
@@ -313,13 +322,30 @@ def add_sentence_vectors(
         feature["sentence_vectors"] = cache[key]
 
 
+def add_near_duplicate_vectors(model, features, collate, tokenizer, stepwise_args, seed: int, device="cpu"):
+    """Each feature's `near_duplicate_vectors`: the sentence vectors of `near_duplicate_feature`'s paraphrases of its
+    oracle sentences (document i's drawn with seed + i), through the same encoder and cache as its own vectors."""
+    continuations = {index for token, index in tokenizer.get_vocab().items() if token.startswith("##")}
+    near = [near_duplicate_feature(feature, continuations.__contains__, seed + index)
+            for index, feature in enumerate(features)]
+    add_sentence_vectors(
+        model, near, collate, stepwise_args.sentence_vector_cache, stepwise_args.precompute_bf16,
+        adapter=adapter_digest(stepwise_args.init_from) if stepwise_args.init_from else None, device=device,
+    )
+    for feature, paraphrases in zip(features, near):
+        feature["near_duplicate_vectors"] = paraphrases["sentence_vectors"]
+
+
 def training_signals(stepwise_args: StepwiseArguments) -> str:
     """The card's account of the training signals beyond the oracle order (issue 57), "" when none is on."""
     signals = []
     if stepwise_args.duplicate_probability:
         negative = stepwise_args.duplicate_negative_weight
+        near = stepwise_args.near_duplicate_share
+        copies = (f"a copy ({near:g} of them near-duplicates: a few words dropped, two swapped)" if near
+                  else "an exact copy")
         signals.append(
-            f"an exact copy of an oracle sentence inserted in {stepwise_args.duplicate_probability:g} of the documents "
+            f"{copies} of an oracle sentence inserted in {stepwise_args.duplicate_probability:g} of the documents "
             f"(both twins right until one is chosen, then the other "
             f"{f'an explicit negative, unlikelihood weight {negative:g}' if negative else 'never a target'})"
         )
@@ -404,6 +430,9 @@ def main():
                     adapter=adapter_digest(stepwise_args.init_from) if stepwise_args.init_from else None,
                     device=training_args.device,
                 )
+            if stepwise_args.near_duplicate_share:
+                add_near_duplicate_vectors(model, features, processor.collate, tokenizer, stepwise_args,
+                                           seed=training_args.seed, device=training_args.device)
             for feature in features:  # the token inputs are not needed any more
                 for key in ("input_ids", "token_type_ids", "attention_mask", "cls_positions"):
                     feature.pop(key)
@@ -418,6 +447,7 @@ def main():
         duplicate_negative_weight=stepwise_args.duplicate_negative_weight,
         prefix_orders=stepwise_args.prefix_orders,
         max_sentences=getattr(model.config, "max_document_sentences", None),
+        near_duplicate_share=stepwise_args.near_duplicate_share,
     )
     trainer, result = train(
         model, training_args, features, collate, tokenizer=tokenizer, max_seconds=stepwise_args.max_train_seconds

@@ -106,6 +106,20 @@ def test_every_relative_link_resolves(page):
     assert not missing, missing
 
 
+def anchors(page) -> set[str]:
+    """GitHub's anchors for a page's headings: lowercased, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-") for heading in headings}
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda path: path.relative_to(REPO_ROOT).as_posix())
+def test_every_link_to_a_heading_finds_it(page):
+    for target in LINK.findall(page.read_text(encoding="utf-8")):
+        path, _, anchor = target.partition("#")
+        if anchor and not re.match(r"[a-z]+:", target) and (not path or path.endswith(".md")):
+            assert anchor in anchors(page.parent / path if path else page), target
+
+
 def readme_lines() -> list[str]:
     return (REPO_ROOT / "README.md").read_text(encoding="utf-8").splitlines()
 

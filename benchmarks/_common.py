@@ -225,10 +225,14 @@ def format_cell(result: dict, column: str) -> str:
     return f"{result[column]:.2f}"
 
 
+def command_line(script: str) -> str:
+    """The `Command: ` line a results table opens with (benchmarks/results_index.py reads it): this run's command."""
+    return f"Command: `{shlex.join(['python', f'benchmarks/{script}', *sys.argv[1:]])}`"
+
+
 def write_report(script: str, body: list[str], output: str | None) -> None:
     """Print the report (the command line that made it, then `body`) and write it to `output` when given."""
-    command = shlex.join(["python", f"benchmarks/{script}", *sys.argv[1:]])
-    report = "\n".join([f"Command: `{command}`", "", *body])
+    report = "\n".join([command_line(script), "", *body])
     print(report)
     if output:
         Path(output).parent.mkdir(parents=True, exist_ok=True)

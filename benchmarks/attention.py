@@ -24,6 +24,8 @@ from pathlib import Path
 
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")
 
+from _common import command_line  # noqa: E402
+
 HEADS, HEAD_DIM, WINDOW, NUM_GLOBAL = 12, 64, 512, 64
 LENGTHS = (4096, 16384, 32768)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -221,6 +223,8 @@ def render(results, device, lengths, threads, rounds):
     header = "| case | " + " | ".join(f"{n:,} tokens" for n in lengths) + " |"
     lines = [
         f"# Sparse attention benchmark ({device}, {threads} threads)",
+        "",
+        command_line("attention.py"),
         "",
         f"batch 1, {HEADS} heads, head size {HEAD_DIM}, window {WINDOW} (two-sided), {NUM_GLOBAL} global tokens; "
         f"each cell: best time over up to {rounds} interleaved subprocess rounds of up to 3 runs each / peak memory "

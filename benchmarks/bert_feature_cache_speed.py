@@ -19,6 +19,8 @@ import time
 import warnings
 from pathlib import Path
 
+from _common import command_line
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -86,6 +88,8 @@ def main():
     plain, cached = medians.values()
     lines = [
         "# Training step of the CopyTransformer's stacking variant over cached frozen BERT features",
+        "",
+        command_line("bert_feature_cache_speed.py"),
         "",
         f"`python benchmarks/bert_feature_cache_speed.py` ({args.threads} thread(s), torch {torch.__version__}): "
         f"bundled MiniLM as the frozen BERT (windows of {config.bert_window}, stride {config.bert_stride}), "

@@ -22,6 +22,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from _common import command_line  # noqa: E402
+
 from sumformers.text.evaluation import data_dir  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +90,8 @@ def main():
             print(name, result, flush=True)
             rows.append((name, script, flags, result))
     lines = [
+        command_line("training_throughput.py"),
+        "",
         f"Training throughput, {args.documents} train_large documents, batch {args.batch_size}, "
         f"{args.threads} CPU threads (`python benchmarks/training_throughput.py --documents {args.documents} "
         f"--threads {args.threads}`)",

@@ -53,7 +53,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import ship_adapter_checkpoint
+from _common import command_line, ship_adapter_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "benchmarks" / "results"
@@ -100,6 +100,8 @@ def markdown_table(header: list[str], rows: list[list]) -> str:
 
 def write_results(part: str, text: str, data) -> None:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    title, _, rest = text.partition("\n")
+    text = f"{title}\n\n{command_line('wikisum.py')}\n{rest}"
     (RESULTS_DIR / f"wikisum_{part}.md").write_text(text + "\n")
     (RESULTS_DIR / f"wikisum_{part}.json").write_text(json.dumps(data, indent=2) + "\n")
     print(text)

@@ -1,5 +1,5 @@
-"""Several training processes: the launch commands the README documents start them and they train in parallel (each
-sees its own documents, all end with the same weights, one checkpoint and one evaluation of the whole eval split),
+"""Several training processes: the launch commands docs/training.md documents start them and they train in parallel
+(each sees its own documents, all end with the same weights, one checkpoint and one evaluation of the whole eval split),
 a run resumes on another number of processes, and a time budget stops every process at the same step.
 
 The training runs go through tests/training_probe.py, which records what each process did."""

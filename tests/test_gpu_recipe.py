@@ -129,7 +129,8 @@ def test_recipe_trains_decodes_and_packs_the_extractive_models_on_cpu(tmp_path, 
                     "--output_dir", str(tmp_path / "features")], cwd=REPO_ROOT, env=env, check=True)
     out, results = tmp_path / "out", tmp_path / "results"
     trial = dict(env, DEVICE="cpu", MAX_STEPS="1", BATCH_SCALE="16", EVAL_DOCUMENTS="2", FEATURES=str(features),
-                 MODELS="stepwise_etcsum bertsum hibert", OUT=str(out), RESULTS=str(results),
+                 MODELS="stepwise_etcsum bertsum hibert stepwise_hibert", READ_SECONDS="120", OUT=str(out),
+                 RESULTS=str(results),
                  RUNS=str(tmp_path / "runs"), DEADLINE="2400", EVAL_SECONDS="900")
     subprocess.run(["bash", "training_scripts/gpu_recipe.sh"], cwd=REPO_ROOT, env=trial, check=True)
     from transformers import pipeline
@@ -147,6 +148,17 @@ def test_recipe_trains_decodes_and_packs_the_extractive_models_on_cpu(tmp_path, 
         assert result["sentences"] and set(result["sentences"]) <= set(range(9))
     def card(run):
         return (tmp_path / run / "final" / "README.md").read_text()
+
+    # Stepwise HiBERT continued over its own vectors with the signals that need the summary (issue 57), the
+    # oracle-order model kept beside it
+    with tarfile.open(out / "stepwise-hibert-minilm-cnndm-gpu.tgz") as archive:
+        archive.extractall(tmp_path / "stepwise-hibert", filter="data")
+    reads = tmp_path / "stepwise-hibert" / "final"
+    assert (tmp_path / "stepwise-hibert" / "final-oracle-order" / "adapter_model.safetensors").is_file()
+    assert json.loads((reads / "config.json").read_text())["summary_null_slot"] is True
+    assert "unlikelihood weight 4" in (reads / "README.md").read_text()
+    result = pipeline("stepwise-summarization", model=str(reads))(ARTICLES[0])
+    assert result["sentences"] and set(result["sentences"]) <= set(range(9))
 
     assert "LoRA on the sentence encoder too" in card("hibert-minilm-cnndm-gpu")
     assert "sentences of at most 36 word pieces" in card("bertsum-minilm-cnndm-gpu")

@@ -12,6 +12,10 @@
 #    (benchmarks/choose_end_bias.py, raw CNN validation[300:400]) and written to its config, and its summaries of the
 #    held-out sets (quality_cnndm.py --decode_only: validation_large[:1000] and validation[:300]) with and without
 #    trigram blocking and under 60 words; the table is built afterwards on the CPU machine from the returned cache.
+# 1b. Stepwise HiBERT (READ_SECONDS > 0) then continues for READ_SECONDS over its own sentence vectors with the signals
+#    that need the partial summary (issue 57: READ_SIGNALS, duplicates and random oracle orders, a learned null
+#    slot); the oracle-order model stays in the archive as final-oracle-order.
+# SEED (default 42) names the run when another seed is asked for (`<run>-seed<N>`), so that windows add seeds.
 # Optional: the Stepwise ETCSum content planner for Rotowire (PLANNER_STEPS > 0) and, first, ATTENTION_SECONDS of
 # benchmarks/attention.py --device cuda.
 # The machine reaches no registry. Here, first (the features: 19 minutes on two cores):
@@ -32,7 +36,9 @@ FEATURES=${FEATURES:-.device/features/train_large_features.npz.xz}
 MODELS=${MODELS:-"etcsum stepwise_etcsum"}
 # BATCH_SCALE divides every batch (a CPU trial); EVAL_DOCUMENTS > 0 decodes only that many development and held-out
 # documents (a CPU trial), from validation[300:] and validation[:N]
-MAX_STEPS=${MAX_STEPS:--1} BATCH_SCALE=${BATCH_SCALE:-1} LEARNING_RATE=${LEARNING_RATE:-5e-4}
+MAX_STEPS=${MAX_STEPS:--1} BATCH_SCALE=${BATCH_SCALE:-1} LEARNING_RATE=${LEARNING_RATE:-5e-4} SEED=${SEED:-42}
+READ_SECONDS=${READ_SECONDS:-0}
+read -r -a READ_SIGNALS <<< "${READ_SIGNALS:---duplicate_probability 1.0 --duplicate_negative_weight 4 --prefix_orders 1}"
 EVAL_SECONDS=${EVAL_SECONDS:-150} EVAL_DOCUMENTS=${EVAL_DOCUMENTS:-0}
 PLANNER_STEPS=${PLANNER_STEPS:-0} STEPS_PER_GAME=${STEPS_PER_GAME:-8} PLAN_LENGTH=${PLAN_LENGTH:-120}
 ROTOWIRE_SPLIT=${ROTOWIRE_SPLIT:-test}
@@ -94,23 +100,36 @@ extractive() {  # extractive MODEL_TYPE: train it on the carried features, then 
             extra=(--train_sentence_encoder) ;;
     esac
     [ "$script" = train_stepwise.py ] && extra+=(--model_type "${1%_first_token}" --trigram_blocking)
-    run=$(echo "$1" | tr _ -)-minilm-cnndm-gpu
-    local output=$RUNS/$run flag=--$(echo "$name" | tr 'A-Z ' 'a-z_')
+    run=$(echo "$1" | tr _ -)-minilm-cnndm-gpu$([ "$SEED" = 42 ] || echo "-seed$SEED")
+    local output=$RUNS/$run flag=--$(echo "$name" | tr 'A-Z ' 'a-z_') reads=0
+    # the continued training's time, and its loading, vectors and saving, kept from the first stage
+    [ "$1" = stepwise_hibert ] && [ "$READ_SECONDS" -gt 0 ] && reads=$((READ_SECONDS + LOAD_SECONDS + SAVE_SECONDS))
     timeout "$(left)" python3 "training_scripts/$script" --features_file "$FEATURES" "${layout[@]}" "${extra[@]}" \
         --use_lora --lora_r 32 --lora_alpha 64 --lora_target_modules query,key,value,dense \
         --per_device_train_batch_size $((batch / BATCH_SCALE)) --learning_rate "$LEARNING_RATE" --warmup_steps 0.05 \
         --num_train_epochs "$epochs" --max_steps "$MAX_STEPS" \
-        --max_train_seconds $(($(left) - EVAL_SECONDS - LOAD_SECONDS - SAVE_SECONDS)) \
+        --max_train_seconds $(($(left) - EVAL_SECONDS - LOAD_SECONDS - SAVE_SECONDS - reads)) \
         --train_sampling_strategy group_by_length --dataloader_num_workers 4 --save_steps 500 --save_total_limit 1 \
-        --logging_steps 25 --seed 42 --do_train --output_dir "$output" "${device_args[@]}" \
+        --logging_steps 25 --seed "$SEED" --do_train --output_dir "$output" "${device_args[@]}" \
         > "$RESULTS/log_$run.txt" 2>&1
     cp "$RESULTS/log_$run.txt" "$output/final/training_log.txt" 2>/dev/null
+    if [ "$reads" -gt 0 ] && [ -f "$output/final/config.json" ]; then
+        timeout "$(left)" python3 training_scripts/train_stepwise.py --model_type stepwise_hibert \
+            --init_from "$output/final" --features_file "$FEATURES" --max_length 768 \
+            --config_overrides '{"summary_null_slot": true}' "${READ_SIGNALS[@]}" --precompute_bf16 \
+            --per_device_train_batch_size $((64 / BATCH_SCALE)) --learning_rate "$LEARNING_RATE" \
+            --warmup_steps 0.05 --num_train_epochs 1 --max_steps "$MAX_STEPS" --max_train_seconds "$READ_SECONDS" \
+            --save_steps 500 --save_total_limit 1 --logging_steps 25 --seed "$SEED" --do_train \
+            --output_dir "$output-reads" "${device_args[@]}" > "$RESULTS/log_$run-reads.txt" 2>&1 \
+            && cp "$RESULTS/log_$run-reads.txt" "$output-reads/final/training_log.txt" \
+            && mv "$output/final" "$output/final-oracle-order" && mv "$output-reads/final" "$output/final"
+    fi
     if [ "${1#stepwise}" != "$1" ]; then  # its end bias, chosen on the development documents
         timeout "$(left)" python3 benchmarks/choose_end_bias.py --model "$name" --checkpoint "$output/final" \
             "${evaluation[@]}" "${development[@]}" --write --output "$RESULTS/end_bias_$run.json" \
             >> "$RESULTS/log_decode_$run.txt" 2>&1
     fi
-    tar czf "$OUT/$run.tgz" -C "$output" final
+    tar czf "$OUT/$run.tgz" -C "$output" final $([ -d "$output/final-oracle-order" ] && echo final-oracle-order)
     # the shipped decoding (trigram blocking) first, then without it and under 60 words
     for settings in "--blocking yes" "--blocking no --max_words 60"; do
         # shellcheck disable=SC2086

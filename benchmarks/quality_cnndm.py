@@ -12,6 +12,8 @@ X, T s"); a resumed run records only the time after it resumed ("at least"). The
 
     # both sets, every model found; writes benchmarks/results/quality_cnndm.md
     python benchmarks/quality_cnndm.py --max_words 60
+    # the main table with the official ROUGE-1.5.5 beside rouge-score (needs `pip install sumformers[official-rouge]`)
+    python benchmarks/quality_cnndm.py --models 'HiBERT,Stepwise HiBERT' --blocking yes --max_words 60 --rouge official
     # one set, one model
     python benchmarks/quality_cnndm.py --data_file ../shared/data/cnn_dailymail/validation.jsonl --limit 50 \
         --models "Stepwise HiBERT" --stepwise_hibert checkpoints/stepwise-hibert-minilm-cnndm
@@ -22,6 +24,12 @@ unit. Oracle is PreSumm's greedy oracle (ROUGE-1 F + ROUGE-2 F, no length cap), 
 (greedy on the mean of ROUGE-1/2/Lsum F, whole document); trigram blocking does not apply to them. Predictions are
 cached per model and setting under --cache_dir, so the table can be rebuilt without re-decoding; a model whose
 checkpoint is missing gets a row saying so.
+
+`--rouge official` adds ROUGE-1/2/L F1 x 100 by the official ROUGE-1.5.5 Perl script (`sumformers.text.official_rouge`:
+the settings of See et al. 2017 and Liu & Lapata 2019, `-c 95 -r 1000 -n 2 -a -m`, with WordNet's stemming exceptions;
+intervals are the script's own bootstrap) beside rouge-score's, on the same summaries, and their difference (official
+minus rouge-score): the columns to compare with a paper's table. Everything else (paired differences, by source)
+stays on rouge-score.
 
 `--max_words N` adds one row per system decoded under the same length budget, without trigram blocking: at most 4
 sentences (Lead: in document order, the others: in rank order or by beam search) and at most N whitespace words, a
@@ -108,6 +116,8 @@ def parse_args():
                         help="add rows of the stepwise models at exactly this many sentences (see above)")
     parser.add_argument("--blocking", choices=("both", "yes", "no"), default="both",
                         help="the models' rows with and without trigram blocking (default both), or one of them")
+    parser.add_argument("--rouge", choices=("rouge-score", "official"), default="rouge-score",
+                        help="official: add the official ROUGE-1.5.5's columns beside rouge-score's (see above)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--end_bias", type=float, default=None,
@@ -120,12 +130,23 @@ def parse_args():
     return parser.parse_args()
 
 
-def summary_metrics(summaries: list[str], references: list[str], sources: list[str | None]) -> dict:
+OFFICIAL_COLUMNS = ("official_rouge1", "official_rouge2", "official_rougeLsum", "official_minus_rouge_score")
+
+
+def summary_metrics(summaries: list[str], references: list[str], sources: list[str | None], rouge: str) -> dict:
     """Mean ROUGE-1/2/Lsum with 95% bootstrap intervals (`<key>_interval`), ROUGE-1 by source (`rouge1_<source>`),
-    mean words and redundancy."""
+    mean words and redundancy; with `rouge` "official" also ROUGE-1.5.5's (`official_<key>`, with the script's
+    intervals) and official minus rouge-score for the three (`official_minus_rouge_score`)."""
     from sumformers.text.sentences import has_repeated_trigram, summary_length_stats, to_sentences
 
     scores = rouge_metrics(summaries, references, sources)
+    if rouge == "official":
+        from sumformers.text.official_rouge import official_rouge_scores
+
+        official = official_rouge_scores(summaries, references)
+        keys = ("rouge1", "rouge2", "rougeLsum")
+        scores.update({f"official_{key}": value for key, value in official.items()})
+        scores["official_minus_rouge_score"] = " / ".join(f"{official[key] - scores[key]:+.2f}" for key in keys)
     lengths = summary_length_stats(summaries)
     scores["mean_words"], scores["mean_sentences"] = lengths["mean_words"], lengths["mean_sentences"]
     scores["redundancy"] = 100.0 * sum(has_repeated_trigram(to_sentences(s)) for s in summaries) / len(summaries)
@@ -269,22 +290,30 @@ def model_summaries(
 def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], counts: dict) -> str:
     by_source = [source for source in SOURCES if counts.get(source)]
     source_columns = "".join(f" ROUGE-1 {SOURCES[source]} ({counts[source]}) |" for source in by_source)
+    # the official ROUGE's columns follow rouge-score's ROUGE-Lsum when the rows have them (--rouge official)
+    official = any(isinstance(result, dict) and "official_rouge1" in result for *_, result in rows)
+    columns = COLUMNS[:5] + (OFFICIAL_COLUMNS if official else ()) + COLUMNS[5:]
+    official_header = (" ROUGE-1 official | ROUGE-2 official | ROUGE-L official "
+                       "| official - rouge-score (R-1 / R-2 / R-L) |") if official else ""
     lines = [
         f"## {title}: {counts['all']} documents",
         "",
         "| model | decoding | trigram blocking | ROUGE-1 | ROUGE-1 - Lead-3 (paired) "
-        "| ROUGE-1 - Lead of as many words (paired) | ROUGE-2 | ROUGE-Lsum "
-        "| sentences | words | redundancy % |"
+        "| ROUGE-1 - Lead of as many words (paired) | ROUGE-2 | ROUGE-Lsum |"
+        + official_header
+        + " sentences | words | redundancy % |"
         + source_columns
         + " s / doc (threads) | training hours (hardware) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(by_source) + "---|---|",
+        "|---|---|---|" + "---|" * len(columns) + "---|" * len(by_source) + "---|---|",
     ]
     for name, decoding, blocking, result in rows:
         if isinstance(result, str):
-            empty = " |" * (len(COLUMNS) - 1 + len(by_source) + 1)  # the other columns, then s / doc
+            empty = " |" * (len(columns) - 1 + len(by_source) + 1)  # the other columns, then s / doc
             lines.append(f"| {name} | {decoding} | {blocking} | {result} |{empty} - |")
             continue
-        values = " | ".join(format_cell(result, column) for column in COLUMNS)
+        values = " | ".join(
+            result[column] if isinstance(result[column], str) else format_cell(result, column) for column in columns
+        )
         sources = "".join(f" {result[f'rouge1_{source}']:.2f} |" for source in by_source)
         seconds = result.get("seconds") or ""
         hours = result.get("training_hours") or "-"
@@ -313,7 +342,7 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
         else:
             decoding = f"first {name[-1]}" if name.startswith("Lead") else "greedy, R1+R2 F"
             decoding = "greedy, mean R1/R2/Lsum F" if name == "Oracle (Full)" else decoding
-        metrics = dict(summary_metrics(summaries, references, sources), seconds=None)
+        metrics = dict(summary_metrics(summaries, references, sources, args.rouge), seconds=None)
         rows.append((name, decoding, label, paired_with_lead_words(metrics, summaries, document_sentences, references)))
     lead3 = next((result for name, _, label, result in rows if name == "Lead-3" and label == "no"), None)
     for *_, result in rows:
@@ -335,7 +364,8 @@ def evaluate_set(title: str, examples: list[dict], selected: list[str], args, ch
             summaries, seconds = model_summaries(name, checkpoint, documents, blocking, args, max_words, sentences)
             if args.decode_only:
                 continue
-            metrics = paired_with_lead3(dict(summary_metrics(summaries, references, sources), seconds=seconds), lead3)
+            metrics = dict(summary_metrics(summaries, references, sources, args.rouge), seconds=seconds)
+            metrics = paired_with_lead3(metrics, lead3)
             paired_with_lead_words(metrics, summaries, document_sentences, references)
             metrics["training_hours"] = checkpoint_training_hours(checkpoint)
             description = decoding_options(name, checkpoint, args, max_words, sentences)[1]
@@ -372,7 +402,10 @@ def main():
     lines = [
         "CNN/DM validation documents held out from training; ROUGE F1 x 100 (rouge-score, stemming, rougeLsum over "
         "pysbd sentences) with 95% bootstrap intervals (1,000 resamples of the documents); words = mean summary "
-        "length; redundancy = % of summaries repeating a trigram across sentences.",
+        "length; redundancy = % of summaries repeating a trigram across sentences."
+        + (" Official: ROUGE-1.5.5 (-c 95 -r 1000 -n 2 -a -m, WordNet stemming exceptions) on the same summaries, "
+           "with its own 95% bootstrap intervals; official - rouge-score: the difference of the two means."
+           if args.rouge == "official" else ""),
         "",
         *("\n\n".join(tables).split("\n")),
         "",

@@ -114,6 +114,9 @@ class InterSentenceEncoder(nn.Module):
 class BertSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = BertSumConfig
     base_model_prefix = "bertsum"
+    # the layers FSDP wraps one by one (training_scripts/accelerate/fsdp.yaml); transformers adds those the
+    # pretrained encoder's class lists (BertLayer and BertEmbeddings for BERT/MiniLM)
+    _no_split_modules = ["InterSentenceLayer"]
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     attention_backends = ("eager", "sdpa")

@@ -210,6 +210,9 @@ class SummaryGenerator(nn.Module):
 class BertSumAbsPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = BertSumAbsConfig
     base_model_prefix = "bertsumabs"
+    # the layers FSDP wraps one by one (training_scripts/accelerate/fsdp.yaml); transformers adds those the
+    # pretrained encoder's class lists (BertLayer and BertEmbeddings for BERT/MiniLM)
+    _no_split_modules = ["DecoderLayer"]
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True

@@ -447,6 +447,9 @@ class ProjectedEmbeddingsOutput(nn.Module):
 class CopyTransformerPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = CopyTransformerConfig
     base_model_prefix = "copy_transformer"
+    # the layers FSDP wraps one by one (training_scripts/accelerate/fsdp.yaml); the tied word embeddings stay in
+    # the outer unit with the output layer that shares them
+    _no_split_modules = ["EncoderLayer", "DecoderLayer"]
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True

@@ -151,6 +151,9 @@ class HetFormerLayer(GradientCheckpointingLayer):
 class HetFormerPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = HetFormerConfig
     base_model_prefix = "hetformer"
+    # the layers FSDP wraps one by one (training_scripts/accelerate/fsdp.yaml); they hold the pretrained
+    # encoder's weights
+    _no_split_modules = ["HetFormerLayer"]
     supports_gradient_checkpointing = True
     _supports_sdpa = True
     _supports_flex_attn = True

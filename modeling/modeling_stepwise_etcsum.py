@@ -194,6 +194,9 @@ class _Rows:
 class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = ETCSumConfig
     base_model_prefix = "etcsum"
+    # the layers FSDP wraps one by one (training_scripts/accelerate/fsdp.yaml); they hold the pretrained
+    # encoder's weights
+    _no_split_modules = ["ETCLayer"]
     main_input_name = "input_ids"
     # A Rotowire table row (about 6,000 long and 400 global tokens) keeps about 1.5 GB of activations per layer for
     # the backward pass; checkpointing keeps one layer's (`--gradient_checkpointing`).

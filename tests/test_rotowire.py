@@ -222,6 +222,43 @@ def test_damerau_levenshtein_optimal_string_alignment():
     assert dld_similarity([], []) == 1.0
 
 
+def written_out_osa_distance(first, second) -> int:
+    """The textbook optimal-string-alignment dynamic programme (the package's own code before rapidfuzz replaced it):
+    the reference rapidfuzz's OSA must equal."""
+    table = [[i + j if i == 0 or j == 0 else 0 for j in range(len(second) + 1)] for i in range(len(first) + 1)]
+    for i in range(1, len(first) + 1):
+        for j in range(1, len(second) + 1):
+            cost = 0 if first[i - 1] == second[j - 1] else 1
+            table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and first[i - 1] == second[j - 2] and first[i - 2] == second[j - 1]:
+                table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+    return table[-1][-1]
+
+
+def test_the_library_distance_equals_the_written_out_one_on_real_rotowire_plans_and_names(data_dir):
+    import random
+
+    from sumformers.text.table_to_text_metrics import _counted_records
+
+    games = read_games(data_dir / "rotowire" / "games.jsonl")
+    sequences = [_counted_records(oracle_plan(game), "all") for game in games]
+    rng = random.Random(0)
+    pairs = list(zip(sequences, sequences[1:]))  # two games' plans: shared team and stat keys, mostly other records
+    for sequence in sequences:
+        swapped = list(sequence)
+        for position in rng.sample(range(len(swapped) - 1), 3):  # adjacent transpositions, the case OSA is about
+            swapped[position], swapped[position + 1] = swapped[position + 1], swapped[position]
+        dropped = [record for record in sequence if rng.random() > 0.2]
+        pairs += [(sequence, swapped), (swapped, dropped), (sequence, sequence[::-1])]
+    names = sorted({player.entity for game in games for player in game.players})
+    pairs += list(zip(names, names[1:]))  # neighbouring names: "Kevin Love" / "Kevin Martin" and the like
+    pairs += [(name, name[1] + name[0] + name[2:]) for name in names]
+    assert len(pairs) > 1000
+    distances = [damerau_levenshtein_distance(first, second) for first, second in pairs]
+    assert distances == [written_out_osa_distance(first, second) for first, second in pairs]
+    assert len(set(distances)) > 20  # not a trivial set: the distances spread from 1 to whole plans
+
+
 def test_content_selection_and_ordering_of_a_toy_plan():
     plan = ["a", "b", EOS, "c", "a", EOT]
     reference = ["b", "c", "d", EOS, "e", EOT]

@@ -15,7 +15,7 @@ Plans (lists of record ids and units, as `rotowire_plans.oracle_plan` makes them
   relations Wiseman et al. order carry no names; ``records="all"``: every record, the package's earlier CO), averaged
   over the games. The distance is the optimal string alignment variant (adjacent transpositions, no substring edited
   twice), which is what Wiseman et al.'s ``pyxDamerauLevenshtein`` computes: "ca" -> "abc" costs 3, where the
-  unrestricted distance is 2.
+  unrestricted distance is 2; computed by rapidfuzz (``rapidfuzz.distance.OSA``).
 
 Realized text:
 
@@ -43,6 +43,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from rapidfuzz.distance import OSA
 
 from .rotowire_plans import (
     NumberMention,
@@ -92,20 +94,9 @@ CS_RECORDS = ("statistics", "all")
 def damerau_levenshtein_distance(first: Sequence, second: Sequence) -> int:
     """The optimal-string-alignment Damerau-Levenshtein distance between two sequences of hashable items:
     insertions, deletions, substitutions and transpositions of two adjacent items, each costing 1, no item edited
-    twice."""
-    rows, cols = len(first) + 1, len(second) + 1
-    table = [[0] * cols for _ in range(rows)]
-    for i in range(rows):
-        table[i][0] = i
-    for j in range(cols):
-        table[0][j] = j
-    for i in range(1, rows):
-        for j in range(1, cols):
-            cost = 0 if first[i - 1] == second[j - 1] else 1
-            table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
-            if i > 1 and j > 1 and first[i - 1] == second[j - 2] and first[i - 2] == second[j - 1]:
-                table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
-    return table[-1][-1]
+    twice (rapidfuzz's `OSA`; its `DamerauLevenshtein` is the unrestricted distance, which is not what the papers
+    used)."""
+    return OSA.distance(first, second)
 
 
 def dld_similarity(first: Sequence, second: Sequence) -> float:

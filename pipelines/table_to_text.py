@@ -30,10 +30,15 @@ def planner_pipeline(planner):
             f"the content-planning task is not registered here: pass the planner as a pipeline, "
             f"planner=pipeline(model={planner!r}, trust_remote_code=True)"
         )
-    # the task is registered by sumformers, whose shipped checkpoints are then installed with it
-    from sumformers.checkpoints import shipped_checkpoints
-
-    planning = pipeline(model=str(shipped_checkpoints().get(planner, planner)))
+    # The task is registered by sumformers, whose shipped checkpoints are then installed with it. The import sits in a
+    # try block, which transformers' check of an exported repo's imports skips: the repo's code must load without it.
+    try:
+        from sumformers.checkpoints import shipped_checkpoints
+    except ImportError:
+        shipped = {}
+    else:
+        shipped = shipped_checkpoints()
+    planning = pipeline(model=str(shipped.get(planner, planner)))
     if planning.task != "content-planning":
         raise ValueError(f"planner takes a content-planning model, not {planner} (task {planning.task})")
     return planning

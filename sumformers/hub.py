@@ -26,13 +26,14 @@ from transformers import pipeline as transformers_pipeline
 
 from sumformers_cli import model_path_problem
 
-from .cards import build_model_card
+from .cards import build_model_card, eval_results_files
 from .checkpoints import shipped_checkpoints
 from .modeling.pretrained_encoder import portable_encoder_name
-from .registry import architecture_for
+from .registry import DEFAULT_CHECKPOINTS, architecture_for
 from .remote_code import collect_remote_code, name_required_packages
 
-DEFAULT_MODEL = "stepwise-hibert-minilm-cnndm"
+# The package's default (`load_pipeline()`, `sumformers summarize` without --model): the stepwise task's
+DEFAULT_MODEL = DEFAULT_CHECKPOINTS["stepwise-summarization"]
 CARD_INFO_FILE = "sumformers_card.json"
 ADAPTER_WEIGHTS = "adapter_model.safetensors"
 
@@ -182,7 +183,7 @@ def write_card(folder: Path, config, card_info: dict | None) -> None:
 
 def export_model(name_or_path: str | None, output_dir: str, card_info: dict | None = None) -> Path:
     """Write a self-contained Hub repo: config with `auto_map` and `custom_pipelines`, merged safetensors weights,
-    tokenizer, model card and flat remote code."""
+    tokenizer, model card, its scores as `.eval_results/*.yaml` and flat remote code."""
     source = resolve_model(name_or_path)
     model = load_model(source)
     tokenizer = load_tokenizer(source)
@@ -217,8 +218,21 @@ def export_model(name_or_path: str | None, output_dir: str, card_info: dict | No
     model.save_pretrained(output, safe_serialization=True)
     tokenizer.save_pretrained(output)
     write_card(output, config, card_info)
+    write_eval_results(output, card_info or {})
     readable_by_all(output)
     return output
+
+
+EVAL_RESULTS_FOLDER = ".eval_results"
+
+
+def write_eval_results(folder: Path, card_info: dict) -> None:
+    """The card's measured figures as the Hub's `.eval_results/*.yaml`, beside the model-index (the same numbers)."""
+    files = eval_results_files(card_info)
+    if files:
+        (folder / EVAL_RESULTS_FOLDER).mkdir(exist_ok=True)
+    for file_name, text in files.items():
+        (folder / EVAL_RESULTS_FOLDER / file_name).write_text(text, encoding="utf-8")
 
 
 def remote_code_name(cls) -> str:

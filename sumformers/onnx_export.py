@@ -15,6 +15,7 @@ and which the pipeline's search never trips.
 
 import contextlib
 import logging
+import shutil
 import warnings
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from onnxscript.rewriter.ort_fusions import optimize_for_ort
 from torch import nn
 from transformers import AutoConfig
 
+from .hub import load_model, load_tokenizer, readable_by_all, resolve_model
 from .modeling.sentence_scoring import next_choice_logits_and_loss
 from .onnx_runtime import DOCUMENT_GRAPH, STEP_GRAPH
 
@@ -34,8 +36,20 @@ EXPORTABLE = SENTENCE_SCORERS + STEPWISE_SCORERS
 # The largest difference from PyTorch an export may show on its example before it is refused.
 TOLERANCE = 1e-4
 
-DOCUMENT_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "cls_positions", "sentence_mask")
-STEP_INPUTS = ("sentence_vectors", "sentence_mask", "summary_indices", "row_documents")
+# Each graph's inputs and their dynamic axes.
+_DOCUMENT_AXES = {
+    "input_ids": {0: "batch", 1: "tokens"},
+    "attention_mask": {0: "batch", 1: "tokens"},
+    "token_type_ids": {0: "batch", 1: "tokens"},
+    "cls_positions": {0: "batch", 1: "sentences"},
+    "sentence_mask": {0: "batch", 1: "sentences"},
+}
+_STEP_AXES = {
+    "sentence_vectors": {0: "batch", 1: "sentences"},
+    "sentence_mask": {0: "batch", 1: "sentences"},
+    "summary_indices": {0: "rows", 1: "summary"},
+    "row_documents": {0: "rows"},
+}
 # Real prose, so that the example has several sentences of different lengths (a dynamic axis traced at size 1 would
 # be fixed at 1).
 _EXAMPLE_TEXT = (
@@ -102,7 +116,7 @@ class HiBertStepScorer(nn.Module):
 def example_inputs(model, tokenizer) -> dict:
     """The processor's inputs for two copies of the example text (batch axes of size 2, so they stay dynamic)."""
     processed = model.processor_class(tokenizer, model.config)(_EXAMPLE_TEXT)
-    return {name: torch.cat([processed[name]] * 2) for name in DOCUMENT_INPUTS}
+    return {name: torch.cat([processed[name]] * 2) for name in _DOCUMENT_AXES}
 
 
 @contextlib.contextmanager
@@ -145,21 +159,6 @@ def _largest_difference(path: Path, inputs: dict, expected: torch.Tensor) -> flo
     return float((torch.from_numpy(output) - expected)[real].abs().max())
 
 
-_DOCUMENT_AXES = {
-    "input_ids": {0: "batch", 1: "tokens"},
-    "attention_mask": {0: "batch", 1: "tokens"},
-    "token_type_ids": {0: "batch", 1: "tokens"},
-    "cls_positions": {0: "batch", 1: "sentences"},
-    "sentence_mask": {0: "batch", 1: "sentences"},
-}
-_STEP_AXES = {
-    "sentence_vectors": {0: "batch", 1: "sentences"},
-    "sentence_mask": {0: "batch", 1: "sentences"},
-    "summary_indices": {0: "rows", 1: "summary"},
-    "row_documents": {0: "rows"},
-}
-
-
 def _check_exportable(model_type: str) -> None:
     if model_type not in EXPORTABLE:
         raise ValueError(f"ONNX export covers {', '.join(EXPORTABLE)}; {model_type!r} is not one of them")
@@ -198,8 +197,6 @@ def export_graphs(model, tokenizer, output: Path) -> list[Path]:
 def export_onnx(name_or_path: str | None, output_dir: str) -> Path:
     """Write an ONNX folder: `config.json`, the tokenizer and the model's graphs (`export_graphs`). It loads with
     `sumformers.load_pipeline(folder)` (or `sumformers.onnx_runtime.OnnxSummarizer.from_pretrained(folder)`)."""
-    from .hub import load_model, load_tokenizer, readable_by_all, resolve_model
-
     source = resolve_model(name_or_path)
     _check_exportable(AutoConfig.from_pretrained(source).model_type)
     model = load_model(source)
@@ -208,7 +205,11 @@ def export_onnx(name_or_path: str | None, output_dir: str) -> Path:
     if output.exists() and any(output.iterdir()):
         raise FileExistsError(f"{output} exists and is not empty")
     output.mkdir(parents=True, exist_ok=True)
-    export_graphs(model, tokenizer, output)
+    try:
+        export_graphs(model, tokenizer, output)
+    except Exception:
+        shutil.rmtree(output)  # no half-written folder that would load as a model
+        raise
     model.config.save_pretrained(output)
     tokenizer.save_pretrained(output)
     readable_by_all(output)

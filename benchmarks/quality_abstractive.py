@@ -6,9 +6,10 @@ on it and write lowercase, and ROUGE lower-cases anyway. These documents are for
 for tuning anything (checkpoint choice, decoding settings, length limits): the abstractive training scripts take
 `validation_large[1000:1200]` as their dev set.
 
-Rows: Lead-3 (the first 3 pysbd sentences), the default shipped extractive model (`extractive-summarization`, top 3
-sentences with trigram blocking; `--extractive` for another) as a reference, then the abstractive models, each a
-checkpoint folder given by its flag (a row says "checkpoint not found" when it is missing):
+Rows: Lead-3 (the first 3 sentences of `split_sentences`), the default shipped extractive model
+(`extractive-summarization`, top 3 sentences with trigram blocking; `--extractive` for another) as a reference, then
+the abstractive models, each a checkpoint folder given by its flag (a row says "checkpoint not found" when it is
+missing):
 
 - `--bsea`: BertSumExtAbs; `--planner`: the sentence planner; `--planner_no_guidance`: the planner trained without the
   guidance loss (ablation); `--bsea_large`: BertSumExtAbs with its decoder enlarged to the planner's parameter count.
@@ -113,7 +114,7 @@ def words(text: str) -> list[str]:
 
 def has_repeated_trigram_anywhere(summary: str) -> bool:
     """Does a word trigram (`words`) occur twice in the summary, in one sentence or in two? Trigrams do not cross
-    sentences (the summary's lines, or its pysbd sentences)."""
+    sentences (the summary's lines, or its `split_sentences` sentences)."""
     from sumformers.text.sentences import to_sentences
 
     seen = set()

@@ -401,8 +401,8 @@ def main():
     ]
     lines = [
         "CNN/DM validation documents held out from training; ROUGE F1 x 100 (rouge-score, stemming, rougeLsum over "
-        "pysbd sentences) with 95% bootstrap intervals (1,000 resamples of the documents); words = mean summary "
-        "length; redundancy = % of summaries repeating a trigram across sentences."
+        "`split_sentences` sentences) with 95% bootstrap intervals (1,000 resamples of the documents); words = mean "
+        "summary length; redundancy = % of summaries repeating a trigram across sentences."
         + (" Official: ROUGE-1.5.5 (-c 95 -r 1000 -n 2 -a -m, WordNet stemming exceptions) on the same summaries, "
            "with its own 95% bootstrap intervals; official - rouge-score: the difference of the two means."
            if args.rouge == "official" else ""),

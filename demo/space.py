@@ -13,7 +13,7 @@ from .app import build_demo
 
 GRADIO_VERSION = metadata.version("gradio")
 # Python modules the flattened code imports -> their distributions on PyPI.
-DISTRIBUTIONS = {"rouge_score": "rouge-score", "nltk": "nltk", "pysbd": "pysbd", "gradio": "gradio"}
+DISTRIBUTIONS = {"rouge_score": "rouge-score", "nltk": "nltk", "blingfire": "blingfire", "gradio": "gradio"}
 # Installed for every Space: the model's libraries, and trafilatura for uploaded HTML (imported when a page comes in).
 ALWAYS = ("torch", "transformers", "safetensors", "trafilatura", "lxml_html_clean")
 

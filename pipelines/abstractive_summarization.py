@@ -27,7 +27,7 @@ class AbstractiveSummarizationPipeline(SummarizationPipeline):
     beam 5, length penalty 0.95, 50 to 200 tokens), blocking repeated word n-grams as PreSumm does (on detokenized
     words, not token ids).
 
-    Inputs: a string (split into sentences with pysbd) or `{"sentences": [...]}`; a list of those is a batch.
+    Inputs: a string (split with `split_sentences`) or `{"sentences": [...]}`; a list of those is a batch.
     Options: the `generate()` options in `GENERATION_OPTIONS`, `no_repeat_word_ngram_size` (default: the model
     config's, 3; 0 turns blocking off) and `max_input_length` (document tokens; default the encoder's limit).
     Output per document: `summary` (one sentence per line); "" for a document without a word (nothing is generated).

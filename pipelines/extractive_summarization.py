@@ -10,7 +10,7 @@ from .base import SummarizationPipeline, reject_unknown_options
 class ExtractiveSummarizationPipeline(SummarizationPipeline):
     """Scores every sentence with a sentence-level extractive model and keeps the best `num_sentences`.
 
-    Inputs: a string (split into sentences with pysbd), or the sentences themselves as `{"sentences": [...]}`;
+    Inputs: a string (split with `split_sentences`), or the sentences themselves as `{"sentences": [...]}`;
     a list of those is a batch (so a list of sentence lists is a batch of pre-split documents).
     Options: `num_sentences` (default: the model config's, 3), `trigram_blocking` (skip a sentence sharing a trigram
     with one already chosen; default: the model config's), `max_words` (a budget in whitespace words: a sentence

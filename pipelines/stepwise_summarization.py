@@ -24,8 +24,8 @@ def _finite(name, value):
 class StepwiseSummarizationPipeline(SummarizationPipeline):
     """Beam search over extraction steps with a stepwise model.
 
-    Inputs: a string (split into sentences with pysbd), or the sentences themselves as `{"sentences": [...]}`; a list
-    of those is a batch (so a list of sentence lists is a batch of pre-split documents).
+    Inputs: a string (split with `split_sentences`), or the sentences themselves as `{"sentences": [...]}`; a list of
+    those is a batch (so a list of sentence lists is a batch of pre-split documents).
 
     Options (defaults from the model config, which follow the paper):
     - `beam_size` (3) and `num_sentences` (4: the most sentences extracted, one per step; the summary may stop

@@ -17,7 +17,7 @@ class BertSumAbsProcessor(SentenceLayoutProcessor):
     the summary, one sentence per line."""
 
     def summary_sentence_ids(self, summary) -> list[list[int]]:
-        """The summary's sentences (lines, or pysbd sentences of a single line) as word-piece ids."""
+        """The summary's sentences (lines, or `split_sentences` of a single line) as word-piece ids."""
         sentences = to_sentences(valid_unicode(summary)) if isinstance(summary, str) else list(summary)
         if not sentences:
             return []

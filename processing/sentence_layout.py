@@ -32,7 +32,7 @@ def check_document(document) -> None:
 
 
 def document_sentences(document) -> list[str]:
-    """The sentences of one input (see `check_document`): a string is split with pysbd."""
+    """The sentences of one input (see `check_document`): a string is split with `split_sentences`."""
     check_document(document)
     if isinstance(document, dict):
         document = document["sentences"]

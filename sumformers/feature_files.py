@@ -1,7 +1,7 @@
 """Training features of the sentence-layout models (BERTSum layout: HiBERT, Stepwise HiBERT) in one compact file,
 written once where the text is segmented and oracles are searched (a CPU machine) and read where the model trains (a
-lent GPU, whose minutes should not go to pysbd, the greedy oracle or the tokenizer, and to which at most 64 MiB
-travel).
+lent GPU, whose minutes should not go to sentence splitting, the greedy oracle or the tokenizer, and to which at most
+64 MiB travel).
 
 The file is an xz-compressed `.npz` of what the features cannot be rebuilt without: every kept sentence's word
 pieces (uint16, no special tokens), the sentences per document, and the oracle (selection order). The BERTSum layout

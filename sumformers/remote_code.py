@@ -11,9 +11,9 @@ from pathlib import Path
 # Installed with transformers itself: an exported repo needs no more than `pip install transformers torch` for them.
 PROVIDED_WITH_TRANSFORMERS = {"torch", "transformers", "numpy", "huggingface_hub", "safetensors", "tokenizers"}
 
-# What inference may need beyond them: pysbd splits sentences. Any other package at module level (rouge-score, nltk:
+# What inference may need beyond them: blingfire splits sentences. Any other package at module level (rouge-score, nltk:
 # evaluation) means an inference file imports evaluation code, and a bare install of the repo would fail.
-INFERENCE_PACKAGES = {"pysbd"}
+INFERENCE_PACKAGES = {"blingfire"}
 
 _RELATIVE_IMPORT = re.compile(r"^(\s*)from (\.+)([\w.]*) import ", re.MULTILINE)
 

@@ -104,7 +104,8 @@ def test_threads_give_the_sequential_results_over_50_inputs(name):
 
 
 def test_sentence_splitting_in_threads_gives_the_sequential_sentences():
-    """pysbd keeps the text it segments on the segmenter: one segmenter shared by threads mixed up documents."""
+    """Sentences split in threads are the sequential ones (pysbd, the splitter before blingfire, kept the text it
+    segmented on a shared segmenter and mixed up documents)."""
     articles = bundled_articles()
     documents = [articles[i % 4][(i * 37) % 500 :] for i in range(50)]
     expected = [split_sentences(document) for document in documents]

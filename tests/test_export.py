@@ -1,4 +1,4 @@
-"""Exported repos load with only transformers, torch and pysbd: remote code, safetensors, custom pipeline, Hub
+"""Exported repos load with only transformers, torch and blingfire: remote code, safetensors, custom pipeline, Hub
 cache."""
 
 import json
@@ -23,7 +23,7 @@ ARTICLE = (
 
 EXTRACTIVE_OPTIONS = {"num_sentences": 2, "trigram_blocking": False}
 
-# Runs in a fresh interpreter as in a bare `pip install transformers torch pysbd`: importing sumformers or the
+# Runs in a fresh interpreter as in a bare `pip install transformers torch blingfire`: importing sumformers or the
 # evaluation packages that come with it (rouge-score, nltk) fails, so only the repo's own code can be used, and it must
 # not need them. The repo's Auto class (its `auto_map` entry) and pipeline are called with argv's input and options.
 REMOTE_SCRIPT = textwrap.dedent(
@@ -123,23 +123,23 @@ def test_remote_code_gives_the_in_package_scores(saved_model, tmp_path):
     assert remote["result"]["scores"] == pytest.approx(expected["scores"], abs=1e-6)
 
 
-def test_every_architecture_exports_code_that_needs_only_pysbd_beyond_transformers_and_torch():
-    """The card's `pip install` line: inference splits sentences with pysbd and needs nothing else (before: 8 of the 13
-    architectures also needed nltk and rouge_score, imported through the evaluation code)."""
+def test_every_architecture_exports_code_that_needs_only_blingfire_beyond_transformers_and_torch():
+    """The card's `pip install` line: inference splits sentences with blingfire and needs nothing else (before: 8 of
+    the 13 architectures also needed nltk and rouge_score, imported through the evaluation code)."""
     from sumformers import ARCHITECTURES
     from sumformers.cards import exported_repo_requirements
 
     needs = {model_type: exported_repo_requirements(arch.config_class()) for model_type, arch in ARCHITECTURES.items()}
     # the realizer reads games, not sentences: once models stopped importing their processors, its code no longer
     # came with the BertSumAbs processor's sentence splitter
-    expected = {model_type: ["transformers", "torch", "pysbd"] for model_type in ARCHITECTURES}
+    expected = {model_type: ["transformers", "torch", "blingfire"] for model_type in ARCHITECTURES}
     assert needs == expected | {"realizer": ["transformers", "torch"]}
 
 
 def test_export_refuses_code_that_would_need_an_evaluation_package():
     from sumformers.remote_code import name_required_packages
 
-    files = {"modeling_x.py": "import torch\nimport pysbd\nfrom rouge_score import rouge_scorer\n"}
+    files = {"modeling_x.py": "import torch\nimport blingfire\nfrom rouge_score import rouge_scorer\n"}
     with pytest.raises(RuntimeError, match=r"^the exported code would need \[.rouge_score.\], which inference"):
         name_required_packages(files, ())
 
@@ -255,15 +255,15 @@ def test_required_packages_counts_module_level_imports_beyond_transformers():
     assert required_packages(files) == ["pysbd", "rouge_score"]
 
 
-# Hides pysbd the way an uninstalled package is missing (transformers only names a package whose import fails with
+# Hides blingfire the way an uninstalled package is missing (transformers only names a package whose import fails with
 # "No module named").
 HIDDEN_PACKAGE_SCRIPT = textwrap.dedent(
     """
     import importlib.abc, sys
     class Missing(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):
-            if name == "pysbd":
-                raise ModuleNotFoundError("No module named 'pysbd'", name="pysbd")
+            if name == "blingfire":
+                raise ModuleNotFoundError("No module named 'blingfire'", name="blingfire")
     sys.meta_path.insert(0, Missing())
     sys.modules["sumformers"] = None
     from transformers import pipeline
@@ -274,7 +274,7 @@ HIDDEN_PACKAGE_SCRIPT = textwrap.dedent(
 
 def test_an_exported_repo_names_its_missing_package_through_transformers(saved_model, tmp_path):
     repo = export_model(str(saved_model), str(tmp_path / "repo"))
-    assert "pip install transformers torch pysbd" in (repo / "README.md").read_text()
+    assert "pip install transformers torch blingfire" in (repo / "README.md").read_text()
     completed = subprocess.run(
         [sys.executable, "-c", HIDDEN_PACKAGE_SCRIPT, str(repo)],
         capture_output=True, text=True, env=dict(os.environ, HF_HUB_OFFLINE="1"), timeout=300,
@@ -282,13 +282,13 @@ def test_an_exported_repo_names_its_missing_package_through_transformers(saved_m
     assert completed.returncode != 0
     assert completed.stderr.strip().splitlines()[-1] == (
         "ImportError: This modeling file requires the following packages that were not found in your environment: "
-        "pysbd. Run `pip install pysbd`"
+        "blingfire. Run `pip install blingfire`"
     )
 
 
 @pytest.mark.slow
 def test_an_exported_repo_runs_in_a_venv_with_only_its_card_requirements(saved_model, tmp_path):
-    """A throwaway venv with only transformers and torch: loading names pysbd; with the card's requirements
+    """A throwaway venv with only transformers and torch: loading names blingfire; with the card's requirements
     installed, the exported pipeline gives the in-package result."""
     from sumformers.cards import exported_repo_requirements
 
@@ -308,7 +308,7 @@ def test_an_exported_repo_runs_in_a_venv_with_only_its_card_requirements(saved_m
 
     install("torch", "transformers")
     missing = run()
-    assert "requires the following packages that were not found in your environment: pysbd" in missing.stderr
+    assert "requires the following packages that were not found in your environment: blingfire" in missing.stderr
     install(*exported_repo_requirements(AutoConfig.from_pretrained(repo)))
     completed = run()
     assert completed.returncode == 0, completed.stderr[-3000:]

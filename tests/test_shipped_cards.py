@@ -37,8 +37,8 @@ def test_a_shipped_card_is_what_its_template_builds(name):
     folder = shipped_checkpoints()[name]
     card_info = json.loads((folder / CARD_INFO_FILE).read_text(encoding="utf-8"))
     assert card_text(folder) == str(build_model_card(AutoConfig.from_pretrained(folder), card_info))
-    # what the exported code imports: pysbd where a processor segments text (the realizer's reads records only)
-    needs = "torch`" if name == "realizer-minilm-rotowire" else "torch pysbd`"
+    # what the exported code imports: blingfire where a processor segments text (the realizer's reads records only)
+    needs = "torch`" if name == "realizer-minilm-rotowire" else "torch blingfire`"
     assert f"pip install transformers {needs}" in card_text(folder)
 
 

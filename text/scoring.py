@@ -3,7 +3,7 @@
 ROUGE: rouge-score with the Porter stemmer (its default tokenizer: lowercase, runs of [a-z0-9], words longer
 than 3 characters stemmed), one sentence per line, F1 x 100 averaged over examples (plain mean, no bootstrap).
 ``rougeLsum`` is the ROUGE-L to report; sentences come from ``sumformers.text.to_sentences``: a text's lines
-when it has line breaks (the data marks reference sentences with ``"\\n"``), otherwise pysbd sentences.
+when it has line breaks (the data marks reference sentences with ``"\\n"``), otherwise `split_sentences`.
 
 Oracles follow PreSumm's ``greedy_selection``: greedily add the sentence that most raises the objective, stop
 when no sentence raises it. Unlike PreSumm, n-grams are matched with clipped counts (ROUGE's own definition,

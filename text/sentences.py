@@ -1,7 +1,11 @@
 """Sentence splitting, sentence selection and summary statistics shared by the whole package.
 
 This module is copied flat into exported Hub repositories, so it imports only the standard library and
-pysbd, never other sumformers modules.
+blingfire, never other sumformers modules.
+
+Sentences: cased text is split with blingfire, lowercased text (no capital letter to read boundaries from) with the
+rules of `split_lowercase_sentences`; both were measured against hand-checked boundaries of development CNN/DM
+articles (docs/sentence_splitting.md, `benchmarks/sentence_splitting.py`).
 
 Word tokens here (for trigram blocking, novelty and redundancy) are lowercased runs of word characters plus
 single punctuation marks, which approximates the pre-tokenized, lowercased text PreSumm worked on.
@@ -12,12 +16,11 @@ from __future__ import annotations
 import math
 import re
 import statistics
-import threading
 import unicodedata
 import warnings
 from collections.abc import Sequence
 
-import pysbd
+import blingfire
 
 __all__ = [
     "split_sentences",
@@ -37,21 +40,19 @@ __all__ = [
     "document_texts",
 ]
 
-# pysbd rescans a whole line once per abbreviation it meets, so its cost grows with the square of the line
-# length (a 43k-word single-line text takes ~40 s). Lines longer than this are segmented window by window;
-# the longest line in the shared data is 10.7k characters, so real documents are segmented in one piece.
-_MAX_SEGMENT_CHARS = 20_000
-# pysbd never lets a sentence cross a line break (it splits on "\r" after mapping "\n" to it), so segmenting
-# line by line gives the same sentences as one call on the whole text.
+# A line break always ends a sentence: text is split line by line.
 _LINE_BREAK_RE = re.compile(r"[\r\n]+")
+# blingfire encodes its input as UTF-8, which a lone surrogate cannot be: such characters are read as "?" (one
+# character for one, so its offsets still fit the original line).
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 _WORD_TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 _WORD = re.compile(r"\S+")
 # Meeting transcripts (QMSum) mark non-speech events as {vocalsound}, {disfmarker}, ...
 _TRANSCRIPT_MARKUP_RE = re.compile(r"\{\w+\}")
-# Lowercased text (the 40k CNN/DM set) hides the capital letters pysbd reads boundaries from: on it pysbd merges
-# sentences (27.6 words a sentence against 21.5 on the same kind of cased text). There a boundary is end punctuation,
-# closing quotes or brackets, then whitespace, unless the word before the full stop is a known abbreviation.
-# The word before the punctuation is captured with it, so that checking it needs no look back along the line.
+# Lowercased text (the 40k CNN/DM set) hides the capital letters cased splitters read boundaries from (on it blingfire
+# finds 7% of the boundaries, pysbd 65%). There a boundary is end punctuation, closing quotes or brackets, then
+# whitespace, unless the word before the full stop is an abbreviation. The word before the punctuation is captured
+# with it, so that checking it needs no look back along the line.
 _LOWERCASE_BOUNDARY_RE = re.compile(r"(\S*?)([.!?]+)[\"'\u2019\u201d)\]]*\s+")
 # Titles, ranks and other abbreviations that news text writes before a name or a number, rarely at a sentence end.
 _NON_FINAL_ABBREVIATIONS = frozenset(
@@ -60,11 +61,27 @@ _NON_FINAL_ABBREVIATIONS = frozenset(
 )
 # Abbreviations that stand before a number only ("no. 1", "jan. 5"); before a word they end the sentence.
 _BEFORE_NUMBER_ABBREVIATIONS = frozenset("no nos vol jan feb aug sept sep oct nov dec".split())
-# u.s., a.m., e.g.: letters joined by full stops; a single letter is an initial ("george w. bush").
-_INITIALISM_RE = re.compile(r"(?:[a-z]\.)*[a-z]")
+# A single letter is an initial ("george w. bush"): never a sentence end.
+_INITIAL_RE = re.compile(r"[a-z]")
+# u.s., p.m., ph.d.: parts of one or two letters joined by full stops. They end sentences too ("moved to the u.s.")
+# and lowercased text cannot show where: one is read as a sentence end when an opening quote or one of these words
+# follows, words that in the first 8,000 `train_large` articles never follow "u.s.", "u.k.", "u.n." or "d.c."
+# inside a sentence.
+_INITIALISM_RE = re.compile(r"(?:[a-z]{1,2}\.)+[a-z]{1,2}")
+_SENTENCE_STARTERS = frozenset("the he she it we his her their".split())
+# A question or exclamation in quotes followed by its speech tag is one sentence: '"are you ok?" she asked.',
+# '"what?" elizaldo said last week.'. A tag is short: a speech verb as its first or second word, at most five words
+# before the next punctuation mark ('"...everything?" camus said many people are afraid when ...' is a new sentence).
+_QUESTION_IN_QUOTES_RE = re.compile(r"[?!]+[\"'\u2019\u201d]+\s*$")
+_CLAUSE_RE = re.compile(r"[^.,;:!?\"\u201c\u201d]*")
+_SPEECH_TAG_WORDS = 5
+_SPEECH_VERBS = frozenset(
+    "said says asked asks added adds told tells wrote writes replied replies shouted yelled cried whispered "
+    "exclaimed insisted recalled explained continued joked laughed".split()
+)
 # A "sentence" longer than this has no usable boundary: speech-recognition output without full stops, or a stretch
-# pysbd merged (it does on 218 of the 1,000 raw CNN validation articles, up to 630 words). On those articles 1.2% of
-# sentences pass 80 words; on the lowercased ones 0.03%.
+# a splitter merged. On the 1,000 raw CNN validation articles pysbd (the splitter before blingfire) merged such
+# stretches in 218 articles, up to 630 words; on the lowercased ones 0.03% of sentences passed 80 words.
 MAX_SENTENCE_WORDS = 80
 # What is left without a boundary is read as windows of at most this many words: the median news sentence, so that a
 # summary of k windows is as long as one of k sentences.
@@ -75,52 +92,41 @@ NO_BOUNDARY_WARNING = (
 )
 
 
-# One pysbd segmenter per thread: `Segmenter.segment` keeps the text it works on in attributes of the segmenter, so
-# threads sharing one (a server calling one pipeline from several threads) get each other's sentences.
-_thread_state = threading.local()
-
-
-def _segmenter() -> pysbd.Segmenter:
-    segmenter = getattr(_thread_state, "segmenter", None)
-    if segmenter is None:
-        # char_span=True returns the sentences' offsets, needed to restart a window at its last sentence.
-        segmenter = _thread_state.segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
-    return segmenter
-
-
 def _is_visible(sentence: str) -> bool:
     """True when the sentence has a character other than whitespace, control, format (zero-width) or surrogate."""
     return any(not ch.isspace() and unicodedata.category(ch)[0] != "C" for ch in sentence)
 
 
-def _segment_line(line: str) -> list[str]:
-    segmenter = _segmenter()
-    sentences: list[str] = []
-    start = 0
-    while len(line) - start > _MAX_SEGMENT_CHARS:
-        cut = line.rfind(" ", start + 1, start + _MAX_SEGMENT_CHARS)
-        if cut == -1:
-            cut = start + _MAX_SEGMENT_CHARS
-        spans = segmenter.segment(line[start:cut])
-        if len(spans) > 1:
-            # The window's last sentence may be cut short: keep the others and restart the window at it.
-            sentences.extend(span.sent for span in spans[:-1])
-            start += spans[-1].start
-        else:
-            sentences.append(line[start:cut])
-            start = cut
-    sentences.extend(span.sent for span in segmenter.segment(line[start:]))
-    return sentences
+def _split_cased_line(line: str) -> list[str]:
+    """blingfire's sentences of `line`, cut from the line itself between its sentence ends, so that no character
+    is lost (blingfire drops the invisible ones between sentences)."""
+    _, spans = blingfire.text_to_sentences_and_offsets(_SURROGATE_RE.sub("?", line))
+    ends = [end for _, end in spans[:-1]]
+    return [line[start:end] for start, end in zip([0, *ends], [*ends, len(line)])]
 
 
 def _is_boundary(line: str, match: re.Match) -> bool:
     """Whether the end punctuation of `match` ends a sentence of lowercased `line`."""
     if match.group(2) != ".":
-        return True
+        return not _is_speech_tag(line, match.end())
     word = match.group(1).lstrip("\"'(\u201c\u2018[").lower()  # lower: `_bounded` runs this on cased text too
     if word in _BEFORE_NUMBER_ABBREVIATIONS:
         return not line[match.end() : match.end() + 1].isdigit()
-    return word not in _NON_FINAL_ABBREVIATIONS and not _INITIALISM_RE.fullmatch(word)
+    if word in _NON_FINAL_ABBREVIATIONS or _INITIAL_RE.fullmatch(word):
+        return False
+    if _INITIALISM_RE.fullmatch(word):
+        following = line[match.end() :].split(None, 1)[:1] or [""]
+        return following[0][:1] in "\"'\u2018\u201c" or following[0].lower() in _SENTENCE_STARTERS
+    return True
+
+
+def _is_speech_tag(line: str, position: int) -> bool:
+    """Whether the text before `position` ends a quoted question or exclamation that the words after it attribute
+    (`"are you ok?" she asked`)."""
+    if not _QUESTION_IN_QUOTES_RE.search(line[:position]):
+        return False
+    clause = _CLAUSE_RE.match(line, position).group().lower().split()
+    return len(clause) <= _SPEECH_TAG_WORDS and any(word in _SPEECH_VERBS for word in clause[:2])
 
 
 def _split_lowercase_line(line: str) -> list[str]:
@@ -133,9 +139,25 @@ def _split_lowercase_line(line: str) -> list[str]:
     return sentences
 
 
+def _rejoin(pieces: list[str]) -> list[str]:
+    """`pieces` with the cuts a cased splitter makes inside a sentence joined again: after a quoted question that
+    its speech tag follows, and after a title standing alone ("Mr." of "Mr. Smith agreed.", which blingfire cuts
+    off when it opens a sentence)."""
+    joined = [pieces[0]]
+    for piece in pieces[1:]:
+        previous = joined[-1]
+        lone_title = previous.strip().rstrip(".").lower() in _NON_FINAL_ABBREVIATIONS and previous.strip()[-1:] == "."
+        if lone_title or _is_speech_tag(previous + piece, len(previous)):
+            joined[-1] = previous + piece
+        else:
+            joined.append(piece)
+    return joined
+
+
 def split_lowercase_sentences(text: str) -> list[str]:
     """Split lowercased English text (no capital letters to read boundaries from) into sentences: at end
-    punctuation followed by whitespace, except after abbreviations (mr., u.s., initials, "no." before a number).
+    punctuation followed by whitespace, except after abbreviations (mr., initials, "no." before a number, "u.s."
+    unless a sentence opener follows) and inside a quoted question that a speech tag follows.
     Stripped and filtered as `split_sentences`; line breaks always end a sentence."""
     if not isinstance(text, str):
         raise TypeError(f"split_lowercase_sentences expects a str, got {type(text).__name__}")
@@ -143,8 +165,8 @@ def split_lowercase_sentences(text: str) -> list[str]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Split raw English text into sentences with pysbd (``clean=False``); text without any capital letter (a
-    lowercased corpus) with `split_lowercase_sentences`, since pysbd reads boundaries from capitals.
+    """Split raw English text into sentences with blingfire; text without any capital letter (a lowercased corpus)
+    with `split_lowercase_sentences`, since blingfire reads boundaries from capitals.
 
     Sentences are stripped of surrounding whitespace and sentences without any visible character are
     dropped; empty or whitespace-only text gives ``[]``. Line breaks always end a sentence.
@@ -152,7 +174,7 @@ def split_sentences(text: str) -> list[str]:
     if not isinstance(text, str):
         raise TypeError(f"split_sentences expects a str, got {type(text).__name__}")
     lowercase = any(ch.isalpha() for ch in text) and not any(ch.isupper() for ch in text)
-    return _split(text, _split_lowercase_line if lowercase else _segment_line)
+    return _split(text, _split_lowercase_line if lowercase else _split_cased_line)
 
 
 def _split(text: str, segment_line) -> list[str]:
@@ -160,7 +182,7 @@ def _split(text: str, segment_line) -> list[str]:
     for line in _LINE_BREAK_RE.split(text):
         if not line.strip():
             continue
-        for sentence in segment_line(line):
+        for sentence in _rejoin(segment_line(line)):
             sentence = sentence.strip()
             if _is_visible(sentence):
                 sentences.extend(_bounded(sentence))

@@ -9,7 +9,7 @@ from sumformers.text.scoring import rouge_scores
 
 _DESCRIPTION = """ROUGE-1, ROUGE-2 and ROUGE-Lsum F1 x 100, plain mean over examples (no bootstrap), computed with
 rouge-score and the Porter stemmer, one sentence per line (a text's lines when it has line breaks, otherwise
-its pysbd sentences). Report rougeLsum as ROUGE-L."""
+its `split_sentences` sentences). Report rougeLsum as ROUGE-L."""
 
 _INPUTS_DESCRIPTION = """
 Args:

@@ -44,11 +44,8 @@ from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
-from ..configuration.configuration_stepwise_etcsum import (
-    ETCSumConfig,
-    StepwiseETCSumConfig,
-    StepwiseETCSumPlannerConfig,
-)
+from ..configuration.configuration_etcsum import ETCSumConfig
+from ..configuration.configuration_stepwise_etcsum import StepwiseETCSumConfig, StepwiseETCSumPlannerConfig
 from .attention import get_sparse_attention_function
 from .attention_patterns import GlobalLocalPattern
 from .bert_blocks import (

@@ -28,11 +28,8 @@ from torch.nn import functional as F
 from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
-from ..configuration.configuration_stepwise_hibert import (
-    HiBertConfig,
-    StepwiseHiBertConfig,
-    StepwiseHiBertPlannerConfig,
-)
+from ..configuration.configuration_hibert import HiBertConfig
+from ..configuration.configuration_stepwise_hibert import StepwiseHiBertConfig, StepwiseHiBertPlannerConfig
 from .bert_blocks import (
     BertStyleAttention,
     BertStyleFeedForward,

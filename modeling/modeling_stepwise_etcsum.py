@@ -55,13 +55,7 @@ from .bert_blocks import (
     init_bert_style_weights,
     load_encoder_and_config,
 )
-from .sentence_scoring import (
-    check_sentence_slots,
-    first_sentences,
-    next_choice_logits_and_loss,
-    slot_logits_and_loss,
-    step_rows,
-)
+from .sentence_scoring import StepwiseScoringMixin, check_sentence_slots, first_sentences, slot_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
 
 # Global token types.
@@ -398,7 +392,7 @@ class ETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
 
 
-class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
+class StepwiseETCSumForExtractiveSummarization(StepwiseScoringMixin, ETCSumPreTrainedModel):
     """Stepwise ETCSum: scores the next sentence (or the end of the summary) given the partial summary.
 
     Rows: each row is one (document, partial summary) pair; `row_documents` says which document of the batch a row
@@ -406,7 +400,7 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
     """
 
     config_class = StepwiseETCSumConfig
-    is_stepwise = True
+    output_class = ETCSumSummarizerOutput
     new_modules = (
         "global_embeddings",
         "sentence_positions",
@@ -458,43 +452,28 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         repeatable_mask: torch.BoolTensor | None = None,
         **kwargs,
     ) -> ETCSumSummarizerOutput:
-        """Documents in the BERTSum layout ([documents, ...]); rows given by `summary_indices` [rows, k] (partial
-        summaries as document sentence indices in selection order, -1 padding; default: one empty summary per
-        document) and `row_documents` [rows] (default: row i reads document i). `labels` [rows]: the next sentence's
-        index, or `num_sentences` (the sentence axis' width) for the end. `repeatable_mask` [documents, sentences]:
-        sentences that stay choosable once in the summary (a planner's sentence break and team names); by default
-        none."""
+        """Documents in the BERTSum layout ([documents, ...]); rows as `next_choice_forward` takes them. `labels`
+        [rows]: the next sentence's index, or `num_document_sentences` (the sentence axis' width) for the end.
+        `repeatable_mask` [documents, sentences]: sentences that stay choosable once in the summary (a planner's
+        sentence break and team names); by default none."""
         document = self.prepare_document(input_ids, cls_positions, sentence_mask, attention_mask, repeatable_mask)
-        sentence_mask = document["sentence_mask"]
-        num_sentences = sentence_mask.shape[1]
-        device = input_ids.device
-        summary_indices, row_documents = step_rows(
-            summary_indices, row_documents, input_ids.shape[0], self.config.max_summary_sentences, device
-        )
-        row_mask = sentence_mask[row_documents]
-        chosen = summary_indices.clamp(min=0)
-        named = row_mask.gather(1, chosen)[summary_indices >= 0]
-        if bool((summary_indices >= num_sentences).any()) or not bool(named.all()):
-            raise ValueError("`summary_indices` must name real sentences of the row's document (or be -1)")
+        return self.next_choice_forward(document, summary_indices, row_documents, labels)
 
+    def row_logits(self, document, summary_indices, row_documents):
         rows = self._layout(
             document["input_ids"],
             document["attention_mask"],
-            cls_positions,
-            sentence_mask,
+            document["cls_positions"],
+            document["sentence_mask"],
             summary_indices,
             row_documents,
             end=True,
         )
         states = self._encode(rows)
-        sentence_states = self._first_token_states(states, rows, cls_positions, row_documents)
-        end_state = states[torch.arange(states.shape[0], device=device), rows.end_index].unsqueeze(1)
+        sentence_states = self._first_token_states(states, rows, document["cls_positions"], row_documents)
+        end_state = states[torch.arange(states.shape[0], device=states.device), rows.end_index].unsqueeze(1)
         logits = self.scorer(torch.cat([sentence_states, end_state], dim=1)).squeeze(-1)
-        repeatable = document["repeatable_mask"]
-        logits, loss = next_choice_logits_and_loss(
-            logits, row_mask, summary_indices, labels, None if repeatable is None else repeatable.bool()[row_documents]
-        )
-        return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
+        return logits, {"sentence_states": sentence_states}
 
 
 class StepwiseETCSumForContentPlanning(StepwiseETCSumForExtractiveSummarization):

@@ -92,7 +92,8 @@ class _DocumentSearch:
         repeatable,
         sentence_break=None,
     ):
-        self.document_sentences = len(sentences)  # what the document offers; `num_sentences`: the summary's most
+        # what the document offers; `num_sentences`: the summary's most
+        self.num_document_sentences = len(sentences)
         self.repeatable = frozenset(repeatable)
         self.sentence_break = sentence_break
         self.min_sentences = min_sentences
@@ -111,7 +112,7 @@ class _DocumentSearch:
         chosen_trigrams = set().union(*(self.trigrams[i] for i in chosen)) if self.trigrams and chosen else set()
         allowed = [
             index
-            for index in range(self.document_sentences)
+            for index in range(self.num_document_sentences)
             if (index not in chosen or index in self.repeatable)
             and (self.max_words is None or used_words + self.words[index] <= self.max_words)
             and (not chosen_trigrams or chosen_trigrams.isdisjoint(self.trigrams[index]))
@@ -189,10 +190,10 @@ def stepwise_beam_search(
                 row_log_probs = log_probs[row].tolist()
                 row += 1
                 end_column = len(row_log_probs) - 1
-                if end_column < search.document_sentences:
+                if end_column < search.num_document_sentences:
                     raise ValueError(
                         f"the model scored {end_column} sentences and END, but document {d} has "
-                        f"{search.document_sentences}"
+                        f"{search.num_document_sentences}"
                     )
                 distribution = tuple(math.exp(value) for value in row_log_probs) if return_distributions else None
                 choices = search.allowed_sentences(hypothesis)

@@ -23,10 +23,10 @@ class ExtractiveSummarizerOutput(ModelOutput):
     """
     Args:
         loss (`torch.FloatTensor` of shape `(1,)`, *optional*): BCE against the oracle labels, mean over real sentences.
-        logits (`torch.FloatTensor` of shape `(batch_size, num_sentences)`): one score per sentence (before sigmoid);
-            padded sentence slots hold the dtype's minimum.
-        sentence_states (`torch.FloatTensor` of shape `(batch_size, num_sentences, hidden_size)`): sentence vectors
-            fed to the scorer.
+        logits (`torch.FloatTensor` of shape `(batch_size, num_document_sentences)`): one score per sentence
+            (before sigmoid); padded sentence slots hold the dtype's minimum.
+        sentence_states (`torch.FloatTensor` of shape `(batch_size, num_document_sentences, hidden_size)`): sentence
+            vectors fed to the scorer.
     """
 
     loss: torch.FloatTensor | None = None

@@ -48,12 +48,12 @@ class HiBertSummarizerOutput(ModelOutput):
     Args:
         loss (`torch.FloatTensor` of shape `(1,)`, *optional*): binary cross-entropy (non-stepwise, mean over real
             sentences) or cross-entropy over the next choice (stepwise, mean over rows).
-        logits (`torch.FloatTensor`): non-stepwise `(batch_size, num_sentences)`, one score per sentence before the
-            sigmoid; stepwise `(num_rows, num_sentences + 1)`, the next-choice scores before the softmax, the last
-            column being the end-of-summary unit. Padded sentences (and, stepwise, sentences already in the summary)
-            hold the dtype's minimum.
-        document_states (`torch.FloatTensor` of shape `(rows, num_sentences, hidden_size)`): the document encoder's
-            output for the document sentences.
+        logits (`torch.FloatTensor`): non-stepwise `(batch_size, num_document_sentences)`, one score per sentence
+            before the sigmoid; stepwise `(num_rows, num_document_sentences + 1)`, the next-choice scores before the
+            softmax, the last column being the end-of-summary unit. Padded sentences (and, stepwise, sentences
+            already in the summary) hold the dtype's minimum.
+        document_states (`torch.FloatTensor` of shape `(rows, num_document_sentences, hidden_size)`): the document
+            encoder's output for the document sentences.
     """
 
     loss: torch.FloatTensor | None = None

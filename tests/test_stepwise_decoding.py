@@ -17,8 +17,8 @@ class ScriptedScorer:
     Records every row it is asked for; an unexpected prefix is an error, so the tests also pin down which
     hypotheses the search expands."""
 
-    def __init__(self, num_sentences: int, script: dict, default: dict | None = None):
-        self.num_sentences = num_sentences
+    def __init__(self, num_document_sentences: int, script: dict, default: dict | None = None):
+        self.num_document_sentences = num_document_sentences
         self.script = script
         self.default = default
         self.calls: list[list[tuple[int, ...]]] = []
@@ -30,7 +30,8 @@ class ScriptedScorer:
             distribution = self.script.get(tuple(prefix), self.default)
             if distribution is None:
                 raise AssertionError(f"unexpected prefix {prefix}")
-            probabilities = [distribution.get(i, 0.0) for i in range(self.num_sentences)] + [distribution.get(END, 0.0)]
+            sentences = [distribution.get(i, 0.0) for i in range(self.num_document_sentences)]
+            probabilities = [*sentences, distribution.get(END, 0.0)]
             rows.append([math.log(p) if p > 0 else -1e9 for p in probabilities])
         return torch.tensor(rows, dtype=torch.float64)
 

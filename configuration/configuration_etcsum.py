@@ -4,7 +4,7 @@ sentence (its stepwise variant: `configuration_stepwise_etcsum`)."""
 
 from transformers import PretrainedConfig
 
-from .summarizer_config import PretrainedEncoderConfigMixin, check_positive_integers
+from .summarizer_config import DEFAULT_SUMMARY_SENTENCES, PretrainedEncoderConfigMixin, check_positive_integers
 
 RELATIVE_ATTENTION = ("keys", "bias")
 LONG_POSITION_EMBEDDINGS = ("none", "tiled")
@@ -69,7 +69,7 @@ class ETCSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     relative_pos_max_distance: int = 42
     hard_g2l_masking: bool = True
     hard_l2g_masking: bool = False
-    num_sentences: int = 3
+    num_sentences: int = DEFAULT_SUMMARY_SENTENCES["extractive"]
     trigram_blocking: bool = True
     relative_attention: str = "keys"
     long_position_embeddings: str = "tiled"

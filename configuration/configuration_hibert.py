@@ -3,7 +3,7 @@ any BERT encoder (default: the bundled all-MiniLM-L6-v2); its stepwise variant: 
 
 from transformers import PretrainedConfig
 
-from .summarizer_config import PretrainedEncoderConfigMixin, check_positive_integers
+from .summarizer_config import DEFAULT_SUMMARY_SENTENCES, PretrainedEncoderConfigMixin, check_positive_integers
 
 
 class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
@@ -46,7 +46,7 @@ class HiBertConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     document_positions: bool = True
     max_sentence_tokens: int = 30
     min_sentence_tokens: int = 5
-    num_sentences: int = 3
+    num_sentences: int = DEFAULT_SUMMARY_SENTENCES["extractive"]
     trigram_blocking: bool = True
 
     def __post_init__(self, **kwargs):

@@ -14,6 +14,15 @@ from transformers.configuration_utils import SubConfigSpec
 # Encoders that reserve padding_idx + 1 position rows before the first token.
 _ROBERTA_STYLE = ("roberta", "xlm-roberta", "camembert")
 
+#: Default summary lengths (`num_sentences`: the most sentences a summary takes; a content planner's, plan units) of
+#: every kind of summarizer, the one table the configs, training scripts and benchmarks read.
+DEFAULT_SUMMARY_SENTENCES = {
+    "extractive": 3,  # top 3 (PreSumm's CNN/DailyMail setting, and the non-stepwise models' of every paper here)
+    "multi_document": 9,  # HetFormer on several documents (the paper's Multi-News setting)
+    "stepwise": 4,  # the Stepwise paper's 4 steps
+    "content_plan": 120,  # the longest Rotowire plan, in units before its end
+}
+
 # The mixins hold fields only: no generated __init__, __repr__ or __eq__ (each config class gets its own).
 _config_mixin = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=True)
 
@@ -73,7 +82,7 @@ class StepwiseConfigMixin:
 
     max_summary_sentences: int = 8
     beam_size: int = 3
-    num_sentences: int = 4
+    num_sentences: int = DEFAULT_SUMMARY_SENTENCES["stepwise"]
     min_sentences: int = 1
     trigram_blocking: bool = False
     end_at_limit: bool = True
@@ -103,7 +112,7 @@ class ContentPlannerConfigMixin:
 
     max_document_sentences: int = 512
     max_summary_sentences: int = 128
-    num_sentences: int = 120
+    num_sentences: int = DEFAULT_SUMMARY_SENTENCES["content_plan"]
     beam_size: int = 1
     sentence_break_bias: float = 0.0
 
@@ -113,6 +122,7 @@ class ContentPlannerConfigMixin:
 
 
 __all__ = [
+    "DEFAULT_SUMMARY_SENTENCES",
     "ContentPlannerConfigMixin",
     "PretrainedEncoderConfigMixin",
     "StepwiseConfigMixin",

@@ -137,8 +137,8 @@ class _DocumentSearch:
 def stepwise_beam_search(
     score_rows: Callable[[list[int], list[tuple[int, ...]]], torch.Tensor],
     documents: Sequence[Sequence[str]],
-    beam_size: int = 3,
-    num_sentences: int = 4,
+    beam_size: int,
+    num_sentences: int,
     trigram_blocking: bool = False,
     min_sentences: int = 1,
     max_words: int | None = None,
@@ -155,7 +155,8 @@ def stepwise_beam_search(
     index of its document in `documents` and its chosen sentences in selection order. `repeatable`: per document,
     the sentence indices that may be chosen again (default: none); `sentence_break`: the index of a planner's
     sentence-break unit in every document (default: none), whose logit `sentence_break_bias` shifts. See the module
-    docstring for the search and its constraints.
+    docstring for the search and its constraints. `beam_size` and `num_sentences` have no defaults here: the
+    pipeline passes the model config's (`summarizer_config.DEFAULT_SUMMARY_SENTENCES` unless set).
     """
     _check_positive("beam_size", beam_size)
     _check_positive("num_sentences", num_sentences)

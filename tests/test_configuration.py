@@ -9,6 +9,7 @@ from transformers import AutoConfig, BertConfig
 
 from conftest import tiny_bert_config
 from sumformers import (
+    ARCHITECTURES,
     BertSumConfig,
     CopyTransformerConfig,
     StepwiseETCSumConfig,
@@ -16,7 +17,11 @@ from sumformers import (
     StepwiseHiBertConfig,
     StepwiseHiBertPlannerConfig,
 )
-from sumformers.configuration.summarizer_config import ContentPlannerConfigMixin, StepwiseConfigMixin
+from sumformers.configuration.summarizer_config import (
+    DEFAULT_SUMMARY_SENTENCES,
+    ContentPlannerConfigMixin,
+    StepwiseConfigMixin,
+)
 from sumformers.hub import shipped_checkpoints
 
 ENCODER_CHECKPOINTS = sorted(
@@ -85,6 +90,24 @@ def test_stepwise_and_planner_defaults_are_the_mixins_fields(config_class, defau
     assert config_class(num_sentences=2).num_sentences == 2
     with pytest.raises(ValueError, match="more than max_summary_sentences"):
         config_class(num_sentences=200, max_summary_sentences=8)
+
+
+def test_every_default_summary_length_comes_from_the_one_table():
+    """`num_sentences` (and HetFormer's multi-document length) default to the table's entry for the model's kind, and
+    the table holds the papers' settings."""
+    assert DEFAULT_SUMMARY_SENTENCES == {"extractive": 3, "multi_document": 9, "stepwise": 4, "content_plan": 120}
+    kinds = {"extractive-summarization": "extractive", "stepwise-summarization": "stepwise",
+             "content-planning": "content_plan"}
+    lengths = {}
+    for name, architecture in ARCHITECTURES.items():
+        config = architecture.config_class()
+        if architecture.task in kinds:
+            lengths[name] = config.num_sentences
+            assert config.num_sentences == DEFAULT_SUMMARY_SENTENCES[kinds[architecture.task]], name
+        else:
+            assert not hasattr(config, "num_sentences"), name
+    assert len(lengths) == 8
+    assert ARCHITECTURES["hetformer"].config_class().multi_document_num_sentences == 9
 
 
 def test_the_copy_transformers_bert_is_an_optional_sub_config():

@@ -116,3 +116,19 @@ def test_the_copy_transformers_bert_is_an_optional_sub_config():
     assert type(config.bert_config) is BertConfig and config.bert_config.hidden_size == tiny_bert_config().hidden_size
     again = CopyTransformerConfig.from_dict(json.loads(config.to_json_string()))
     assert json_values(again.bert_config) == json_values(config.bert_config)
+
+
+@pytest.mark.parametrize("config_class", [StepwiseHiBertConfig, BertSumConfig, CopyTransformerConfig])
+def test_a_config_made_in_code_refuses_a_key_that_is_no_setting(config_class, tmp_path):
+    """A typo or a setting since renamed is an error in code (`max_sentences` once ran silently with the default),
+    in the constructor and in `update`; a saved config.json holding such a key still loads."""
+    with pytest.raises(ValueError, match=f"^{config_class.__name__} has no setting max_sentences"):
+        config_class(max_sentences=16)
+    config = config_class(attn_implementation="eager")  # transformers' own keywords are not settings but allowed
+    with pytest.raises(ValueError, match="has no setting nm_beams"):
+        config.update({"nm_beams": 2})
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "setting_of_an_older_version": 7}))
+    assert config_class.from_pretrained(tmp_path).setting_of_an_older_version == 7
+    assert config_class.from_dict({**saved, "max_sentences": 16}).max_sentences == 16

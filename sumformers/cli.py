@@ -1,7 +1,8 @@
 """The `sumformers` commands: summarize, view, evaluate, export.
 
-The argument parser and its checks are in the top-level module `sumformers_cli` (the console script), which answers
-`--help` and argument errors without importing torch; it calls `run` here once the arguments are valid.
+The argument parser, its checks and `main` are in the top-level module `sumformers_cli` (the console script, also
+`python -m sumformers_cli`), which answers `--help` and argument errors without loading the package; it calls `run`
+here once the arguments are valid.
 """
 
 import contextlib
@@ -310,14 +311,3 @@ def run(args) -> int:
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
     return COMMANDS[args.command](args)
-
-
-def main(argv=None) -> int:
-    """The command line (kept here for `python -m sumformers.cli` and callers of `sumformers.cli.main`)."""
-    from sumformers_cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -533,7 +533,7 @@ def test_training_script_saves_a_small_loadable_checkpoint(model_type, encoder_f
 
 
 def test_cli_summarizes_with_a_stepwise_model(minilm_tokenizer, tmp_path):
-    from sumformers import cli
+    import sumformers_cli
 
     stepwise, _ = tiny_models()
     folder = tmp_path / "model"
@@ -543,7 +543,7 @@ def test_cli_summarizes_with_a_stepwise_model(minilm_tokenizer, tmp_path):
     source.write_text("".join(json.dumps({"id": str(i), "document": ARTICLE}) + "\n" for i in range(3)))
     output = tmp_path / "out.jsonl"
     arguments = ["summarize", str(source), "--model", str(folder), "--output", str(output), "--num-sentences", "2"]
-    assert cli.main(arguments) == 0
+    assert sumformers_cli.main(arguments) == 0
     rows = [json.loads(line) for line in output.read_text().splitlines()]
     expected = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)(ARTICLE, num_sentences=2)
     assert [row["id"] for row in rows] == ["0", "1", "2"]

@@ -32,9 +32,8 @@ from ..configuration.summarizer_config import position_offset
 from .attention import get_sparse_attention_function
 from .attention_patterns import true_positions
 from .hetformer_graph import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern
-from .modeling_bertsum import ExtractiveSummarizerOutput
 from .pretrained_encoder import load_pretrained_encoder
-from .sentence_scoring import sentence_logits_and_loss
+from .sentence_scoring import ExtractiveSummarizerOutput, sentence_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
 
 TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT

@@ -6,9 +6,27 @@ sentences plus an end-of-summary unit (the last column), trained with cross-entr
 """
 
 import warnings
+from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
+from transformers.utils import ModelOutput
+
+
+@dataclass
+class ExtractiveSummarizerOutput(ModelOutput):
+    """
+    Args:
+        loss (`torch.FloatTensor` of shape `(1,)`, *optional*): BCE against the oracle labels, mean over real sentences.
+        logits (`torch.FloatTensor` of shape `(batch_size, num_document_sentences)`): one score per sentence
+            (before sigmoid); padded sentence slots hold the dtype's minimum.
+        sentence_states (`torch.FloatTensor` of shape `(batch_size, num_document_sentences, hidden_size)`): sentence
+            vectors fed to the scorer.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    sentence_states: torch.FloatTensor | None = None
 
 
 def sentence_logits_and_loss(logits, sentence_mask, labels=None):
@@ -162,6 +180,7 @@ def target_set_loss(logits, labels):
 
 
 __all__ = [
+    "ExtractiveSummarizerOutput",
     "StepwiseScoringMixin",
     "check_sentence_slots",
     "check_summary_indices",

@@ -311,3 +311,7 @@ def run(args) -> int:
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
     return COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":  # the commands need parsed, checked arguments: the console script's
+    sys.exit("sumformers: error: run the command line as `sumformers` or `python -m sumformers_cli`")

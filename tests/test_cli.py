@@ -82,7 +82,7 @@ def test_summarize_a_folder_and_undecodable_bytes(model_dir, tmp_path):
 
 def test_missing_input_is_a_one_line_error(tmp_path):
     completed = subprocess.run(
-        [sys.executable, "-m", "sumformers.cli", "summarize", str(tmp_path / "nope.txt")],
+        [sys.executable, "-m", "sumformers_cli", "summarize", str(tmp_path / "nope.txt")],
         capture_output=True,
         text=True,
     )
@@ -97,7 +97,7 @@ def test_export_command_writes_a_repo(model_dir, tmp_path):
     assert command_line(["export", model_dir, str(target)]) == 0
     assert (target / "config.json").is_file() and (target / "model.safetensors").is_file()
     completed = subprocess.run(
-        [sys.executable, "-m", "sumformers.cli", "export", model_dir, str(target)], capture_output=True, text=True
+        [sys.executable, "-m", "sumformers_cli", "export", model_dir, str(target)], capture_output=True, text=True
     )
     assert completed.returncode == ERROR_EXIT and "not empty" in completed.stderr
 
@@ -167,7 +167,7 @@ def test_a_stopped_summarize_keeps_every_finished_result_in_whole_lines(model_di
 
     arguments = ["summarize", str(source), "--model", model_dir, "--output", str(output)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "sumformers.cli", *arguments],
+        [sys.executable, "-m", "sumformers_cli", *arguments],
         stderr=subprocess.PIPE,
         text=True,
         # a child started in the background of a shell inherits SIGINT ignored; a terminal's Ctrl-C is not

@@ -43,7 +43,9 @@ def tiny_models(**overrides):
     """A random Stepwise HiBERT and a HiBERT with the same weights wherever they share parameters."""
     torch.manual_seed(0)
     stepwise = StepwiseHiBertForExtractiveSummarization(tiny_config(**overrides)).eval()
-    plain = HiBertForExtractiveSummarization(tiny_config(stepwise=False, **overrides)).eval()
+    # the stepwise settings (summary_null_slot) are no settings of the plain model's config
+    shared = {name: value for name, value in overrides.items() if name in HiBertConfig.__dataclass_fields__}
+    plain = HiBertForExtractiveSummarization(tiny_config(stepwise=False, **shared)).eval()
     missing, unexpected = plain.load_state_dict(stepwise.state_dict(), strict=False)
     assert not missing and all(k.startswith(("summary_", "end_")) or ".summary_attention." in k for k in unexpected)
     return stepwise, plain

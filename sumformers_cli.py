@@ -1,25 +1,25 @@
 """The `sumformers` command: summarize, view, evaluate, export.
 
-This module parses and checks the arguments without importing torch or transformers (`import sumformers` registers
-every model with transformers, which takes seconds), so `--help` and argument errors answer at once; the commands
-themselves (`sumformers.cli`) are imported only when the arguments are valid. Every error is one line
+This module parses and checks the arguments; it sits outside the package so that `--help` and every argument error
+answer without loading any of it (nor torch and transformers, which the commands need), and it is the top of the
+import graph: it imports the commands (`sumformers.cli`) only once the arguments are valid, and nothing in the
+package imports it. Every error is one line
 `sumformers: error: ...` on standard error and exit status 2. Ctrl-C (SIGINT) and SIGTERM stop a command with one
 line `sumformers: interrupted ...` and exit status 128 + the signal's number (130, 143).
 """
 
 import argparse
-import os
 import re
 import signal
 import sys
 from pathlib import Path
 
+from sumformers_model_names import model_path_problem
+
 ERROR_EXIT = 2
 PROG = "sumformers"
 STDIN = "-"
 
-# A Hub repo id: `name` or `namespace/name` (huggingface_hub's rule, without importing it).
-_HUB_ID = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")
 _BASELINE = re.compile(r"(lead|oracle)(?:-([1-9][0-9]*))?")
 GAMES_HELP = ("a JSONL of Rotowire games (one a line, in Rotowire's JSON; this project's copy: "
               "../shared/data/rotowire/games.jsonl) to pick from, for a table-to-text or content-planning model")
@@ -171,29 +171,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="write ONNX graphs for ONNX Runtime instead (extractive models; needs sumformers[onnx]; see docs/onnx.md)",
     )
     return parser
-
-
-def _looks_like_path(name: str) -> bool:
-    """Whether a model name can only be a local path: a shipped name or a Hub id (`name`, `org/name`) cannot start
-    with `.`, `/` or `~` nor hold more than one `/` or a backslash; and `folder/name` where `folder` is a folder here
-    (`runs/model`) means that folder."""
-    if _HUB_ID.fullmatch(name) is None or ".." in name or (os.sep != "/" and os.sep in name):
-        return True
-    return "/" in name and Path(name.split("/")[0]).is_dir()
-
-
-def model_path_problem(name: str) -> str | None:
-    """What is wrong with a model name as a local path (a folder without config.json, a file, a path that is not
-    there), or None: shipped names and Hub ids are left to loading (`sumformers.hub.resolve_model`). Light, so that
-    the command line answers at once."""
-    path = Path(name).expanduser()
-    if path.is_dir() and not (path / "config.json").is_file():
-        return f"{name}: the folder holds no config.json (not a model folder)"
-    if path.is_dir():
-        return None
-    if path.exists():
-        return f"{name}: a file, not a model folder"
-    return f"{name}: no such folder" if _looks_like_path(name) else None
 
 
 def check_model(name: str | None, flag: str = "--model") -> None:

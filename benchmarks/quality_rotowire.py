@@ -203,13 +203,18 @@ def update_planner_card(folder: Path, plan_table: list[str], setting: str, bias:
 
 
 def main():
+    from sumformers.configuration.summarizer_config import DEFAULT_SUMMARY_SENTENCES
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", default=str(DATA), help="rotowire/games.jsonl")
     parser.add_argument("--split", default="test", choices=("dev", "test"))
     parser.add_argument("--hibert", help="a trained Stepwise HiBERT planner (folder)")
     parser.add_argument("--etcsum", help="a trained Stepwise ETCSum planner (folder)")
     parser.add_argument("--realizer", help="a trained realizer (folder)")
-    parser.add_argument("--num_sentences", type=int, default=120, help="most units of a plan before its end")
+    parser.add_argument(
+        "--num_sentences", type=int, default=DEFAULT_SUMMARY_SENTENCES["content_plan"],
+        help="most units of a plan before its end",
+    )
     parser.add_argument("--sentence_break_bias", type=float, nargs="+", default=[0.0], metavar="B",
                         help="plan with each of these biases on the sentence break's logit (one row each; 0, the "
                         "default, is the paper's decoding whatever the checkpoint's config says)")

@@ -40,7 +40,9 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--num_sentences", type=int, default=30)
+    parser.add_argument(
+        "--num_document_sentences", type=int, default=30, help="HiBERT reads the article's first this many sentences"
+    )
     parser.add_argument(
         "--etc_tokens", type=int, nargs="+", default=[1024, 2048], help="Stepwise ETCSum input lengths (tokens)"
     )
@@ -149,12 +151,12 @@ def main():
     if not args.etc_only:
         hibert, hibert_source = load("hibert")
         stepwise_hibert, stepwise_hibert_source = load("stepwise_hibert")
-        hibert_document = {"sentences": sentences[: args.num_sentences]}
+        hibert_document = {"sentences": sentences[: args.num_document_sentences]}
         plain_seconds, _ = timed(lambda: hibert(hibert_document, num_sentences=3), args.repeats)
         stepwise_seconds, result = timed(
             lambda: stepwise_hibert(hibert_document, beam_size=3, num_sentences=4), args.repeats
         )
-        first = f"first {args.num_sentences} sentences"
+        first = f"first {args.num_document_sentences} sentences"
         rows.append((f"HiBERT, top 3 ({first})", hibert_source, plain_seconds, ""))
         rows.append(
             (

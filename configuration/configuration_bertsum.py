@@ -3,7 +3,7 @@ Pretrained Encoders"), over any BERT/RoBERTa encoder."""
 
 from transformers import PretrainedConfig
 
-from .summarizer_config import PretrainedEncoderConfigMixin
+from .summarizer_config import DEFAULT_SUMMARY_SENTENCES, PretrainedEncoderConfigMixin
 
 
 class BertSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
@@ -40,5 +40,5 @@ class BertSumConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     dropout: float = 0.1
     max_sentence_tokens: int = 200
     min_sentence_tokens: int = 5
-    num_sentences: int = 3
+    num_sentences: int = DEFAULT_SUMMARY_SENTENCES["extractive"]
     trigram_blocking: bool = True

@@ -1,5 +1,5 @@
-"""Configuration of the encoder-decoder summarizers: BertSumExtAbs (Liu & Lapata 2019, the abstractive baseline) over
-any BERT/RoBERTa encoder, and the sentence planner built on it (Marfurt & Henderson 2021)."""
+"""Configuration of BertSumExtAbs (Liu & Lapata 2019, the abstractive baseline), an encoder-decoder summarizer over
+any BERT/RoBERTa encoder (the sentence planner built on it: `configuration_sentence_planner`)."""
 
 from transformers import PretrainedConfig
 
@@ -118,28 +118,4 @@ class BertSumAbsConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         self.pad_token_id = tokenizer.pad_token_id
 
 
-class SentencePlannerConfig(BertSumAbsConfig):
-    r"""
-    BertSumAbs plus the sentence planner's sentence generator (Marfurt & Henderson 2021).
-
-    Args:
-        sentence_generator_layers (`int`, *optional*, defaults to 2): causal Transformer layers over the summary's
-            sentence vectors (a zero vector first), with cross-attention to the document.
-        guidance_weight (`float`, *optional*, defaults to 1.0): weight lambda of the guidance loss (MSE between the
-            predicted and the encoder's next-sentence vector); 0 is the paper's ablation without guidance.
-        (and every `BertSumAbsConfig` argument)
-    """
-
-    model_type = "sentence_planner"
-
-    sentence_generator_layers: int = 2
-    guidance_weight: float = 1.0
-
-    def __post_init__(self, **kwargs):
-        check_positive_integers(sentence_generator_layers=self.sentence_generator_layers)
-        if self.guidance_weight < 0:
-            raise ValueError(f"guidance_weight must be at least 0, got {self.guidance_weight}")
-        super().__post_init__(**kwargs)
-
-
-__all__ = ["BertSumAbsConfig", "SentencePlannerConfig"]
+__all__ = ["BertSumAbsConfig"]

@@ -9,7 +9,7 @@ from contextvars import ContextVar
 from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
 
-from .summarizer_config import check_positive_integers, portable_settings
+from .summarizer_config import KnownSettingsConfigMixin, check_positive_integers, portable_settings
 
 # (config, width) while `generate` runs over a vocabulary the copy mechanism extends (`extended_vocabulary`)
 _GENERATION_WIDTH: ContextVar[tuple | None] = ContextVar("copy_transformer_generation_width", default=None)
@@ -25,7 +25,7 @@ POSITION_EMBEDDINGS = ("sinusoidal", "learned")
 DECODER_EMBEDDINGS = ("shared", "bert")
 
 
-class CopyTransformerConfig(PretrainedConfig):
+class CopyTransformerConfig(KnownSettingsConfigMixin, PretrainedConfig):
     r"""
     The defaults are the paper's small ablation model (hidden 256, 4 heads, 3 + 3 layers, feed-forward 1024, dropout
     0.1), trained from scratch. The vocabulary is the WordPiece vocabulary of a BERT-style tokenizer (the bundled
@@ -171,6 +171,7 @@ class CopyTransformerConfig(PretrainedConfig):
     pad_token_id: int = 0
     unk_token_id: int = 100
     decoder_start_token_id: int = 1
+    bos_token_id: int | None = None  # transformers' name for the first decoder token: decoder_start_token_id
     eos_token_id: int = 2
     sentence_separator_token_id: int = 3
     tie_word_embeddings: bool = True
@@ -188,7 +189,8 @@ class CopyTransformerConfig(PretrainedConfig):
         self.copy_mechanism = bool(self.copy_mechanism)
         # bert_name_or_path says where the weights come from
         self.bert_config = portable_settings(self.bert_config)
-        kwargs.setdefault("bos_token_id", self.decoder_start_token_id)
+        if self.bos_token_id is None:
+            self.bos_token_id = self.decoder_start_token_id
         super().__post_init__(**kwargs)
 
     def _check_choices(self) -> None:

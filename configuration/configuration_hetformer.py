@@ -5,7 +5,7 @@ import math
 
 from transformers import PretrainedConfig
 
-from .summarizer_config import PretrainedEncoderConfigMixin, position_offset
+from .summarizer_config import DEFAULT_SUMMARY_SENTENCES, PretrainedEncoderConfigMixin, position_offset
 
 # The kinds of position in HetFormer's input sequence (`node_types`): its processor lays them out, its attention graph
 # reads them.
@@ -84,8 +84,8 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     strip_markup: bool = False
     max_sentence_tokens: int = 200
     min_sentence_tokens: int = 5
-    num_sentences: int = 3
-    multi_document_num_sentences: int = 9
+    num_sentences: int = DEFAULT_SUMMARY_SENTENCES["extractive"]
+    multi_document_num_sentences: int = DEFAULT_SUMMARY_SENTENCES["multi_document"]
     trigram_blocking: bool = True
     classifier_dropout: float = 0.1
 

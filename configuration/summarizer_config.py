@@ -6,7 +6,11 @@ defaults), its generated `__init__` takes them as keywords, and checks run in `_
 dataclasses too (fields and `__post_init__`, no `__init__`), so that a config class that mixes one in takes its
 fields and defaults; a mixin placed earlier in the bases overrides the defaults of the classes after it."""
 
+import contextlib
+import contextvars
 import dataclasses
+import difflib
+import functools
 
 from transformers import AutoConfig, PretrainedConfig
 from transformers.configuration_utils import SubConfigSpec
@@ -14,12 +18,84 @@ from transformers.configuration_utils import SubConfigSpec
 # Encoders that reserve padding_idx + 1 position rows before the first token.
 _ROBERTA_STYLE = ("roberta", "xlm-roberta", "camembert")
 
+#: Default summary lengths (`num_sentences`: the most sentences a summary takes; a content planner's, plan units) of
+#: every kind of summarizer, the one table the configs, training scripts and benchmarks read.
+DEFAULT_SUMMARY_SENTENCES = {
+    "extractive": 3,  # top 3 (PreSumm's CNN/DailyMail setting, and the non-stepwise models' of every paper here)
+    "multi_document": 9,  # HetFormer on several documents (the paper's Multi-News setting)
+    "stepwise": 4,  # the Stepwise paper's 4 steps
+    "content_plan": 120,  # the longest Rotowire plan, in units before its end
+}
+
 # The mixins hold fields only: no generated __init__, __repr__ or __eq__ (each config class gets its own).
 _config_mixin = dataclasses.dataclass(init=False, repr=False, eq=False, kw_only=True)
 
 
+# What `PretrainedConfig` takes besides its fields (how to run a model, not a setting of it).
+TRANSFORMERS_KEYWORDS = frozenset(
+    {"attn_implementation", "experts_implementation", "output_attentions", "torch_dtype", "num_labels", "name_or_path"}
+)
+# True while a saved config is read (`from_dict`, `from_json_file`).
+_reading_saved_config = contextvars.ContextVar("reading_saved_config", default=False)
+
+
+@contextlib.contextmanager
+def reading_saved_config():
+    token = _reading_saved_config.set(True)
+    try:
+        yield
+    finally:
+        _reading_saved_config.reset(token)
+
+
 @_config_mixin
-class PretrainedEncoderConfigMixin:
+class KnownSettingsConfigMixin:
+    """A config made in code refuses a keyword that is not one of its fields (nor one of `TRANSFORMERS_KEYWORDS`), and
+    `update` a key that is not: transformers would keep it as a stray attribute that nothing reads, so that a typo or
+    a setting since renamed silently runs with the default. A saved config (config.json) still loads as transformers
+    loads any: its keys that are no field are kept, since a file written by another version may hold settings since
+    renamed or dropped (the class's `from_dict` maps those that matter)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)  # transformers makes the class a dataclass and writes its `__init__`
+        made = cls.__init__
+
+        @functools.wraps(made)
+        def __init__(self, **settings):
+            # the keywords as the caller gave them: a `__post_init__` may add some for its base (`bos_token_id`)
+            if not _reading_saved_config.get():
+                self._check_known(set(settings) - TRANSFORMERS_KEYWORDS)
+            made(self, **settings)
+
+        cls.__init__ = __init__
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        with reading_saved_config():
+            return super().from_dict(config_dict, **kwargs)
+
+    @classmethod
+    def from_json_file(cls, json_file):
+        with reading_saved_config():
+            return super().from_json_file(json_file)
+
+    def update(self, config_dict: dict) -> None:
+        self._check_known(set(config_dict))
+        super().update(config_dict)
+
+    def _check_known(self, names: set[str]) -> None:
+        fields = {field.name for field in dataclasses.fields(self)}
+        unknown = sorted(names - fields)
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, fields)
+                hints.append(f"{name} (did you mean {' or '.join(close)}?)" if close else name)
+            raise ValueError(f"{type(self).__name__} has no setting {', '.join(hints)}")
+
+
+@_config_mixin
+class PretrainedEncoderConfigMixin(KnownSettingsConfigMixin):
     """For a `PretrainedConfig` whose model is built over a pretrained encoder.
 
     `encoder_config` is a transformers sub-config (`sub_configs_defaults`): given as a config or as its dict (what
@@ -73,7 +149,7 @@ class StepwiseConfigMixin:
 
     max_summary_sentences: int = 8
     beam_size: int = 3
-    num_sentences: int = 4
+    num_sentences: int = DEFAULT_SUMMARY_SENTENCES["stepwise"]
     min_sentences: int = 1
     trigram_blocking: bool = False
     end_at_limit: bool = True
@@ -103,7 +179,7 @@ class ContentPlannerConfigMixin:
 
     max_document_sentences: int = 512
     max_summary_sentences: int = 128
-    num_sentences: int = 120
+    num_sentences: int = DEFAULT_SUMMARY_SENTENCES["content_plan"]
     beam_size: int = 1
     sentence_break_bias: float = 0.0
 
@@ -113,7 +189,10 @@ class ContentPlannerConfigMixin:
 
 
 __all__ = [
+    "DEFAULT_SUMMARY_SENTENCES",
+    "TRANSFORMERS_KEYWORDS",
     "ContentPlannerConfigMixin",
+    "KnownSettingsConfigMixin",
     "PretrainedEncoderConfigMixin",
     "StepwiseConfigMixin",
     "check_positive_integers",

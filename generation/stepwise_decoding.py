@@ -92,7 +92,8 @@ class _DocumentSearch:
         repeatable,
         sentence_break=None,
     ):
-        self.document_sentences = len(sentences)  # what the document offers; `num_sentences`: the summary's most
+        # what the document offers; `num_sentences`: the summary's most
+        self.num_document_sentences = len(sentences)
         self.repeatable = frozenset(repeatable)
         self.sentence_break = sentence_break
         self.min_sentences = min_sentences
@@ -111,7 +112,7 @@ class _DocumentSearch:
         chosen_trigrams = set().union(*(self.trigrams[i] for i in chosen)) if self.trigrams and chosen else set()
         allowed = [
             index
-            for index in range(self.document_sentences)
+            for index in range(self.num_document_sentences)
             if (index not in chosen or index in self.repeatable)
             and (self.max_words is None or used_words + self.words[index] <= self.max_words)
             and (not chosen_trigrams or chosen_trigrams.isdisjoint(self.trigrams[index]))
@@ -136,8 +137,8 @@ class _DocumentSearch:
 def stepwise_beam_search(
     score_rows: Callable[[list[int], list[tuple[int, ...]]], torch.Tensor],
     documents: Sequence[Sequence[str]],
-    beam_size: int = 3,
-    num_sentences: int = 4,
+    beam_size: int,
+    num_sentences: int,
     trigram_blocking: bool = False,
     min_sentences: int = 1,
     max_words: int | None = None,
@@ -154,7 +155,8 @@ def stepwise_beam_search(
     index of its document in `documents` and its chosen sentences in selection order. `repeatable`: per document,
     the sentence indices that may be chosen again (default: none); `sentence_break`: the index of a planner's
     sentence-break unit in every document (default: none), whose logit `sentence_break_bias` shifts. See the module
-    docstring for the search and its constraints.
+    docstring for the search and its constraints. `beam_size` and `num_sentences` have no defaults here: the
+    pipeline passes the model config's (`summarizer_config.DEFAULT_SUMMARY_SENTENCES` unless set).
     """
     _check_positive("beam_size", beam_size)
     _check_positive("num_sentences", num_sentences)
@@ -189,10 +191,10 @@ def stepwise_beam_search(
                 row_log_probs = log_probs[row].tolist()
                 row += 1
                 end_column = len(row_log_probs) - 1
-                if end_column < search.document_sentences:
+                if end_column < search.num_document_sentences:
                     raise ValueError(
                         f"the model scored {end_column} sentences and END, but document {d} has "
-                        f"{search.document_sentences}"
+                        f"{search.num_document_sentences}"
                     )
                 distribution = tuple(math.exp(value) for value in row_log_probs) if return_distributions else None
                 choices = search.allowed_sentences(hypothesis)

@@ -57,19 +57,19 @@ def _flex_bucket(length: int, buckets_per_doubling: int = 4) -> int:
     return max(_FLEX_BLOCK, -(-length // granularity) * granularity)
 
 
-def _pad_last(tensor: torch.Tensor, length: int, value) -> torch.Tensor:
+def pad_last(tensor: torch.Tensor, length: int, value) -> torch.Tensor:
     """Pad the last dimension of a [batch, n] tensor with `value` up to `length`."""
     return F.pad(tensor, (0, length - tensor.shape[-1]), value=value)
 
 
-def _as_keep_mask(mask: torch.Tensor, name: str, shape: tuple[int, ...]) -> torch.Tensor:
+def as_keep_mask(mask: torch.Tensor, name: str, shape: tuple[int, ...]) -> torch.Tensor:
     """A [batch, n] padding mask (1/True = real token) as bool, with a clear error for a wrong shape."""
     if tuple(mask.shape) != shape:
         raise ValueError(f"`{name}` must have shape {list(shape)}, got {list(mask.shape)}.")
     return mask != 0
 
 
-def _as_index_tensor(ids: torch.Tensor, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+def as_index_tensor(ids: torch.Tensor, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
     if ids.dim() != 2 or (shape is not None and tuple(ids.shape) != shape):
         expected = list(shape) if shape is not None else "[batch, length]"
         raise ValueError(f"`{name}` must have shape {expected}, got {list(ids.shape)}.")
@@ -78,7 +78,7 @@ def _as_index_tensor(ids: torch.Tensor, name: str, shape: tuple[int, ...] | None
     return ids.long()
 
 
-def _symmetric_band(q_idx, radius: int):
+def symmetric_band(q_idx, radius: int):
     """(first, last) keys of a band reaching `radius` positions on each side."""
     return q_idx - radius, q_idx + radius
 
@@ -88,7 +88,7 @@ def _prefix_band(q_idx, last_key: Callable):
     return torch.zeros_like(q_idx), last_key(q_idx)
 
 
-def _positions(flags: torch.Tensor) -> torch.Tensor:
+def true_positions(flags: torch.Tensor) -> torch.Tensor:
     """[batch, n] bool -> [batch, max count] positions of the True entries, ascending, padded with -1."""
     counts = flags.sum(-1)
     width = int(counts.max()) if flags.numel() else 0
@@ -263,10 +263,10 @@ class SlidingWindowPattern(AttentionPattern):
         if global_attention_mask is None:
             is_global = torch.zeros_like(valid)
         else:
-            is_global = _as_keep_mask(global_attention_mask, "global_attention_mask", tuple(attention_mask.shape))
+            is_global = as_keep_mask(global_attention_mask, "global_attention_mask", tuple(attention_mask.shape))
         # one code per position (0 padding, 1 local, 2 global): the mask reads one tensor instead of two, which is
         # measurably faster inside the flex kernel
-        self.kind = _pad_last(valid.to(torch.int8) * (1 + is_global.to(torch.int8)), self.flex_query_length, 0)
+        self.kind = pad_last(valid.to(torch.int8) * (1 + is_global.to(torch.int8)), self.flex_query_length, 0)
         # a 0-d tensor rather than an int, so that each window size does not compile its own flex kernel
         self.half_window = torch.tensor(window // 2, device=self.device)
 
@@ -276,8 +276,8 @@ class SlidingWindowPattern(AttentionPattern):
         return (q_kind > 0) & (kv_kind > 0) & reach
 
     def _layout(self):
-        global_positions = _positions(self.kind[:, : self.query_length] == 2)
-        band = partial(_symmetric_band, radius=self.window // 2)
+        global_positions = true_positions(self.kind[:, : self.query_length] == 2)
+        band = partial(symmetric_band, radius=self.window // 2)
         real = self.kind > 0
         return SparseLayout(
             band=band,
@@ -336,8 +336,8 @@ class GlobalLocalPattern(AttentionPattern):
         relative_keys: torch.Tensor | None = None,
     ):
         super().__init__()
-        long_ids = _as_index_tensor(long_sentence_ids, "long_sentence_ids")
-        global_ids = _as_index_tensor(global_sentence_ids, "global_sentence_ids")
+        long_ids = as_index_tensor(long_sentence_ids, "long_sentence_ids")
+        global_ids = as_index_tensor(global_sentence_ids, "global_sentence_ids")
         if long_ids.shape[0] != global_ids.shape[0]:
             raise ValueError("`long_sentence_ids` and `global_sentence_ids` must have the same batch size.")
         if not isinstance(local_radius, int) or local_radius < 0:
@@ -358,19 +358,19 @@ class GlobalLocalPattern(AttentionPattern):
         long_valid = (
             torch.ones_like(long_ids, dtype=torch.bool)
             if long_attention_mask is None
-            else _as_keep_mask(long_attention_mask, "long_attention_mask", tuple(long_ids.shape))
+            else as_keep_mask(long_attention_mask, "long_attention_mask", tuple(long_ids.shape))
         )
         global_valid = (
             torch.ones_like(global_ids, dtype=torch.bool)
             if global_attention_mask is None
-            else _as_keep_mask(global_attention_mask, "global_attention_mask", tuple(global_ids.shape))
+            else as_keep_mask(global_attention_mask, "global_attention_mask", tuple(global_ids.shape))
         )
         padded = self.flex_query_length
-        self.valid = _pad_last(torch.cat([global_valid, long_valid], dim=1), padded, False)
-        self.is_global = _pad_last(
+        self.valid = pad_last(torch.cat([global_valid, long_valid], dim=1), padded, False)
+        self.is_global = pad_last(
             torch.cat([torch.ones_like(global_valid), torch.zeros_like(long_valid)], dim=1), padded, False
         )
-        self.sentence = _pad_last(torch.cat([global_ids, long_ids], dim=1), padded, -1)
+        self.sentence = pad_last(torch.cat([global_ids, long_ids], dim=1), padded, -1)
         self.radius = torch.tensor(local_radius, device=self.device)
         self.max_distance = torch.tensor(relative_pos_max_distance, device=self.device)
         if relative_bias is not None:
@@ -492,7 +492,7 @@ class GlobalLocalPattern(AttentionPattern):
 
     def _layout(self):
         global_positions = torch.arange(self.num_global, device=self.device).expand(self.batch_size, -1)
-        band = partial(_symmetric_band, radius=self.local_radius)
+        band = partial(symmetric_band, radius=self.local_radius)
         real_long = self.valid & ~self.is_global
         return SparseLayout(
             band=band,
@@ -526,7 +526,7 @@ class BlockLocalCausalPattern(AttentionPattern):
         self.batch_size, self.query_length = attention_mask.shape
         self.key_length = self.query_length
         self.device = attention_mask.device
-        self.valid = _pad_last(attention_mask != 0, self.flex_query_length, False)
+        self.valid = pad_last(attention_mask != 0, self.flex_query_length, False)
         self.block = torch.tensor(block_size, device=self.device)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
@@ -582,12 +582,12 @@ class MemoryCompressedCausalPattern(AttentionPattern):
         self.key_length = self.num_slots + 1
         self.device = attention_mask.device
         valid = attention_mask != 0
-        self.query_valid = _pad_last(valid, self.flex_query_length, False)
+        self.query_valid = pad_last(valid, self.flex_query_length, False)
         # F.pad crops as well as pads: `covered` holds exactly the positions the slots summarize
-        covered = _pad_last(valid, self.num_slots * compression_stride, False)
+        covered = pad_last(valid, self.num_slots * compression_stride, False)
         slot_valid = covered.view(self.batch_size, self.num_slots, compression_stride).any(-1)
         null_slot = torch.ones(self.batch_size, 1, dtype=torch.bool, device=self.device)
-        self.key_valid = _pad_last(torch.cat([null_slot, slot_valid], dim=1), self.flex_key_length, False)
+        self.key_valid = pad_last(torch.cat([null_slot, slot_valid], dim=1), self.flex_key_length, False)
         self.stride = torch.tensor(compression_stride, device=self.device)
 
     def mask_mod(self, b, h, q_idx, kv_idx):

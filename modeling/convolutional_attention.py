@@ -32,7 +32,7 @@ from functools import partial
 import torch
 
 from .attention import get_sparse_attention_function
-from .attention_patterns import AttentionPattern, SparseLayout, _pad_last, _symmetric_band
+from .attention_patterns import AttentionPattern, SparseLayout, pad_last, symmetric_band
 from .bert_blocks import BertStyleAttention
 
 CONVOLUTION_MODES = ("1d", "2d", "circular_2d")
@@ -72,7 +72,7 @@ class ConvolutionalPattern(AttentionPattern):
         self.query_length = self.key_length = self.length * self.folded_heads
         self.device = attention_mask.device
         slot_valid = (attention_mask != 0).repeat_interleave(self.folded_heads, dim=1)
-        self.valid = _pad_last(slot_valid, self.flex_query_length, False)
+        self.valid = pad_last(slot_valid, self.flex_query_length, False)
         # tensors rather than Python ints, so that FlexAttention compiles one kernel for every window size
         self.heads = torch.tensor(self.folded_heads, device=self.device)
         self.radius = torch.tensor(window // 2, device=self.device)
@@ -95,7 +95,7 @@ class ConvolutionalPattern(AttentionPattern):
 
     def _layout(self):
         return SparseLayout(
-            band=partial(_symmetric_band, radius=self.slot_radius), band_block=max(1, self.slot_radius)
+            band=partial(symmetric_band, radius=self.slot_radius), band_block=max(1, self.slot_radius)
         )
 
     def split_heads(self, states: torch.Tensor, num_heads: int) -> torch.Tensor:

@@ -12,13 +12,13 @@ from .attention_patterns import (
     _MIN_QUERY_BLOCK,
     AttentionPattern,
     SparseLayout,
-    _as_index_tensor,
-    _as_keep_mask,
     _flex_bucket,
     _gather_positions,
-    _pad_last,
-    _positions,
-    _symmetric_band,
+    as_index_tensor,
+    as_keep_mask,
+    pad_last,
+    symmetric_band,
+    true_positions,
 )
 
 
@@ -60,7 +60,7 @@ class HeterogeneousGraph:
         document_ids: torch.Tensor | None = None,
         keep_documents_apart: bool = False,
     ):
-        types = _as_index_tensor(node_types, "node_types")
+        types = as_index_tensor(node_types, "node_types")
         shape = tuple(types.shape)
         if not bool(((types >= self.TOKEN) & (types <= self.DOCUMENT)).all()):
             raise ValueError("`node_types` must hold TOKEN (0), SENTENCE (1) or DOCUMENT (2).")
@@ -68,14 +68,14 @@ class HeterogeneousGraph:
         self.device = types.device
         self.keep_documents_apart = keep_documents_apart
         padded = _flex_bucket(self.length)
-        self.valid = _pad_last(_as_keep_mask(attention_mask, "attention_mask", shape), padded, False)
-        self.node_types = _pad_last(types, padded, self.TOKEN)
+        self.valid = pad_last(as_keep_mask(attention_mask, "attention_mask", shape), padded, False)
+        self.node_types = pad_last(types, padded, self.TOKEN)
         if entity_ids is None:
             entity_ids = torch.full_like(types, -1)
-        self.entity_ids = _pad_last(_as_index_tensor(entity_ids, "entity_ids", shape), padded, -1)
+        self.entity_ids = pad_last(as_index_tensor(entity_ids, "entity_ids", shape), padded, -1)
         if document_ids is None:
             document_ids = torch.zeros_like(types)
-        self.document_ids = _pad_last(_as_index_tensor(document_ids, "document_ids", shape), padded, -1)
+        self.document_ids = pad_last(as_index_tensor(document_ids, "document_ids", shape), padded, -1)
 
     def token_window(self, window: int) -> "TokenWindowPattern":
         return TokenWindowPattern(self, window)
@@ -266,7 +266,7 @@ class TokenWindowPattern(_HeterogeneousPattern):
         return output.transpose(1, 2).reshape(batch, heads, num_blocks * block, -1)[:, :, :length]
 
     def _layout(self):
-        band = partial(_symmetric_band, radius=self.window // 2)
+        band = partial(symmetric_band, radius=self.window // 2)
         if self.graph.keep_documents_apart:  # document borders can cut any tile: no tile is promised full
             return SparseLayout(band=band, band_block=self.window // 2)
         real_token = self.graph.valid & (self.graph.node_types == HeterogeneousGraph.TOKEN)
@@ -292,7 +292,7 @@ class NodePattern(_HeterogeneousPattern):
 
     def _layout(self):
         is_node = (self.graph.node_types != HeterogeneousGraph.TOKEN) & self.graph.valid
-        node_positions = _positions(is_node[:, : self.query_length])
+        node_positions = true_positions(is_node[:, : self.query_length])
         return SparseLayout(extra_keys=node_positions, dense_rows=node_positions)
 
     def _all_allowed(self) -> bool:
@@ -337,7 +337,7 @@ class EntityPattern(_HeterogeneousPattern):
 
     def _layout(self):
         is_mention = (self.graph.entity_ids >= 0) & self.graph.valid
-        mentions = _positions(is_mention[:, : self.query_length])
+        mentions = true_positions(is_mention[:, : self.query_length])
         return SparseLayout(dense_rows=mentions, dense_row_keys=mentions)
 
     def blocked_attention(self, query, key, value, scaling, dropout_p):

@@ -3,35 +3,17 @@ embeddings, a few transformer layers over the sentence vectors, and a sigmoid sc
 labels. Works over any BERT/RoBERTa encoder; the default is the bundled all-MiniLM-L6-v2."""
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 from transformers import AutoModel, PreTrainedModel
-from transformers.utils import ModelOutput
 
 from ..configuration.configuration_bertsum import BertSumConfig
 from .bert_blocks import BottomLayersMixin, dense_attention, init_bert_style_weights
 from .pretrained_encoder import load_pretrained_encoder
-from .sentence_scoring import sentence_logits_and_loss
+from .sentence_scoring import ExtractiveSummarizerOutput, sentence_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
-
-
-@dataclass
-class ExtractiveSummarizerOutput(ModelOutput):
-    """
-    Args:
-        loss (`torch.FloatTensor` of shape `(1,)`, *optional*): BCE against the oracle labels, mean over real sentences.
-        logits (`torch.FloatTensor` of shape `(batch_size, num_sentences)`): one score per sentence (before sigmoid);
-            padded sentence slots hold the dtype's minimum.
-        sentence_states (`torch.FloatTensor` of shape `(batch_size, num_sentences, hidden_size)`): sentence vectors
-            fed to the scorer.
-    """
-
-    loss: torch.FloatTensor | None = None
-    logits: torch.FloatTensor | None = None
-    sentence_states: torch.FloatTensor | None = None
 
 
 def sinusoidal_positions(length: int, dim: int, device=None) -> torch.Tensor:

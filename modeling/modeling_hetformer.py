@@ -30,20 +30,13 @@ from transformers.modeling_outputs import BaseModelOutput
 from ..configuration.configuration_hetformer import HetFormerConfig
 from ..configuration.summarizer_config import position_offset
 from .attention import get_sparse_attention_function
+from .attention_patterns import true_positions
 from .hetformer_graph import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern
-from .modeling_bertsum import ExtractiveSummarizerOutput
 from .pretrained_encoder import load_pretrained_encoder
-from .sentence_scoring import sentence_logits_and_loss
+from .sentence_scoring import ExtractiveSummarizerOutput, sentence_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
 
 TOKEN, SENTENCE, DOCUMENT = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
-
-
-def _positions(flags: torch.Tensor) -> torch.Tensor:
-    """[batch, n] bool -> [batch, max count] positions of the True entries, ascending, padded with -1."""
-    width = int(flags.sum(-1).max())
-    order = torch.argsort((~flags).to(torch.int8), dim=-1, stable=True)[:, :width]
-    return torch.where(flags.gather(1, order), order, -1)
 
 
 @dataclass
@@ -249,7 +242,7 @@ class HetFormerModel(HetFormerPreTrainedModel):
         nodes = graph.nodes() if bool(((node_types != TOKEN) & valid).any()) else None
         entities = mention_positions = None
         if config.use_entities and entity_ids is not None and bool(((entity_ids >= 0) & valid).any()):
-            mention_positions = _positions((entity_ids >= 0) & valid)
+            mention_positions = true_positions((entity_ids >= 0) & valid)
             is_mention = mention_positions >= 0
             mention_ids = entity_ids.gather(1, mention_positions.clamp(min=0)).masked_fill(~is_mention, -1)
             mention_graph = HeterogeneousGraph(torch.zeros_like(mention_positions), is_mention, entity_ids=mention_ids)

@@ -26,7 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 
-from ..configuration.configuration_bertsumabs import SentencePlannerConfig
+from ..configuration.configuration_sentence_planner import SentencePlannerConfig
 from .modeling_bertsum import sinusoidal_positions
 from .modeling_bertsumabs import BertSumAbsForConditionalGeneration, DecoderLayer
 

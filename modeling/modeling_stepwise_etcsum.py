@@ -44,11 +44,8 @@ from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.utils import ModelOutput
 
-from ..configuration.configuration_stepwise_etcsum import (
-    ETCSumConfig,
-    StepwiseETCSumConfig,
-    StepwiseETCSumPlannerConfig,
-)
+from ..configuration.configuration_etcsum import ETCSumConfig
+from ..configuration.configuration_stepwise_etcsum import StepwiseETCSumConfig, StepwiseETCSumPlannerConfig
 from .attention import get_sparse_attention_function
 from .attention_patterns import GlobalLocalPattern
 from .bert_blocks import (
@@ -58,13 +55,7 @@ from .bert_blocks import (
     init_bert_style_weights,
     load_encoder_and_config,
 )
-from .sentence_scoring import (
-    check_sentence_slots,
-    first_sentences,
-    next_choice_logits_and_loss,
-    slot_logits_and_loss,
-    step_rows,
-)
+from .sentence_scoring import StepwiseScoringMixin, check_sentence_slots, first_sentences, slot_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
 
 # Global token types.
@@ -77,11 +68,11 @@ class ETCSumSummarizerOutput(ModelOutput):
     Args:
         loss (`torch.FloatTensor` of shape `(1,)`, *optional*): binary cross-entropy (non-stepwise, mean over real
             sentences) or cross-entropy over the next choice (stepwise, mean over rows).
-        logits (`torch.FloatTensor`): non-stepwise `(batch_size, num_sentences)`, one score per sentence before the
-            sigmoid; stepwise `(num_rows, num_sentences + 1)`, the next-choice scores before the softmax, the last
-            column being the end-of-summary unit. Padded sentences (and, stepwise, sentences already in the summary)
-            hold the dtype's minimum.
-        sentence_states (`torch.FloatTensor` of shape `(rows, num_sentences, hidden_size)`): the states of the
+        logits (`torch.FloatTensor`): non-stepwise `(batch_size, num_document_sentences)`, one score per sentence
+            before the sigmoid; stepwise `(num_rows, num_document_sentences + 1)`, the next-choice scores before the
+            softmax, the last column being the end-of-summary unit. Padded sentences (and, stepwise, sentences
+            already in the summary) hold the dtype's minimum.
+        sentence_states (`torch.FloatTensor` of shape `(rows, num_document_sentences, hidden_size)`): the states of the
             sentences' first tokens, fed to the scorer.
     """
 
@@ -404,7 +395,7 @@ class ETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
 
 
-class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
+class StepwiseETCSumForExtractiveSummarization(StepwiseScoringMixin, ETCSumPreTrainedModel):
     """Stepwise ETCSum: scores the next sentence (or the end of the summary) given the partial summary.
 
     Rows: each row is one (document, partial summary) pair; `row_documents` says which document of the batch a row
@@ -412,7 +403,7 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
     """
 
     config_class = StepwiseETCSumConfig
-    is_stepwise = True
+    output_class = ETCSumSummarizerOutput
     new_modules = (
         "global_embeddings",
         "sentence_positions",
@@ -464,43 +455,28 @@ class StepwiseETCSumForExtractiveSummarization(ETCSumPreTrainedModel):
         repeatable_mask: torch.BoolTensor | None = None,
         **kwargs,
     ) -> ETCSumSummarizerOutput:
-        """Documents in the BERTSum layout ([documents, ...]); rows given by `summary_indices` [rows, k] (partial
-        summaries as document sentence indices in selection order, -1 padding; default: one empty summary per
-        document) and `row_documents` [rows] (default: row i reads document i). `labels` [rows]: the next sentence's
-        index, or `num_sentences` (the sentence axis' width) for the end. `repeatable_mask` [documents, sentences]:
-        sentences that stay choosable once in the summary (a planner's sentence break and team names); by default
-        none."""
+        """Documents in the BERTSum layout ([documents, ...]); rows as `next_choice_forward` takes them. `labels`
+        [rows]: the next sentence's index, or `num_document_sentences` (the sentence axis' width) for the end.
+        `repeatable_mask` [documents, sentences]: sentences that stay choosable once in the summary (a planner's
+        sentence break and team names); by default none."""
         document = self.prepare_document(input_ids, cls_positions, sentence_mask, attention_mask, repeatable_mask)
-        sentence_mask = document["sentence_mask"]
-        num_sentences = sentence_mask.shape[1]
-        device = input_ids.device
-        summary_indices, row_documents = step_rows(
-            summary_indices, row_documents, input_ids.shape[0], self.config.max_summary_sentences, device
-        )
-        row_mask = sentence_mask[row_documents]
-        chosen = summary_indices.clamp(min=0)
-        named = row_mask.gather(1, chosen)[summary_indices >= 0]
-        if bool((summary_indices >= num_sentences).any()) or not bool(named.all()):
-            raise ValueError("`summary_indices` must name real sentences of the row's document (or be -1)")
+        return self.next_choice_forward(document, summary_indices, row_documents, labels)
 
+    def row_logits(self, document, summary_indices, row_documents):
         rows = self._layout(
             document["input_ids"],
             document["attention_mask"],
-            cls_positions,
-            sentence_mask,
+            document["cls_positions"],
+            document["sentence_mask"],
             summary_indices,
             row_documents,
             end=True,
         )
         states = self._encode(rows)
-        sentence_states = self._first_token_states(states, rows, cls_positions, row_documents)
-        end_state = states[torch.arange(states.shape[0], device=device), rows.end_index].unsqueeze(1)
+        sentence_states = self._first_token_states(states, rows, document["cls_positions"], row_documents)
+        end_state = states[torch.arange(states.shape[0], device=states.device), rows.end_index].unsqueeze(1)
         logits = self.scorer(torch.cat([sentence_states, end_state], dim=1)).squeeze(-1)
-        repeatable = document["repeatable_mask"]
-        logits, loss = next_choice_logits_and_loss(
-            logits, row_mask, summary_indices, labels, None if repeatable is None else repeatable.bool()[row_documents]
-        )
-        return ETCSumSummarizerOutput(loss=loss, logits=logits, sentence_states=sentence_states)
+        return logits, {"sentence_states": sentence_states}
 
 
 class StepwiseETCSumForContentPlanning(StepwiseETCSumForExtractiveSummarization):

@@ -28,11 +28,8 @@ from torch.nn import functional as F
 from transformers import AutoModel, PreTrainedModel
 from transformers.utils import ModelOutput
 
-from ..configuration.configuration_stepwise_hibert import (
-    HiBertConfig,
-    StepwiseHiBertConfig,
-    StepwiseHiBertPlannerConfig,
-)
+from ..configuration.configuration_hibert import HiBertConfig
+from ..configuration.configuration_stepwise_hibert import StepwiseHiBertConfig, StepwiseHiBertPlannerConfig
 from .bert_blocks import (
     BertStyleAttention,
     BertStyleFeedForward,
@@ -41,13 +38,7 @@ from .bert_blocks import (
     load_encoder_and_config,
 )
 from .pretrained_encoder import encoder_attention, encoder_pooling
-from .sentence_scoring import (
-    check_sentence_slots,
-    first_sentences,
-    next_choice_logits_and_loss,
-    slot_logits_and_loss,
-    step_rows,
-)
+from .sentence_scoring import StepwiseScoringMixin, check_sentence_slots, first_sentences, slot_logits_and_loss
 from .summarizer_mixin import SummarizerMixin
 
 
@@ -57,12 +48,12 @@ class HiBertSummarizerOutput(ModelOutput):
     Args:
         loss (`torch.FloatTensor` of shape `(1,)`, *optional*): binary cross-entropy (non-stepwise, mean over real
             sentences) or cross-entropy over the next choice (stepwise, mean over rows).
-        logits (`torch.FloatTensor`): non-stepwise `(batch_size, num_sentences)`, one score per sentence before the
-            sigmoid; stepwise `(num_rows, num_sentences + 1)`, the next-choice scores before the softmax, the last
-            column being the end-of-summary unit. Padded sentences (and, stepwise, sentences already in the summary)
-            hold the dtype's minimum.
-        document_states (`torch.FloatTensor` of shape `(rows, num_sentences, hidden_size)`): the document encoder's
-            output for the document sentences.
+        logits (`torch.FloatTensor`): non-stepwise `(batch_size, num_document_sentences)`, one score per sentence
+            before the sigmoid; stepwise `(num_rows, num_document_sentences + 1)`, the next-choice scores before the
+            softmax, the last column being the end-of-summary unit. Padded sentences (and, stepwise, sentences
+            already in the summary) hold the dtype's minimum.
+        document_states (`torch.FloatTensor` of shape `(rows, num_document_sentences, hidden_size)`): the document
+            encoder's output for the document sentences.
     """
 
     loss: torch.FloatTensor | None = None
@@ -306,7 +297,7 @@ class HiBertForExtractiveSummarization(HiBertPreTrainedModel):
         return HiBertSummarizerOutput(loss=loss, logits=logits, document_states=states)
 
 
-class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
+class StepwiseHiBertForExtractiveSummarization(StepwiseScoringMixin, HiBertPreTrainedModel):
     """Stepwise HiBERT: scores the next sentence (or the end of the summary) given the partial summary.
 
     Rows: each row is one (document, partial summary) pair; `row_documents` says which document of the batch a row
@@ -314,7 +305,7 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
     """
 
     config_class = StepwiseHiBertConfig
-    is_stepwise = True
+    output_class = HiBertSummarizerOutput
     # Modules `from_encoder` does not take from the pretrained encoder as they are: trained in full and saved with
     # adapters (the document-to-summary attention starts as a copy of the self-attention but then learns its own).
     new_modules = (
@@ -370,27 +361,21 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
         repeatable_mask: torch.BoolTensor | None = None,
         **kwargs,
     ) -> HiBertSummarizerOutput:
-        """Documents in the BERTSum layout ([documents, ...]) or as precomputed `sentence_vectors`; rows given by
-        `summary_indices` [rows, k] (partial summaries as document sentence indices in selection order, -1 padding;
-        default: one empty summary per document) and `row_documents` [rows] (default: row i reads document i).
-        `labels` [rows]: the next sentence's index, or `num_sentences` (the sentence axis' width) for the end; or
-        [rows, num_sentences + 1] set labels (positive: right choices, negative: explicit negatives; see
-        `sentence_scoring.next_choice_logits_and_loss`).
+        """Documents in the BERTSum layout ([documents, ...]) or as precomputed `sentence_vectors`; rows as
+        `next_choice_forward` takes them. `labels` [rows]: the next sentence's index, or `num_document_sentences`
+        (the sentence axis' width) for the end; or [rows, num_document_sentences + 1] set labels (positive: right
+        choices, negative: explicit negatives; see `sentence_scoring.next_choice_logits_and_loss`).
         `repeatable_mask` [documents, sentences]: sentences that stay choosable once in the summary (a planner's
         sentence break and team names); by default none."""
         document = self.prepare_document(
             input_ids, cls_positions, sentence_mask, attention_mask, sentence_vectors, repeatable_mask
         )
-        vectors, sentence_mask = document["sentence_vectors"], document["sentence_mask"]
-        num_documents, num_sentences, hidden = vectors.shape
-        device = vectors.device
-        summary_indices, row_documents = step_rows(
-            summary_indices, row_documents, num_documents, self.config.max_summary_sentences, device
-        )
-        if bool((summary_indices >= num_sentences).any()):
-            raise ValueError(f"`summary_indices` must be below the number of sentences ({num_sentences}) or -1")
+        return self.next_choice_forward(document, summary_indices, row_documents, labels)
 
-        row_vectors, row_mask = vectors[row_documents], sentence_mask[row_documents]
+    def row_logits(self, document, summary_indices, row_documents):
+        vectors = document["sentence_vectors"]
+        num_document_sentences, hidden = vectors.shape[1:]
+        row_vectors, row_mask = vectors[row_documents], document["sentence_mask"][row_documents]
         rows = row_documents.shape[0]
         end = self.document_norm(self.end_embedding.weight).expand(rows, 1, hidden)
         states = torch.cat([self._embed_sentences(row_vectors, self.sentence_positions), self.dropout(end)], dim=1)
@@ -405,17 +390,7 @@ class StepwiseHiBertForExtractiveSummarization(HiBertPreTrainedModel):
             summary = self._embed_sentences(picked, self.summary_positions, self.summary_position_ids(summary_mask))
         for layer in self.document_layers:
             states, summary = layer(states, keys, summary, summary_mask)
-
-        repeatable = document["repeatable_mask"]
-        logits, loss = next_choice_logits_and_loss(
-            self.scorer(states).squeeze(-1),
-            row_mask,
-            summary_indices,
-            labels,
-            None if repeatable is None else repeatable.bool()[row_documents],
-        )
-        return HiBertSummarizerOutput(loss=loss, logits=logits, document_states=states[:, :num_sentences])
-
+        return self.scorer(states).squeeze(-1), {"document_states": states[:, :num_document_sentences]}
 
     def summary_position_ids(self, summary_mask: torch.BoolTensor) -> torch.LongTensor | None:
         """The partial summary's position ids [rows, k]; None: 0, 1, ... in selection order (the paper's)."""

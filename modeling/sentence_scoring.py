@@ -6,9 +6,27 @@ sentences plus an end-of-summary unit (the last column), trained with cross-entr
 """
 
 import warnings
+from dataclasses import dataclass
 
 import torch
 from torch.nn import functional as F
+from transformers.utils import ModelOutput
+
+
+@dataclass
+class ExtractiveSummarizerOutput(ModelOutput):
+    """
+    Args:
+        loss (`torch.FloatTensor` of shape `(1,)`, *optional*): BCE against the oracle labels, mean over real sentences.
+        logits (`torch.FloatTensor` of shape `(batch_size, num_document_sentences)`): one score per sentence
+            (before sigmoid); padded sentence slots hold the dtype's minimum.
+        sentence_states (`torch.FloatTensor` of shape `(batch_size, num_document_sentences, hidden_size)`): sentence
+            vectors fed to the scorer.
+    """
+
+    loss: torch.FloatTensor | None = None
+    logits: torch.FloatTensor | None = None
+    sentence_states: torch.FloatTensor | None = None
 
 
 def sentence_logits_and_loss(logits, sentence_mask, labels=None):
@@ -52,6 +70,44 @@ def check_sentence_slots(sentence_mask: torch.Tensor, max_document_sentences: in
         )
 
 
+class StepwiseScoringMixin:
+    """The forward that the stepwise extractive models share, mixed in before their `PreTrainedModel` base: the rows
+    (one per document and partial summary) and their checks, the masks of the next choice and its loss.
+
+    A model defines `prepare_document` (what stays fixed while a summary grows: a dict holding `sentence_mask`
+    [documents, sentences] and `repeatable_mask`, None or [documents, sentences]), `row_logits` and `output_class`;
+    its `forward` (whose signature names its own inputs) prepares the document and returns `next_choice_forward`."""
+
+    is_stepwise = True
+    output_class: type
+
+    def row_logits(self, document: dict, summary_indices, row_documents) -> tuple[torch.Tensor, dict]:
+        """The next-choice logits [rows, sentences + 1] (end of summary last) of the rows `summary_indices` [rows, k]
+        and `row_documents` [rows] (checked), before masking, and the output's other fields (the states)."""
+        raise NotImplementedError
+
+    def next_choice_forward(self, document: dict, summary_indices=None, row_documents=None, labels=None):
+        """Rows given by `summary_indices` [rows, k] (partial summaries as document sentence indices in selection
+        order, -1 padding; default: one empty summary per document) and `row_documents` [rows] (default: row i
+        reads document i); `labels` as `next_choice_logits_and_loss` takes them."""
+        sentence_mask = document["sentence_mask"]
+        summary_indices, row_documents = step_rows(
+            summary_indices,
+            row_documents,
+            sentence_mask.shape[0],
+            self.config.max_summary_sentences,
+            sentence_mask.device,
+        )
+        row_mask = sentence_mask[row_documents]
+        check_summary_indices(summary_indices, row_mask)
+        logits, fields = self.row_logits(document, summary_indices, row_documents)
+        repeatable = document["repeatable_mask"]
+        logits, loss = next_choice_logits_and_loss(
+            logits, row_mask, summary_indices, labels, None if repeatable is None else repeatable.bool()[row_documents]
+        )
+        return self.output_class(loss=loss, logits=logits, **fields)
+
+
 def step_rows(summary_indices, row_documents, num_documents: int, max_summary_sentences: int, device):
     """The rows of a stepwise forward, checked: `summary_indices` [rows, k] (partial summaries as document sentence
     indices, -1 padding; default: one empty summary per row) and `row_documents` [rows] (default: row i reads
@@ -72,6 +128,16 @@ def step_rows(summary_indices, row_documents, num_documents: int, max_summary_se
     return summary_indices, row_documents
 
 
+def check_summary_indices(summary_indices, row_mask) -> None:
+    """Every index of a row's partial summary names a real sentence of its document (`row_mask` [rows, sentences])
+    or is padding (negative)."""
+    named = summary_indices >= 0
+    if bool((summary_indices >= row_mask.shape[1]).any()) or not bool(
+        row_mask.gather(1, summary_indices.clamp(min=0))[named].all()
+    ):
+        raise ValueError("`summary_indices` must name real sentences of the row's document (or be -1)")
+
+
 def next_choice_logits_and_loss(logits, row_mask, summary_indices, labels=None, repeatable=None):
     """Next-choice `logits` [rows, sentences + 1] (end-of-summary last) with padded sentences and those already in
     the row's summary set to the dtype's minimum, and with `labels` the loss (else None).
@@ -83,8 +149,8 @@ def next_choice_logits_and_loss(logits, row_mask, summary_indices, labels=None, 
     right choices, any of which will do: the loss is -log of the probability the set holds together (one positive:
     cross-entropy); its negative entries are explicit negatives (the copy of a sentence already chosen), each adding
     |weight| x -log(1 - p) (unlikelihood); the mean over rows."""
-    num_sentences = row_mask.shape[1]
-    in_summary = (summary_indices[:, :, None] == torch.arange(num_sentences, device=row_mask.device)).any(1)
+    num_document_sentences = row_mask.shape[1]
+    in_summary = (summary_indices[:, :, None] == torch.arange(num_document_sentences, device=row_mask.device)).any(1)
     if repeatable is not None:
         in_summary = in_summary & ~repeatable
     closed = F.pad(~row_mask | in_summary, (0, 1), value=False)
@@ -114,7 +180,10 @@ def target_set_loss(logits, labels):
 
 
 __all__ = [
+    "ExtractiveSummarizerOutput",
+    "StepwiseScoringMixin",
     "check_sentence_slots",
+    "check_summary_indices",
     "first_sentences",
     "next_choice_logits_and_loss",
     "sentence_logits_and_loss",

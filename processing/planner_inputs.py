@@ -54,10 +54,10 @@ class ContentPlanningProcessor(SentenceLayoutProcessor):
         ids, sentences = planning_units(game)
         limit = self.config.max_document_sentences
         encoded = self.encode(sentences, max_length, warn_on_truncation=False)
-        if len(sentences) > limit or encoded["num_sentences"] < len(sentences):
+        if len(sentences) > limit or encoded["num_document_sentences"] < len(sentences):
             raise ValueError(
                 f"game {game.id!r} has {len(sentences)} planning units; the model reads {limit} sentences and "
-                f"{self.token_limit(max_length)} tokens and kept {min(limit, encoded['num_sentences'])}"
+                f"{self.token_limit(max_length)} tokens and kept {min(limit, encoded['num_document_sentences'])}"
             )
         encoded["repeatable"] = [is_repeatable(unit) for unit in ids]
         return encoded, ids, sentences

@@ -52,8 +52,8 @@ def encode_sentences(
     """Encode `sentences` into one sequence of at most `max_length` tokens.
 
     Returns lists (not tensors): `input_ids`, `token_type_ids`, `attention_mask`, `cls_positions` (one per kept
-    sentence) and `num_sentences` (how many of the sentences fit; the rest are dropped with a warning naming the
-    limit).
+    sentence) and `num_document_sentences` (how many of the sentences fit; the rest are dropped with a warning naming
+    the limit).
     """
     if max_length < min_sentence_tokens + 2:
         raise ValueError(f"max_length={max_length} is too small to hold one sentence")
@@ -82,7 +82,7 @@ def encode_sentences(
         "token_type_ids": token_type_ids,
         "attention_mask": [1] * len(input_ids),
         "cls_positions": cls_positions,
-        "num_sentences": kept,
+        "num_document_sentences": kept,
     }
 
 
@@ -159,12 +159,12 @@ class SentenceLayoutProcessor(SummarizationProcessor):
         sentences = self.sentences(document, warn_on_truncation=False)
         encoded = self.encode(sentences, max_length, warn_on_truncation=False)
         whole = document_sentences(document) if oracle_over_document else None
-        return with_oracle_labels(encoded, sentences[: encoded["num_sentences"]], oracle, whole)
+        return with_oracle_labels(encoded, sentences[: encoded["num_document_sentences"]], oracle, whole)
 
     def __call__(self, document, max_length: int | None = None) -> dict:
         sentences = self.sentences(document)
         encoded = self.encode(sentences, max_length)
-        kept = encoded["num_sentences"]
+        kept = encoded["num_document_sentences"]
         if not encoded["cls_positions"]:
             # Nothing to score: one dummy sentence keeps the batch shapes valid; no sentence is reported.
             encoded = encode_sentences(self.tokenizer, ["."], max_length=self.token_limit(max_length))

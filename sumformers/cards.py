@@ -244,7 +244,7 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         requirements=" ".join(exported_repo_requirements(config)),
         max_tokens=getattr(config, "max_position_embeddings", "?"),
         inter_sentence_layers=getattr(config, "inter_sentence_layers", 0),
-        num_sentences=getattr(config, "num_sentences", 3),
+        num_sentences=getattr(config, "num_sentences", None),
         trigram_blocking=getattr(config, "trigram_blocking", True),
         relative_attention=getattr(config, "relative_attention", None),
         long_position_embeddings=getattr(config, "long_position_embeddings", None),

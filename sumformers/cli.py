@@ -1,7 +1,8 @@
 """The `sumformers` commands: summarize, view, evaluate, export.
 
-The argument parser and its checks are in the top-level module `sumformers_cli` (the console script), which answers
-`--help` and argument errors without importing torch; it calls `run` here once the arguments are valid.
+The argument parser, its checks and `main` are in the top-level module `sumformers_cli` (the console script, also
+`python -m sumformers_cli`), which answers `--help` and argument errors without loading the package; it calls `run`
+here once the arguments are valid.
 """
 
 import contextlib
@@ -317,12 +318,5 @@ def run(args) -> int:
     return COMMANDS[args.command](args)
 
 
-def main(argv=None) -> int:
-    """The command line (kept here for `python -m sumformers.cli` and callers of `sumformers.cli.main`)."""
-    from sumformers_cli import main as cli_main
-
-    return cli_main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the commands need parsed, checked arguments: the console script's
+    sys.exit("sumformers: error: run the command line as `sumformers` or `python -m sumformers_cli`")

@@ -67,8 +67,9 @@ def _read(path):
 
 def load_features(path: str | Path, expected: dict | None = None, max_length: int | None = None) -> list[dict]:
     """The features `save_features` wrote, as `training_features` gave them (`input_ids`, `token_type_ids`,
-    `attention_mask`, `cls_positions`, `num_sentences`, `oracle`, `labels`). Settings in `expected` must equal the
-    file's, else a ValueError names the difference (features cut for another model would train it on other inputs).
+    `attention_mask`, `cls_positions`, `num_document_sentences`, `oracle`, `labels`). Settings in `expected` must
+    equal the file's, else a ValueError names the difference (features cut for another model would train it on other
+    inputs).
 
     `max_length` shorter than the file's cuts each document to the whole sentences that fit in it (a model with a
     shorter input, e.g. BERTSum's 512 positions); oracle sentences past the cut are dropped, not searched again."""
@@ -108,7 +109,7 @@ def load_features(path: str | Path, expected: dict | None = None, max_length: in
             "token_type_ids": token_type_ids,
             "attention_mask": [1] * len(input_ids),
             "cls_positions": cls_positions,
-            "num_sentences": count,
+            "num_document_sentences": count,
             "oracle": chosen,
             "labels": [float(index in chosen) for index in range(count)],
         })

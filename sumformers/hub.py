@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoConfig, AutoTokenizer, PreTrainedModel
 from transformers import pipeline as transformers_pipeline
 
-from sumformers_cli import model_path_problem
+from sumformers_model_names import model_path_problem
 
 from .cards import build_model_card, eval_results_files
 from .checkpoints import shipped_checkpoints

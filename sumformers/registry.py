@@ -71,7 +71,7 @@ ARCHITECTURES = {
         *_EXTRACTIVE,
     ),
     "etcsum": Architecture(
-        "configuration_stepwise_etcsum.ETCSumConfig",
+        "configuration_etcsum.ETCSumConfig",
         "modeling_stepwise_etcsum.ETCSumForExtractiveSummarization",
         "processing_stepwise_etcsum.ETCSumProcessor",
         *_EXTRACTIVE,
@@ -89,7 +89,7 @@ ARCHITECTURES = {
         *_EXTRACTIVE,
     ),
     "hibert": Architecture(
-        "configuration_stepwise_hibert.HiBertConfig",
+        "configuration_hibert.HiBertConfig",
         "modeling_stepwise_hibert.HiBertForExtractiveSummarization",
         "processing_stepwise_hibert.HiBertProcessor",
         *_EXTRACTIVE,
@@ -120,7 +120,7 @@ ARCHITECTURES = {
         auto_class_name="AutoModelForSeq2SeqLM",
     ),
     "sentence_planner": Architecture(
-        "configuration_bertsumabs.SentencePlannerConfig",
+        "configuration_sentence_planner.SentencePlannerConfig",
         "modeling_sentence_planner.SentencePlannerForConditionalGeneration",
         "processing_bertsumabs.BertSumAbsProcessor",
         *_ABSTRACTIVE,

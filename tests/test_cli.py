@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from sumformers import cli
+from sumformers_cli import ERROR_EXIT
+from sumformers_cli import main as command_line
 
 ARTICLE = (
     "The city council met on Monday night. Members voted to approve a new budget for schools. "
@@ -26,7 +27,7 @@ def test_summarize_a_text_file_writes_jsonl(model_dir, tmp_path):
     source.write_text(ARTICLE)
     output = tmp_path / "out.jsonl"
     assert (
-        cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "2"])
+        command_line(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "2"])
         == 0
     )
     (row,) = read_jsonl(output)
@@ -34,11 +35,12 @@ def test_summarize_a_text_file_writes_jsonl(model_dir, tmp_path):
     assert row["summary"].count("\n") == 1
     # A word budget: the sentences have 7-10 words, so within 12 words only the best-scored one fits.
     assert (
-        cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "1"])
+        command_line(["summarize", str(source), "--model", model_dir, "--output", str(output), "--num-sentences", "1"])
         == 0
     )
     (best,) = read_jsonl(output)
-    assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output), "--max-words", "12"]) == 0
+    arguments = ["summarize", str(source), "--model", model_dir, "--output", str(output), "--max-words", "12"]
+    assert command_line(arguments) == 0
     (budgeted,) = read_jsonl(output)
     assert budgeted["sentences"] == best["sentences"] and len(budgeted["summary"].split()) <= 12
 
@@ -56,7 +58,7 @@ def test_summarize_jsonl_keeps_good_lines_and_reports_bad_ones(model_dir, tmp_pa
         + "\n"
     )
     output = tmp_path / "out.jsonl"
-    assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output)]) == cli.ERROR_EXIT
+    assert command_line(["summarize", str(source), "--model", model_dir, "--output", str(output)]) == ERROR_EXIT
     rows = read_jsonl(output)
     assert [row["id"] for row in rows] == ["a", "docs:2", "c", "d", "e"]
     assert len(rows[0]["sentences"]) == 3
@@ -72,7 +74,7 @@ def test_summarize_a_folder_and_undecodable_bytes(model_dir, tmp_path):
     (folder / "two.txt").write_bytes(b"Caf\xe9 owners met today. They talked about rent. Prices keep rising.")
     output = tmp_path / "out.jsonl"
     with pytest.warns(UserWarning, match=r"two.txt: bytes that are not UTF-8 were replaced with U\+FFFD"):
-        assert cli.main(["summarize", str(folder), "--model", model_dir, "--output", str(output)]) == 0
+        assert command_line(["summarize", str(folder), "--model", model_dir, "--output", str(output)]) == 0
     rows = read_jsonl(output)
     assert [row["id"] for row in rows] == ["one", "two"]
     assert "\ufffd" in rows[1]["summary"] and len(rows[1]["sentences"]) == 3
@@ -80,11 +82,11 @@ def test_summarize_a_folder_and_undecodable_bytes(model_dir, tmp_path):
 
 def test_missing_input_is_a_one_line_error(tmp_path):
     completed = subprocess.run(
-        [sys.executable, "-m", "sumformers.cli", "summarize", str(tmp_path / "nope.txt")],
+        [sys.executable, "-m", "sumformers_cli", "summarize", str(tmp_path / "nope.txt")],
         capture_output=True,
         text=True,
     )
-    assert completed.returncode == cli.ERROR_EXIT
+    assert completed.returncode == ERROR_EXIT
     assert completed.stderr.strip().splitlines() == [
         f"sumformers: error: {tmp_path / 'nope.txt'}: no such file or folder"
     ]
@@ -92,12 +94,12 @@ def test_missing_input_is_a_one_line_error(tmp_path):
 
 def test_export_command_writes_a_repo(model_dir, tmp_path):
     target = tmp_path / "repo"
-    assert cli.main(["export", model_dir, str(target)]) == 0
+    assert command_line(["export", model_dir, str(target)]) == 0
     assert (target / "config.json").is_file() and (target / "model.safetensors").is_file()
     completed = subprocess.run(
-        [sys.executable, "-m", "sumformers.cli", "export", model_dir, str(target)], capture_output=True, text=True
+        [sys.executable, "-m", "sumformers_cli", "export", model_dir, str(target)], capture_output=True, text=True
     )
-    assert completed.returncode == cli.ERROR_EXIT and "not empty" in completed.stderr
+    assert completed.returncode == ERROR_EXIT and "not empty" in completed.stderr
 
 
 def test_summarize_with_an_abstractive_model(minilm_tokenizer, tmp_path, capsys):
@@ -114,12 +116,12 @@ def test_summarize_with_an_abstractive_model(minilm_tokenizer, tmp_path, capsys)
     source, output = tmp_path / "article.txt", tmp_path / "out.jsonl"
     source.write_text(ARTICLE)
     arguments = ["summarize", str(source), "--model", str(folder), "--output", str(output)]
-    assert cli.main([*arguments, "--num-beams", "2", "--max-new-tokens", "6"]) == 0
+    assert command_line([*arguments, "--num-beams", "2", "--max-new-tokens", "6"]) == 0
     (row,) = read_jsonl(output)
     expected = pipeline("abstractive-summarization", model=str(folder))(ARTICLE, num_beams=2, max_new_tokens=6)
     assert row == {"id": "article", "summary": expected["summary"]}
     with pytest.raises(SystemExit):
-        cli.main([*arguments, "--num-sentences", "2"])
+        command_line([*arguments, "--num-sentences", "2"])
     assert "--num-sentences does not apply to a abstractive-summarization model" in capsys.readouterr().err
 
 
@@ -130,15 +132,15 @@ def test_summarize_with_an_abstractive_model(minilm_tokenizer, tmp_path, capsys)
 def test_summarize_reads_standard_input(model_dir, tmp_path, monkeypatch):
     source, output = tmp_path / "article.txt", tmp_path / "out.jsonl"
     source.write_text(ARTICLE)
-    assert cli.main(["summarize", str(source), "--model", model_dir, "--output", str(output)]) == 0
+    assert command_line(["summarize", str(source), "--model", model_dir, "--output", str(output)]) == 0
     (from_file,) = read_jsonl(output)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(ARTICLE.encode())))
-    assert cli.main(["summarize", "-", "--model", model_dir, "--output", str(output)]) == 0
+    assert command_line(["summarize", "-", "--model", model_dir, "--output", str(output)]) == 0
     assert read_jsonl(output) == [{**from_file, "id": "stdin"}]
     # JSONL on standard input: one result per line
     lines = "".join(json.dumps({"id": name, "document": ARTICLE}) + "\n" for name in ("a", "b"))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
-    assert cli.main(["summarize", "-", "--model", model_dir, "--output", str(output)]) == 0
+    assert command_line(["summarize", "-", "--model", model_dir, "--output", str(output)]) == 0
     assert read_jsonl(output) == [{**from_file, "id": "a"}, {**from_file, "id": "b"}]
 
 
@@ -149,7 +151,7 @@ def test_summarize_an_html_file_reads_its_main_text(model_dir, tmp_path):
     (tmp_path / "page.txt").write_text(PAGE_MAIN_TEXT)
     for name in ("page.html", "page.txt"):
         arguments = ["summarize", str(tmp_path / name), "--model", model_dir, "--num-sentences", "10"]
-        assert cli.main([*arguments, "--output", str(tmp_path / f"{name}.jsonl")]) == 0
+        assert command_line([*arguments, "--output", str(tmp_path / f"{name}.jsonl")]) == 0
     (from_page,), (from_text,) = read_jsonl(tmp_path / "page.html.jsonl"), read_jsonl(tmp_path / "page.txt.jsonl")
     assert from_page == from_text and len(from_page["sentences"]) == 6
     assert "<" not in from_page["summary"] and "alert" not in from_page["summary"]
@@ -165,7 +167,7 @@ def test_a_stopped_summarize_keeps_every_finished_result_in_whole_lines(model_di
 
     arguments = ["summarize", str(source), "--model", model_dir, "--output", str(output)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "sumformers.cli", *arguments],
+        [sys.executable, "-m", "sumformers_cli", *arguments],
         stderr=subprocess.PIPE,
         text=True,
         # a child started in the background of a shell inherits SIGINT ignored; a terminal's Ctrl-C is not
@@ -220,8 +222,8 @@ def test_a_pickle_that_could_run_code_is_refused_in_one_whole_line(model_dir, tm
     marker = tmp_path / "code-ran"
     folder = pickle_checkpoint(model_dir, tmp_path / "pickled", RunsCode(marker))
     with pytest.raises(SystemExit) as exit:
-        cli.main(["summarize", article_file(tmp_path), "--model", folder])
-    assert exit.value.code == cli.ERROR_EXIT and not marker.exists()
+        command_line(["summarize", article_file(tmp_path), "--model", folder])
+    assert exit.value.code == ERROR_EXIT and not marker.exists()
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"sumformers: error: could not load model {folder}: its weights are a pickle holding more ")
     # torch's whole message, its options included, without its terminal codes
@@ -236,7 +238,7 @@ def test_a_corrupt_checkpoint_is_one_whole_line(model_dir, tmp_path, capsys):
     weights = tmp_path / "corrupt" / "pytorch_model.bin"
     weights.write_bytes(weights.read_bytes()[:1000])
     with pytest.raises(SystemExit):
-        cli.main(["summarize", article_file(tmp_path), "--model", folder])
+        command_line(["summarize", article_file(tmp_path), "--model", folder])
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"sumformers: error: could not load model {folder}: PytorchStreamReader failed reading")
     assert line.endswith("or the file was modified after saving.") and "See the original errors" not in line

@@ -9,6 +9,7 @@ from transformers import AutoConfig, BertConfig
 
 from conftest import tiny_bert_config
 from sumformers import (
+    ARCHITECTURES,
     BertSumConfig,
     CopyTransformerConfig,
     StepwiseETCSumConfig,
@@ -16,7 +17,11 @@ from sumformers import (
     StepwiseHiBertConfig,
     StepwiseHiBertPlannerConfig,
 )
-from sumformers.configuration.summarizer_config import ContentPlannerConfigMixin, StepwiseConfigMixin
+from sumformers.configuration.summarizer_config import (
+    DEFAULT_SUMMARY_SENTENCES,
+    ContentPlannerConfigMixin,
+    StepwiseConfigMixin,
+)
 from sumformers.hub import shipped_checkpoints
 
 ENCODER_CHECKPOINTS = sorted(
@@ -87,9 +92,43 @@ def test_stepwise_and_planner_defaults_are_the_mixins_fields(config_class, defau
         config_class(num_sentences=200, max_summary_sentences=8)
 
 
+def test_every_default_summary_length_comes_from_the_one_table():
+    """`num_sentences` (and HetFormer's multi-document length) default to the table's entry for the model's kind, and
+    the table holds the papers' settings."""
+    assert DEFAULT_SUMMARY_SENTENCES == {"extractive": 3, "multi_document": 9, "stepwise": 4, "content_plan": 120}
+    kinds = {"extractive-summarization": "extractive", "stepwise-summarization": "stepwise",
+             "content-planning": "content_plan"}
+    lengths = {}
+    for name, architecture in ARCHITECTURES.items():
+        config = architecture.config_class()
+        if architecture.task in kinds:
+            lengths[name] = config.num_sentences
+            assert config.num_sentences == DEFAULT_SUMMARY_SENTENCES[kinds[architecture.task]], name
+        else:
+            assert not hasattr(config, "num_sentences"), name
+    assert len(lengths) == 8
+    assert ARCHITECTURES["hetformer"].config_class().multi_document_num_sentences == 9
+
+
 def test_the_copy_transformers_bert_is_an_optional_sub_config():
     assert CopyTransformerConfig().bert_config is None
     config = CopyTransformerConfig(encoder_input="bert_windowed", bert_config=tiny_bert_config().to_dict())
     assert type(config.bert_config) is BertConfig and config.bert_config.hidden_size == tiny_bert_config().hidden_size
     again = CopyTransformerConfig.from_dict(json.loads(config.to_json_string()))
     assert json_values(again.bert_config) == json_values(config.bert_config)
+
+
+@pytest.mark.parametrize("config_class", [StepwiseHiBertConfig, BertSumConfig, CopyTransformerConfig])
+def test_a_config_made_in_code_refuses_a_key_that_is_no_setting(config_class, tmp_path):
+    """A typo or a setting since renamed is an error in code (`max_sentences` once ran silently with the default),
+    in the constructor and in `update`; a saved config.json holding such a key still loads."""
+    with pytest.raises(ValueError, match=f"^{config_class.__name__} has no setting max_sentences"):
+        config_class(max_sentences=16)
+    config = config_class(attn_implementation="eager")  # transformers' own keywords are not settings but allowed
+    with pytest.raises(ValueError, match="has no setting nm_beams"):
+        config.update({"nm_beams": 2})
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "setting_of_an_older_version": 7}))
+    assert config_class.from_pretrained(tmp_path).setting_of_an_older_version == 7
+    assert config_class.from_dict({**saved, "max_sentences": 16}).max_sentences == 16

@@ -66,8 +66,9 @@ def test_feature_file_cut_shorter_equals_the_processor_cut(tmp_path, minilm_toke
                 assert cut["input_ids"] == expected["input_ids"] and len(cut["input_ids"]) <= max_length
                 assert cut["token_type_ids"] == expected["token_type_ids"]
                 assert cut["cls_positions"] == expected["cls_positions"]
-                assert cut["oracle"] == [index for index in (7, 1) if index < cut["num_sentences"]]
-                assert cut["labels"] == [float(index in cut["oracle"]) for index in range(cut["num_sentences"])]
+                kept = cut["num_document_sentences"]
+                assert cut["oracle"] == [index for index in (7, 1) if index < kept]
+                assert cut["labels"] == [float(index in cut["oracle"]) for index in range(kept)]
     with pytest.raises(ValueError, match="cut at 200 tokens; it cannot give 300"):
         load_features(path, max_length=300)
 

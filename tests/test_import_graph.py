@@ -78,6 +78,27 @@ def test_imports_run_one_way():
     assert wrong_way == []
 
 
+def root_imports(path: Path) -> set[str]:
+    """The top-level modules a file imports (at module level or inside functions)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_console_script_is_the_top_and_its_name_check_the_bottom():
+    """`sumformers_cli` (the console script) imports the package (its commands, once the arguments are valid) and no
+    package module imports it back; `sumformers_model_names`, which both read, imports neither: no circle."""
+    importers = sorted(name for name, path in package_modules().items() if "sumformers_cli" in root_imports(path))
+    assert importers == []
+    assert "sumformers" in root_imports(REPO_ROOT / "sumformers_cli.py")
+    assert root_imports(REPO_ROOT / "sumformers_model_names.py") & {"sumformers", "sumformers_cli"} == set()
+    assert "sumformers_model_names" in root_imports(REPO_ROOT / "sumformers" / "hub.py")
+
+
 def test_no_modeling_file_exceeds_the_line_limit():
     files = REPO_ROOT.glob("modeling/*.py")
     lengths = {path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in files}

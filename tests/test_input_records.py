@@ -15,6 +15,8 @@ import pytest
 from conftest import REPO_ROOT
 from sumformers import cli
 from sumformers.input_records import SAMPLE_LINES, path_records, stream_records
+from sumformers_cli import ERROR_EXIT
+from sumformers_cli import main as command_line
 
 ARTICLE = (
     "The city council met on Monday night. Members voted to approve a new budget for schools. "
@@ -41,7 +43,7 @@ def summarize_stdin(monkeypatch, data: bytes, *arguments) -> int:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return cli.main(["summarize", "-", *arguments])
+        return command_line(["summarize", "-", *arguments])
 
 
 def read_rows(path) -> list[dict]:
@@ -58,7 +60,7 @@ def test_stdin_with_one_binary_line_keeps_the_other_199_documents(model_dir, tmp
     status = summarize_stdin(monkeypatch, jsonl_bytes(200, bad_line=100), "--model", model_dir, "--output",
                              str(output))
     rows = read_rows(output)
-    assert status == cli.ERROR_EXIT and len(rows) == 200
+    assert status == ERROR_EXIT and len(rows) == 200
     assert [row["id"] for row in rows] == [f"doc{n}" if n != 100 else "stdin:100" for n in range(1, 201)]
     assert rows[99]["error"].startswith("stdin:100: not valid JSON")
     assert all(len(row["sentences"]) == 3 for n, row in enumerate(rows) if n != 99)
@@ -185,7 +187,7 @@ def test_100_mb_of_jsonl_through_standard_input_in_constant_memory(monkeypatch, 
     output = tmp_path / "out.jsonl"
     tracemalloc.start()
     try:
-        assert cli.main(["summarize", "-", "--output", str(output)]) == cli.ERROR_EXIT  # the last line is cut short
+        assert command_line(["summarize", "-", "--output", str(output)]) == ERROR_EXIT  # the last line is cut short
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -297,7 +299,7 @@ def test_a_page_with_too_little_main_text_says_so(tiny_bertsum, minilm_tokenizer
     assert summarizer([page, ARTICLE])[0] == {"error": message}
     source = tmp_path / "page.html"
     source.write_text(page)
-    assert cli.main(["summarize", str(source), "--model", model_dir]) == cli.ERROR_EXIT
+    assert command_line(["summarize", str(source), "--model", model_dir]) == ERROR_EXIT
     captured = capsys.readouterr()
     assert json.loads(captured.out) == {"id": "page", "error": f"{source}: {message}"}
 

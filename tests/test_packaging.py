@@ -25,6 +25,6 @@ def test_license_is_the_apache_2_text_and_ships():
 
 def test_console_script_module_ships():
     config = setup_cfg()
-    assert config["options"]["py_modules"].split() == ["sumformers_cli"]
+    assert config["options"]["py_modules"].split() == ["sumformers_cli", "sumformers_model_names"]
     assert (REPO_ROOT / "sumformers_cli.py").is_file()
     assert config["options.entry_points"]["console_scripts"].split() == ["sumformers", "=", "sumformers_cli:main"]

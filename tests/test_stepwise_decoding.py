@@ -17,8 +17,8 @@ class ScriptedScorer:
     Records every row it is asked for; an unexpected prefix is an error, so the tests also pin down which
     hypotheses the search expands."""
 
-    def __init__(self, num_sentences: int, script: dict, default: dict | None = None):
-        self.num_sentences = num_sentences
+    def __init__(self, num_document_sentences: int, script: dict, default: dict | None = None):
+        self.num_document_sentences = num_document_sentences
         self.script = script
         self.default = default
         self.calls: list[list[tuple[int, ...]]] = []
@@ -30,7 +30,8 @@ class ScriptedScorer:
             distribution = self.script.get(tuple(prefix), self.default)
             if distribution is None:
                 raise AssertionError(f"unexpected prefix {prefix}")
-            probabilities = [distribution.get(i, 0.0) for i in range(self.num_sentences)] + [distribution.get(END, 0.0)]
+            sentences = [distribution.get(i, 0.0) for i in range(self.num_document_sentences)]
+            probabilities = [*sentences, distribution.get(END, 0.0)]
             rows.append([math.log(p) if p > 0 else -1e9 for p in probabilities])
         return torch.tensor(rows, dtype=torch.float64)
 
@@ -155,7 +156,7 @@ def test_min_sentences_holds_end_back_until_the_summary_is_long_enough():
     assert best.score == pytest.approx(math.log(0.6) + math.log(0.2) + math.log(1.0))
     # A document too short for the minimum ends when nothing is left.
     short = stepwise_beam_search(
-        ScriptedScorer(1, {(): {0: 1.0}, (0,): {END: 1.0}}), [SENTENCES[:1]], min_sentences=3
+        ScriptedScorer(1, {(): {0: 1.0}, (0,): {END: 1.0}}), [SENTENCES[:1]], 3, 4, min_sentences=3
     )[0]
     assert short.sentences == (0,) and short.ended
 
@@ -259,4 +260,4 @@ def test_return_distributions_gives_each_steps_full_distribution():
 )
 def test_bad_options_are_value_errors(options):
     with pytest.raises(ValueError, match="must be a positive integer"):
-        stepwise_beam_search(ScriptedScorer(4, SCRIPT), [SENTENCES], **options)
+        stepwise_beam_search(ScriptedScorer(4, SCRIPT), [SENTENCES], **{"beam_size": 3, "num_sentences": 4, **options})

@@ -186,7 +186,7 @@ def test_python_m_sumformers_cli_still_runs():
         [
             sys.executable,
             "-m",
-            "sumformers.cli",
+            "sumformers_cli",
             "evaluate",
             "--data",
             THREE_ARTICLES,

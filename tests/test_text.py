@@ -79,10 +79,10 @@ def test_to_sentences_uses_lines_when_present_else_split_sentences():
 
 def test_lead_k():
     assert lead_k(["a", "b", "c", "d"]) == [0, 1, 2]
-    assert lead_k(["a", "b"], k=3) == [0, 1]
-    assert lead_k(["a", "b"], k=0) == []
+    assert lead_k(["a", "b"], num_sentences=3) == [0, 1]
+    assert lead_k(["a", "b"], num_sentences=0) == []
     with pytest.raises(ValueError):
-        lead_k(["a"], k=-1)
+        lead_k(["a"], num_sentences=-1)
 
 
 def test_trigrams_are_lowercased_word_and_punctuation_tokens():
@@ -109,23 +109,23 @@ def test_select_sentences_rank_order_and_blocking():
         "birds sing",  # 3
     ]
     ranking = [2, 0, 1, 3]
-    assert select_sentences(ranking, sentences, k=3) == [2, 0, 1]
-    assert select_sentences(ranking, sentences, k=3, trigram_blocking=True) == [2, 1, 3]
-    assert select_sentences([1, 1, 0], sentences, k=2) == [1, 0]
-    assert select_sentences(ranking, sentences, k=0) == []
+    assert select_sentences(ranking, sentences, num_sentences=3) == [2, 0, 1]
+    assert select_sentences(ranking, sentences, num_sentences=3, trigram_blocking=True) == [2, 1, 3]
+    assert select_sentences([1, 1, 0], sentences, num_sentences=2) == [1, 0]
+    assert select_sentences(ranking, sentences, num_sentences=0) == []
     with pytest.raises(ValueError, match="out of range"):
-        select_sentences([7], sentences, k=1)
+        select_sentences([7], sentences, num_sentences=1)
 
 
 def test_select_sentences_word_budget_skips_sentences_that_do_not_fit():
     sentences = ["the cat sat on the mat", "a dog ran in the park", "yesterday the cat sat down", "birds sing"]
     ranking = [2, 0, 1, 3]  # 5, 6, 6 and 2 words
-    assert select_sentences(ranking, sentences, k=3, max_words=12) == [2, 0]  # 1 (17) and 3 (13) do not fit
-    assert select_sentences(ranking, sentences, k=3, max_words=13) == [2, 0, 3]
-    assert select_sentences(ranking, sentences, k=3, max_words=4) == [3]
-    assert select_sentences(ranking, sentences, k=3, max_words=11, trigram_blocking=True) == [2, 1]
+    assert select_sentences(ranking, sentences, num_sentences=3, max_words=12) == [2, 0]  # 1 (17) and 3 (13) do not fit
+    assert select_sentences(ranking, sentences, num_sentences=3, max_words=13) == [2, 0, 3]
+    assert select_sentences(ranking, sentences, num_sentences=3, max_words=4) == [3]
+    assert select_sentences(ranking, sentences, num_sentences=3, max_words=11, trigram_blocking=True) == [2, 1]
     with pytest.raises(ValueError, match="max_words"):
-        select_sentences(ranking, sentences, k=3, max_words=0)
+        select_sentences(ranking, sentences, num_sentences=3, max_words=0)
 
 
 def test_source_facts_counts_the_numbers_and_names_found_in_the_article():

@@ -229,11 +229,11 @@ def to_sentences(summary: str) -> list[str]:
     return split_sentences(summary)
 
 
-def lead_k(sentences: Sequence[str], k: int = 3) -> list[int]:
-    """Indices of the first ``k`` sentences (fewer when the document is shorter)."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be a non-negative int, got {k!r}")
-    return list(range(min(k, len(sentences))))
+def lead_k(sentences: Sequence[str], num_sentences: int = 3) -> list[int]:
+    """Indices of the first ``num_sentences`` sentences (fewer when the document is shorter): the Lead-k baseline."""
+    if isinstance(num_sentences, bool) or not isinstance(num_sentences, int) or num_sentences < 0:
+        raise ValueError(f"num_sentences must be a non-negative int, got {num_sentences!r}")
+    return list(range(min(num_sentences, len(sentences))))
 
 
 def word_tokens(text: str) -> list[str]:
@@ -259,25 +259,25 @@ def has_trigram_overlap(candidate: str, selected: Sequence[str]) -> bool:
 def select_sentences(
     ranked_indices: Sequence[int],
     sentences: Sequence[str],
-    k: int,
+    num_sentences: int,
     trigram_blocking: bool = False,
     max_words: int | None = None,
 ) -> list[int]:
-    """Take up to ``k`` sentence indices in rank order, skipping repeats, with ``trigram_blocking`` candidates that
-    share a trigram with an already selected sentence, and with ``max_words`` candidates that would take the summary
-    past that many whitespace words (the stepwise decoder's budget rule).
+    """Take up to ``num_sentences`` sentence indices in rank order, skipping repeats, with ``trigram_blocking``
+    candidates that share a trigram with an already selected sentence, and with ``max_words`` candidates that would
+    take the summary past that many whitespace words (the stepwise decoder's budget rule).
 
     Returns the indices in selection (rank) order; callers sort them to print the summary in document order.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ValueError(f"k must be a non-negative int, got {k!r}")
+    if isinstance(num_sentences, bool) or not isinstance(num_sentences, int) or num_sentences < 0:
+        raise ValueError(f"num_sentences must be a non-negative int, got {num_sentences!r}")
     if max_words is not None and (isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 1):
         raise ValueError(f"max_words must be a positive int or None, got {max_words!r}")
     selected: list[int] = []
     selected_trigrams: set[tuple[str, str, str]] = set()
     words = 0
     for index in ranked_indices:
-        if len(selected) >= k:
+        if len(selected) >= num_sentences:
             break
         if not 0 <= index < len(sentences):
             raise ValueError(f"sentence index {index} out of range for {len(sentences)} sentences")

@@ -21,6 +21,7 @@ from train_stepwise import StepwiseCollator, add_sentence_vectors
 from transformers import pipeline
 
 from sumformers import ARCHITECTURES
+from sumformers.configuration.summarizer_config import DEFAULT_SUMMARY_SENTENCES
 from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
 from sumformers.text.evaluation import read_jsonl
 from sumformers.text.rotowire_plans import oracle_plan
@@ -47,7 +48,10 @@ PLANNERS = ("stepwise_hibert_planner", "stepwise_etcsum_planner")
 @dataclass
 class PlannerArguments(TimeBudgetArguments):
     model_type: str = field(default="stepwise_hibert_planner", metadata={"help": " or ".join(PLANNERS)})
-    num_sentences: int = field(default=120, metadata={"help": "Most units of a plan before its end (its length)."})
+    num_sentences: int = field(
+        default=DEFAULT_SUMMARY_SENTENCES["content_plan"],
+        metadata={"help": "Most units of a plan before its end (its length)."},
+    )
     precompute_sentence_vectors: bool = field(
         default=True, metadata={"help": "HiBERT: freeze the sentence encoder and encode every record once."}
     )

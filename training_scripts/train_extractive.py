@@ -24,6 +24,7 @@ from pathlib import Path
 from torch.nn import Dropout
 
 from sumformers import BertSumForExtractiveSummarization
+from sumformers.configuration.summarizer_config import DEFAULT_SUMMARY_SENTENCES
 from sumformers.feature_files import load_features, read_header
 from sumformers.frozen_layers import train_over_cached_states
 from sumformers.text.scoring import greedy_oracle
@@ -54,7 +55,10 @@ logger = logging.getLogger("train_extractive")
 @dataclass
 class ExtractiveArguments(FeatureFileArguments):
     max_length: int = field(default=512, metadata={"help": "Input tokens (at most the encoder's limit)."})
-    num_sentences: int = field(default=3, metadata={"help": "Summary length used for evaluation and saved as default."})
+    num_sentences: int = field(
+        default=DEFAULT_SUMMARY_SENTENCES["extractive"],
+        metadata={"help": "Summary length used for evaluation and saved as default."},
+    )
     trigram_blocking: bool = field(default=True)
     inter_sentence_layers: int = field(default=2)
     frozen_layers: int = field(

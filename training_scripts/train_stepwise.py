@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from sumformers import ARCHITECTURES
+from sumformers.configuration.summarizer_config import DEFAULT_SUMMARY_SENTENCES
 from sumformers.feature_files import load_features, read_header, save_features
 from sumformers.modeling.modeling_stepwise_hibert import HiBertPreTrainedModel
 from sumformers.text.scoring import greedy_oracle
@@ -70,7 +71,10 @@ class StepwiseArguments(FeatureFileArguments):
     max_length: int | None = field(
         default=None, metadata={"help": "Document tokens (BERTSum layout); default and maximum: the model's limit."}
     )
-    oracle_num_sentences: int = field(default=4, metadata={"help": "Longest oracle summary (the paper's 4 steps)."})
+    oracle_num_sentences: int = field(
+        default=DEFAULT_SUMMARY_SENTENCES["stepwise"],
+        metadata={"help": "Longest oracle summary (the paper's 4 steps)."},
+    )
     precompute_sentence_vectors: bool = field(
         default=True, metadata={"help": "HiBERT: freeze the sentence encoder and encode every sentence once."}
     )
@@ -112,7 +116,10 @@ class StepwiseArguments(FeatureFileArguments):
     # Decoding for evaluation, saved as the model's pipeline defaults.
     num_sentences: int | None = field(
         default=None,
-        metadata={"help": "Sentences per summary (stepwise models: the most, one per step). Default 3; stepwise 4."},
+        metadata={
+            "help": "Sentences per summary (stepwise models: the most, one per step). Default: 3; stepwise 4 "
+            "(DEFAULT_SUMMARY_SENTENCES)."
+        },
     )
     beam_size: int = field(default=3)
     min_sentences: int = field(default=1, metadata={"help": "Stepwise models: END only from this length on."})
@@ -166,10 +173,11 @@ class StepwiseArguments(FeatureFileArguments):
 
 
 def summary_size(stepwise_args: StepwiseArguments) -> int:
-    """--num_sentences, or the paper's default: 4 steps for stepwise models, top 3 for the others."""
+    """--num_sentences, or the default (`DEFAULT_SUMMARY_SENTENCES`): the paper's 4 steps for stepwise models, top 3
+    for the others."""
     if stepwise_args.num_sentences is not None:
         return stepwise_args.num_sentences
-    return 4 if stepwise_args.model_type.startswith("stepwise") else 3
+    return DEFAULT_SUMMARY_SENTENCES["stepwise" if stepwise_args.model_type.startswith("stepwise") else "extractive"]
 
 
 def oracle_in_selection_order(

@@ -50,7 +50,7 @@ def test_encoding_truncates_at_the_limit_and_says_so(minilm_tokenizer):
     with pytest.warns(UserWarning, match="limit of 128 tokens"):
         encoded = encode_sentences(minilm_tokenizer, long_document, max_length=128)
     assert len(encoded["input_ids"]) <= 128
-    assert 0 < encoded["num_sentences"] == len(encoded["cls_positions"]) < 200
+    assert 0 < encoded["num_document_sentences"] == len(encoded["cls_positions"]) < 200
 
 
 def test_loss_is_bce_over_real_sentences(minilm_tokenizer, tiny_bertsum):

@@ -1,8 +1,8 @@
 """Every shipped checkpoint loads from its config.json and gives the pipeline output recorded in
 `shipped_outputs.json` (texts, choices and plans exactly, scores within 1e-4): a refactoring of the code must not
 change what the shipped models say. A snapshot holds the sha256 of the files that decide the output (config,
-generation config, adapter config, weights); a checkpoint retrained since is skipped, with the command that records
-its new output:
+generation config, adapter config, weights): a checkpoint changed without its snapshot being recorded again in the
+same commit fails (a fast test, in the default run), naming the command that records its new output:
 
     HF_HUB_OFFLINE=1 python tests/models/test_shipped_outputs.py NAME [NAME ...]
 """
@@ -56,13 +56,50 @@ def as_json(value):
     return json.loads(json.dumps(value))  # tuples as lists, as read back from the snapshot
 
 
+def record_command(name: str) -> str:
+    return f"HF_HUB_OFFLINE=1 python tests/models/test_shipped_outputs.py {name}"
+
+
+def snapshot_problem(name: str, snapshots: dict) -> str | None:
+    """Why the snapshot of checkpoint `name` cannot vouch for its output (none, or one recorded from other files)."""
+    if name not in snapshots:
+        return f"{name} has no recorded output; record it: {record_command(name)}"
+    if snapshots[name]["checkpoint_key"] != checkpoint_key(shipped_checkpoints()[name]):
+        return f"{name} changed since its output was recorded; record it again: {record_command(name)}"
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
+def test_every_shipped_checkpoint_has_a_current_snapshot(name):
+    problem = snapshot_problem(name, json.loads(SNAPSHOTS.read_text()))
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+def test_a_changed_checkpoint_is_a_failure_naming_the_record_command(tmp_path, monkeypatch):
+    folder = tmp_path / "demo"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    monkeypatch.setitem(globals(), "shipped_checkpoints", lambda: {"demo": folder})
+    snapshots = {"demo": {"checkpoint_key": checkpoint_key(folder), "output": {}}}
+    assert snapshot_problem("demo", snapshots) is None
+    (folder / "model.safetensors").write_bytes(b"retrained")
+    assert snapshot_problem("demo", snapshots) == (
+        "demo changed since its output was recorded; record it again: "
+        "HF_HUB_OFFLINE=1 python tests/models/test_shipped_outputs.py demo"
+    )
+    assert snapshot_problem("other", snapshots).startswith("other has no recorded output")
+
+
 @pytest.mark.slow  # loads every shipped checkpoint (a few minutes on the shared 2-core machine)
 @pytest.mark.parametrize("name", sorted(shipped_checkpoints()))
 def test_a_shipped_checkpoint_gives_its_recorded_output(name):
-    snapshot = json.loads(SNAPSHOTS.read_text())[name]
-    if snapshot["checkpoint_key"] != checkpoint_key(shipped_checkpoints()[name]):
-        pytest.skip(f"{name} changed since its output was recorded: python {Path(__file__).name} {name}")
-    assert_same(as_json(pipeline_output(name)), snapshot["output"])
+    snapshots = json.loads(SNAPSHOTS.read_text())
+    problem = snapshot_problem(name, snapshots)
+    if problem:
+        pytest.fail(problem, pytrace=False)
+    assert_same(as_json(pipeline_output(name)), snapshots[name]["output"])
 
 
 def assert_same(got, expected, where="output"):

@@ -163,7 +163,7 @@ def test_non_stepwise_model_reads_4096_tokens(minilm_tokenizer):
     changed["input_ids"][0, last + 1 : len(encoded["input_ids"]) - 1] = 2000  # new words in the last sentence only
     with torch.no_grad():
         logits, logits_changed = model(**batch).logits, model(**changed).logits
-    assert logits.shape == (1, encoded["num_sentences"])
+    assert logits.shape == (1, encoded["num_document_sentences"])
     # The last sentence, past token 4000, is read: its own score follows its words (float32 noise is ~1e-8), and moves
     # more than any other sentence's.
     moved = (logits_changed[0] - logits[0]).abs()

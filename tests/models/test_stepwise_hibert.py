@@ -43,7 +43,9 @@ def tiny_models(**overrides):
     """A random Stepwise HiBERT and a HiBERT with the same weights wherever they share parameters."""
     torch.manual_seed(0)
     stepwise = StepwiseHiBertForExtractiveSummarization(tiny_config(**overrides)).eval()
-    plain = HiBertForExtractiveSummarization(tiny_config(stepwise=False, **overrides)).eval()
+    # the stepwise settings (summary_null_slot) are no settings of the plain model's config
+    shared = {name: value for name, value in overrides.items() if name in HiBertConfig.__dataclass_fields__}
+    plain = HiBertForExtractiveSummarization(tiny_config(stepwise=False, **shared)).eval()
     missing, unexpected = plain.load_state_dict(stepwise.state_dict(), strict=False)
     assert not missing and all(k.startswith(("summary_", "end_")) or ".summary_attention." in k for k in unexpected)
     return stepwise, plain
@@ -533,7 +535,7 @@ def test_training_script_saves_a_small_loadable_checkpoint(model_type, encoder_f
 
 
 def test_cli_summarizes_with_a_stepwise_model(minilm_tokenizer, tmp_path):
-    from sumformers import cli
+    import sumformers_cli
 
     stepwise, _ = tiny_models()
     folder = tmp_path / "model"
@@ -543,7 +545,7 @@ def test_cli_summarizes_with_a_stepwise_model(minilm_tokenizer, tmp_path):
     source.write_text("".join(json.dumps({"id": str(i), "document": ARTICLE}) + "\n" for i in range(3)))
     output = tmp_path / "out.jsonl"
     arguments = ["summarize", str(source), "--model", str(folder), "--output", str(output), "--num-sentences", "2"]
-    assert cli.main(arguments) == 0
+    assert sumformers_cli.main(arguments) == 0
     rows = [json.loads(line) for line in output.read_text().splitlines()]
     expected = pipeline("stepwise-summarization", model=stepwise, tokenizer=minilm_tokenizer)(ARTICLE, num_sentences=2)
     assert [row["id"] for row in rows] == ["0", "1", "2"]

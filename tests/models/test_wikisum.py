@@ -825,7 +825,7 @@ def test_pipeline_default_maximum_rises_to_a_longer_minimum(where, saved_wikisum
 
 
 def test_cli_summarizes_jsonl_with_titles(saved_wikisum, tmp_path, capsys):
-    from sumformers.cli import main
+    from sumformers_cli import main
 
     source = tmp_path / "input.jsonl"
     source.write_text(

@@ -12,6 +12,7 @@ Patterns (all but the memory-compressed one are self-attention over one sequence
 - `SlidingWindowPattern`: Longformer's window (two-sided size, even) with key padding and optional global tokens.
 - `GlobalLocalPattern`: ETC's global-local attention over ``[global tokens ; long tokens]`` with relative-position
   representations shared by its four parts: a per-head bias table and, optionally, relative keys (Shaw et al. 2018).
+- `CausalPattern`: full causal attention with key padding (WikiSum's full layers).
 - `BlockLocalCausalPattern`: Tensor2Tensor's local causal attention in blocks (own block so far + previous block).
 - `MemoryCompressedCausalPattern`: causal attention over keys/values compressed by a strided convolution, plus
   one leading "null" slot.
@@ -36,9 +37,7 @@ from torch.nn.attention.flex_attention import BlockMask
 _FLEX_BLOCK = 128
 # Smallest query block of the blocked backend: tiny bands are merged into blocks at least this long so that
 # each batched matmul does real work.
-_MIN_QUERY_BLOCK = 64
-# Query rows per chunk where a pattern's keys form a growing causal prefix (memory-compressed attention).
-_PREFIX_QUERY_CHUNK = 512
+MIN_QUERY_BLOCK = 64
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -97,7 +96,7 @@ def _positions(flags: torch.Tensor) -> torch.Tensor:
     return torch.where(in_use, order, -1)
 
 
-def _gather_positions(tensor, positions):
+def gather_positions(tensor, positions):
     """[B, H, L, D] gathered at [B, n] positions (-1 entries read position 0 and must be masked) -> [B, H, n, D]."""
     index = positions.clamp(min=0)[:, None, :, None].expand(-1, tensor.shape[1], -1, tensor.shape[3])
     return tensor.gather(2, index)
@@ -164,6 +163,8 @@ class AttentionPattern:
     # A method `blocked_attention(query, key, value, scaling, dropout_p) -> output` in subclasses with their own
     # implementation of the "blocked" backend (HetFormer's patterns); None means the generic one.
     blocked_attention = None
+    # True where the pattern is plain causal attention over unpadded rows, which SDPA runs without a mask.
+    causal_without_padding = False
 
     def for_query(self, query: torch.Tensor, scaling: float) -> "AttentionPattern":
         """The pattern ready for this query ([batch, heads, query_length, head_dim]): a pattern whose score modifier
@@ -503,6 +504,40 @@ class GlobalLocalPattern(AttentionPattern):
             full_queries=real_long,
             full_keys=real_long,
         )
+
+
+class CausalPattern(AttentionPattern):
+    """Full causal attention: query ``i`` sees every real key ``j <= i``; padding queries give zeros.
+
+    Args:
+        attention_mask: [batch, length], 1/True for real tokens.
+    """
+
+    def __init__(self, attention_mask: torch.Tensor):
+        super().__init__()
+        if attention_mask.dim() != 2:
+            raise ValueError(f"`attention_mask` must have shape [batch, length], got {list(attention_mask.shape)}.")
+        self.batch_size, self.query_length = attention_mask.shape
+        self.key_length = self.query_length
+        self.device = attention_mask.device
+        valid = attention_mask != 0
+        self.causal_without_padding = bool(valid.all())
+        self.valid = _pad_last(valid, self.flex_query_length, False)
+
+    def mask_mod(self, b, h, q_idx, kv_idx):
+        return self.valid[b, q_idx] & self.valid[b, kv_idx] & (kv_idx <= q_idx)
+
+    def _layout(self):
+        return SparseLayout(
+            key_prefix=_identity,
+            full_band=partial(_prefix_band, last_key=_identity),
+            full_queries=self.valid,
+            full_keys=self.valid,
+        )
+
+
+def _identity(q_idx):
+    return q_idx
 
 
 class BlockLocalCausalPattern(AttentionPattern):

@@ -49,7 +49,7 @@ from ..configuration.configuration_stepwise_etcsum import (
     StepwiseETCSumConfig,
     StepwiseETCSumPlannerConfig,
 )
-from .attention import get_sparse_attention_function
+from .attention import attention_forward
 from .attention_patterns import GlobalLocalPattern
 from .bert_blocks import (
     BertStyleAttention,
@@ -120,10 +120,9 @@ class ETCAttention(BertStyleAttention):
             self.relative_keys = RelativePositionKeys(vocab, self.num_heads, head_dim)
 
     def forward(self, states: torch.Tensor, pattern: GlobalLocalPattern) -> torch.Tensor:
-        attention = get_sparse_attention_function(self.config._attn_implementation)
         keys = self.relative_keys.weight if hasattr(self, "relative_keys") else None
         pattern = pattern.with_relative_tables(self.relative_bias.weight, keys)
-        attended, _ = attention(
+        attended, _ = attention_forward(
             self,
             self._heads(self.query(states)),
             self._heads(self.key(states)),

@@ -140,9 +140,12 @@ def _flex_attention(query, key, value, pattern, scaling):
         output = flex_attention(**arguments)
     else:
         if _compiled_flex_attention is None:
+            # set once, not patched around every call (a config patch is a context entered and left per call); only
+            # raised, so that a caller's higher limit stands
+            dynamo_config = torch._dynamo.config
+            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, _FLEX_RECOMPILE_LIMIT)
             _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
-        with torch._dynamo.config.patch(recompile_limit=_FLEX_RECOMPILE_LIMIT):
-            output = _compiled_flex_attention(**arguments)
+        output = _compiled_flex_attention(**arguments)
     return output[:, :, : pattern.query_length]
 
 

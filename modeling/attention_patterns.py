@@ -179,6 +179,11 @@ class AttentionPattern:
             self._cache["layout"] = self._layout()
         return self._cache["layout"]
 
+    def flex_layout(self) -> SparseLayout:
+        """The layout the BlockMask is built from: `layout()`, or one without the positions `block_flags` stands
+        for (so that building it reads nothing back from the device)."""
+        return self.layout()
+
     @property
     def flex_query_length(self) -> int:
         return _flex_bucket(self.query_length)
@@ -217,6 +222,11 @@ class AttentionPattern:
         heads = torch.arange(num_heads, device=q_idx.device).view(1, 1, -1, 1, 1)
         zero = torch.zeros((), dtype=dtype, device=q_idx.device)
         return self.score_mod(zero, b, heads, q_idx, kv_idx)
+
+    def block_flags(self) -> dict[str, torch.Tensor]:
+        """[batch, length] bool flags standing for `layout()`'s `extra_keys` and `dense_rows` when the BlockMask is
+        built (a pattern that has them skips the layout's positions, whose number is read back from the device)."""
+        return {}
 
     def flex_block_mask(self) -> BlockMask:
         """BlockMask over the flex bucket lengths, built from `layout()` (computed once per pattern)."""
@@ -276,8 +286,8 @@ class SlidingWindowPattern(AttentionPattern):
         reach = ((q_idx - kv_idx).abs() <= self.half_window) | (q_kind == 2) | (kv_kind == 2)
         return (q_kind > 0) & (kv_kind > 0) & reach
 
-    def _layout(self):
-        global_positions = _positions(self.kind[:, : self.query_length] == 2)
+    def _layout(self, with_positions: bool = True):
+        global_positions = _positions(self.kind[:, : self.query_length] == 2) if with_positions else None
         band = partial(_symmetric_band, radius=self.window // 2)
         real = self.kind > 0
         return SparseLayout(
@@ -289,6 +299,13 @@ class SlidingWindowPattern(AttentionPattern):
             full_queries=real,
             full_keys=real,
         )
+
+    def flex_layout(self) -> SparseLayout:
+        return self._layout(with_positions=False)
+
+    def block_flags(self):
+        is_global = self.kind == 2
+        return {"extra_keys": is_global, "dense_rows": is_global}
 
 
 class GlobalLocalPattern(AttentionPattern):
@@ -651,7 +668,7 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
     Tiles the layout may need are present; those the layout promises fully allowed skip the mask, the others
     apply `mask_mod`.
     """
-    layout = pattern.layout()
+    layout = pattern.flex_layout()
     device = pattern.device
     num_q_blocks = pattern.flex_query_length // _FLEX_BLOCK
     num_kv_blocks = pattern.flex_key_length // _FLEX_BLOCK
@@ -663,7 +680,10 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
     def overlaps(lo, hi):  # [num_q_blocks] key ranges [lo, hi) -> [num_q_blocks, num_kv_blocks]
         return (kv_stop[None, :] > lo[:, None]) & (kv_start[None, :] < hi[:, None])
 
-    def blocks_holding(positions, num_blocks):  # [B, n] positions (-1 unused) -> [B, num_blocks] bool
+    def blocks_holding(positions, num_blocks):  # [B, n] positions (-1 unused) or [B, <= L] flags -> [B, blocks] bool
+        if positions.dtype == torch.bool:  # flags: no positions to count, so no read-back of their number
+            flags = _pad_last(positions, num_blocks * _FLEX_BLOCK, False)
+            return flags.view(positions.shape[0], num_blocks, _FLEX_BLOCK).any(-1)
         flags = torch.zeros(pattern.batch_size, num_blocks + 1, dtype=torch.bool, device=device)
         slots = torch.where(positions >= 0, positions // _FLEX_BLOCK, num_blocks)
         return flags.scatter(1, slots, True)[:, :num_blocks]
@@ -673,10 +693,14 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
         present |= overlaps(layout.band(q_first)[0], layout.band(q_last)[1] + 1)[None]
     if layout.key_prefix is not None:
         present |= overlaps(torch.zeros_like(q_last), layout.key_prefix(q_last) + 1)[None]
-    if layout.extra_keys is not None:
-        present |= blocks_holding(layout.extra_keys, num_kv_blocks)[:, None, :]
-    if layout.dense_rows is not None:
-        row_blocks = blocks_holding(layout.dense_rows, num_q_blocks)
+    # flags where the pattern has them (`block_flags`): positions would need their number read back from the device
+    flags = pattern.block_flags()
+    extra_keys = flags.get("extra_keys", layout.extra_keys)
+    dense_rows = flags.get("dense_rows", layout.dense_rows)
+    if extra_keys is not None:
+        present |= blocks_holding(extra_keys, num_kv_blocks)[:, None, :]
+    if dense_rows is not None:
+        row_blocks = blocks_holding(dense_rows, num_q_blocks)
         if layout.dense_row_keys is None:
             key_blocks = torch.ones(pattern.batch_size, num_kv_blocks, dtype=torch.bool, device=device)
         else:

@@ -302,9 +302,11 @@ def _etc(valid, with_bias, with_keys=False, **masking):
     table = keys = None
     rows = GlobalLocalPattern.relative_vocab_size(4)
     if with_bias:
-        table = torch.randn(rows, HEADS, generator=torch.Generator().manual_seed(3)).requires_grad_()
+        table = torch.randn(rows, HEADS, generator=torch.Generator().manual_seed(3), device="cpu")
+        table = table.to(valid.device).requires_grad_()
     if with_keys:  # relative keys on the scale of the keys
-        keys = torch.randn(rows, HEADS, HEAD_DIM, generator=torch.Generator().manual_seed(4)).requires_grad_()
+        keys = torch.randn(rows, HEADS, HEAD_DIM, generator=torch.Generator().manual_seed(4), device="cpu")
+        keys = keys.to(valid.device).requires_grad_()
     pattern = GlobalLocalPattern(
         long_sentences,
         global_sentences,
@@ -824,3 +826,51 @@ def test_transformers_models_refuse_blocked(implementation):
         BertModel(BertConfig(**config.to_dict(), attn_implementation=implementation))
     with pytest.raises(ValueError, match="is not supported"):
         BertModel(config).set_attn_implementation(implementation)
+
+
+def test_window_block_mask_is_built_without_reading_positions_back(monkeypatch):
+    """The sliding window's BlockMask comes from its global flags: building it never counts the global positions
+    (`_positions`, whose width is read back from the device), and it equals the one built from those positions."""
+    from sumformers.modeling import attention_patterns
+
+    pattern, _ = _window_global(_valid())
+    from_positions = attention_patterns._block_mask_from_layout(_PositionsOnly(pattern))
+
+    def refuse(flags):
+        raise AssertionError("positions counted while building the BlockMask")
+
+    monkeypatch.setattr(attention_patterns, "_positions", refuse)
+    fresh, _ = _window_global(_valid())
+    from_flags = fresh.flex_block_mask()
+    for got, expected in zip(from_flags.as_tuple()[2:6], from_positions.as_tuple()[2:6]):
+        assert torch.equal(got, expected)
+
+
+class _PositionsOnly:
+    """A pattern seen without its flags: the BlockMask builder reads the layout's positions."""
+
+    def __init__(self, pattern):
+        self._pattern = pattern
+
+    def __getattr__(self, name):
+        return getattr(self._pattern, name)
+
+    def block_flags(self):
+        return {}
+
+    def flex_layout(self):
+        return self._pattern.layout()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention's CUDA kernel needs a CUDA GPU")
+@pytest.mark.parametrize("name", PATTERNS)
+def test_flex_on_cuda_matches_eager(name):
+    """Every pattern through flex on the GPU against the eager reference on the CPU (float32)."""
+    pattern, _ = PATTERNS[name](_valid())
+    q, k, v = _inputs(pattern)
+    expected = sparse_attention(q, k, v, pattern, "eager")
+    with torch.device("cuda"):  # every tensor the pattern's builder makes, on the GPU
+        on_gpu, _ = PATTERNS[name](_valid())
+    with torch.no_grad():
+        got = sparse_attention(q.cuda(), k.cuda(), v.cuda(), on_gpu, "flex_attention").cpu()
+    assert (got - expected).abs().max() <= 1e-4

@@ -440,6 +440,8 @@ def kernel_table(device, lengths, iterations, warmup, output_dir, tiny=False):
     lines = [
         f"# Sparse attention kernels ({device}: {machine})",
         "",
+        command_line("attention.py"),
+        "",
         f"torch {torch.__version__}, transformers {transformers.__version__}, CUDA {torch.version.cuda}, Python "
         f"{platform.python_version()}; {dtype}, batch 1, {heads} heads, head size {HEAD_DIM}, window {window} "
         f"(two-sided), {num_global} global tokens. Each cell: median milliseconds of {iterations} runs after "

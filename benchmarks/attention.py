@@ -6,7 +6,14 @@ contaminate each other; CPU memory is the peak resident set during the timed run
 them (inputs already built), CUDA memory is `torch.cuda.max_memory_allocated` above what was allocated before.
 
     python benchmarks/attention.py                   # CPU, 2 threads, writes benchmarks/results/attention_cpu.{md,png}
-    python benchmarks/attention.py --device cuda     # bf16; adds flex backward and unmasked SDPA (FlashAttention)
+    python benchmarks/attention.py --device cuda     # GPU kernel table: benchmarks/results/attention_cuda.md
+    python benchmarks/attention.py --device cpu --tiny --output-dir /tmp/x   # dry run of the GPU table's code
+
+On the GPU (`kernel_table`), bf16, head size 64, 4,096 / 16,384 / 65,536 tokens, one process: building the mask
+(pattern, layout, BlockMask or dense mask) and the kernel are timed apart with CUDA events, each the median of at
+least 100 runs after warm-up, for flex, blocked, dense SDPA with the mask, SDPA without a mask (FlashAttention,
+the per-block reference) and transformers' Longformer layer, forward and forward+backward, with the machine's
+versions; a row that runs out of memory says so.
 
 "Ours" cases time the attention call including building the pattern (its layout and BlockMask), which a model does
 once per forward for all layers. LongformerSelfAttention includes its six projections, so the table also has
@@ -306,6 +313,157 @@ def plot(results, device, lengths, path):
     figure.savefig(path, dpi=120)
 
 
+# ------------------------------------------------------------------------------------------------------------------
+# GPU kernel table: mask build and kernel timed apart
+# ------------------------------------------------------------------------------------------------------------------
+
+KERNEL_LENGTHS = (4096, 16384, 65536)
+# name -> label; each row gives (build, forward, forward + backward) callables (build None: nothing to build)
+KERNEL_ROWS = {
+    "flex": "ours: flex_attention (BlockMask from the layout)",
+    "blocked": "ours: blocked",
+    "sdpa_dense": "dense SDPA with the pattern's bool mask",
+    "flash": "SDPA without mask (FlashAttention), the per-block reference",
+    "longformer": "transformers LongformerSelfAttention (projections included)",
+}
+
+
+def timer(device):
+    """A function that times `run` (median milliseconds of `iterations` runs after `warmup`): CUDA events on the
+    GPU, so that only the device's work is counted, the wall clock on the CPU."""
+    import statistics
+
+    import torch
+
+    def timed(run, iterations, warmup):
+        for _ in range(warmup):
+            run()
+        times = []
+        for _ in range(iterations):
+            if device == "cuda":
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                run()
+                stop.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(stop))
+            else:
+                started = time.perf_counter()
+                run()
+                times.append((time.perf_counter() - started) * 1000)
+        return statistics.median(times)
+
+    return timed
+
+
+def kernel_rows(length, device, dtype, window, num_global, heads):
+    """{row: (build, forward, forward_backward)} at `length` tokens; build makes the row's mask afresh."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import LongformerConfig
+    from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
+
+    from sumformers.modeling.attention import sparse_attention
+    from sumformers.modeling.attention_patterns import SlidingWindowPattern
+
+    generator = torch.Generator(device="cpu").manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=generator).to(device=device, dtype=dtype).requires_grad_()
+
+    attention_mask = torch.ones(1, length, dtype=torch.long, device=device)
+    global_mask = torch.zeros(1, length, dtype=torch.long, device=device)
+    global_mask[:, :num_global] = 1
+    q, k, v = (randn(1, heads, length, HEAD_DIM) for _ in range(3))
+
+    def pattern():
+        return SlidingWindowPattern(window, attention_mask, global_mask)
+
+    built = {"flex": pattern(), "blocked": pattern()}
+    built["flex"].flex_block_mask()
+    built["blocked"].layout()
+    dense_mask = pattern().dense_mask()
+
+    def forward_and_backward(forward):
+        def forward_only():
+            with torch.no_grad():
+                forward()
+
+        return forward_only, lambda: forward().float().sum().backward()
+
+    rows = {
+        "flex": (lambda: pattern().flex_block_mask(),
+                 # detached for the forward: CPU flex refuses inputs that require gradients even under no_grad
+                 lambda: sparse_attention(q.detach(), k.detach(), v.detach(), built["flex"], "flex_attention"),
+                 # no FlexAttention backward on CPU (sumformers would run "blocked" there)
+                 forward_and_backward(lambda: sparse_attention(q, k, v, built["flex"], "flex_attention"))[1]
+                 if device == "cuda" else None),
+        "blocked": (lambda: pattern().layout(),
+                    *forward_and_backward(lambda: sparse_attention(q, k, v, built["blocked"], "blocked"))),
+        "sdpa_dense": (lambda: pattern().dense_mask(),
+                       *forward_and_backward(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense_mask))),
+        "flash": (None, *forward_and_backward(lambda: F.scaled_dot_product_attention(q, k, v))),
+    }
+    config = LongformerConfig(hidden_size=heads * HEAD_DIM, num_attention_heads=heads, attention_window=[window])
+    longformer = LongformerSelfAttention(config, layer_id=0).to(device=device, dtype=dtype)
+    hidden_states = randn(1, length, config.hidden_size)
+    longformer_mask = (global_mask * 10000.0).to(dtype)  # -10000 padding, 0 local, +10000 global
+    rows["longformer"] = (None, *forward_and_backward(lambda: longformer(
+        hidden_states, attention_mask=longformer_mask, is_index_masked=longformer_mask < 0,
+        is_index_global_attn=longformer_mask > 0, is_global_attn=True,
+    )[0]))  # fmt: skip
+    return rows
+
+
+def kernel_table(device, lengths, iterations, warmup, output_dir, tiny=False):
+    import platform
+
+    import torch
+    import transformers
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    window, num_global, heads = (16, 4, 2) if tiny else (WINDOW, NUM_GLOBAL, HEADS)
+    timed = timer(device)
+    cells = {name: {} for name in KERNEL_ROWS}
+    for length in lengths:
+        for name, (build, forward, forward_backward) in kernel_rows(
+            length, device, dtype, window, num_global, heads
+        ).items():
+            try:
+                runs = (build, forward, forward_backward)
+                cells[name][length] = tuple(None if run is None else timed(run, iterations, warmup) for run in runs)
+            except torch.OutOfMemoryError:
+                cells[name][length] = "out of memory"
+                torch.cuda.empty_cache()
+            print(f"{length:>6} {KERNEL_ROWS[name]}: {cells[name][length]}", flush=True)
+    machine = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
+    lines = [
+        f"# Sparse attention kernels ({device}: {machine})",
+        "",
+        command_line("attention.py"),
+        "",
+        f"torch {torch.__version__}, transformers {transformers.__version__}, CUDA {torch.version.cuda}, Python "
+        f"{platform.python_version()}; {dtype}, batch 1, {heads} heads, head size {HEAD_DIM}, window {window} "
+        f"(two-sided), {num_global} global tokens. Each cell: median milliseconds of {iterations} runs after "
+        f"{warmup} warm-up runs, mask build / forward / forward+backward (the kernel with the mask already built).",
+        "",
+        "| case | " + " | ".join(f"{n:,} tokens" for n in lengths) + " |",
+        "|" + "---|" * (len(lengths) + 1),
+    ]
+    for name, label in KERNEL_ROWS.items():
+        row = []
+        for n in lengths:
+            cell = cells[name][n]
+            row.append(cell if isinstance(cell, str) else " / ".join("-" if t is None else f"{t:.2f}" for t in cell))
+        lines.append(f"| {label} | " + " | ".join(row) + " |")
+    table = "\n".join(lines) + "\n"
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / f"attention_{device}_kernels.md" if device != "cuda" else output_dir / "attention_cuda.md"
+    path.write_text(table)
+    print(table + f"wrote {path}")
+    return cells
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
@@ -315,6 +473,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=2, help="interleaved measurements per case; the best is kept")
     parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--worker", nargs=2, metavar=("CASE", "LENGTH"), help=argparse.SUPPRESS)
+    parser.add_argument("--tiny", action="store_true", help="the GPU table's code at toy sizes (a CPU dry run)")
+    parser.add_argument("--iterations", type=int, default=100, help="timed runs per cell of the GPU table")
+    parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args()
 
     if args.worker:
@@ -325,6 +486,13 @@ def main():
 
         if not torch.cuda.is_available():
             parser.error("--device cuda needs a CUDA GPU")
+    if args.device == "cuda" or args.tiny:
+        import torch
+
+        torch.set_num_threads(args.threads)
+        lengths = (256, 512) if args.tiny else tuple(args.lengths if args.lengths != list(LENGTHS) else KERNEL_LENGTHS)
+        kernel_table(args.device, lengths, args.iterations, args.warmup, args.output_dir, tiny=args.tiny)
+        return
 
     results = {case: {} for case in CASES}
     for length in args.lengths:

@@ -87,7 +87,7 @@ def load(model_type: str, attn_implementation: str | None = None, fresh: bool = 
         tokenizer = AutoTokenizer.from_pretrained(bundled_encoder_path())
         description = "untrained, from the bundled encoder" if fresh else "untrained (no checkpoint found)"
     if attn_implementation:
-        model.config._attn_implementation = attn_implementation
+        model.set_attn_implementation(attn_implementation)
     task = sumformers.ARCHITECTURES[model_type].task
     return pipeline(task, model=model, tokenizer=tokenizer), description
 

@@ -247,7 +247,7 @@ def perplexity_benchmark(
     results = {}
     for label, model in loaded.items():
         # blocked attention keeps the long inputs linear in memory (results equal eager's)
-        model.config._attn_implementation = "blocked" if model.config.variant.startswith("T-DMCA") else "sdpa"
+        model.set_attn_implementation("blocked" if model.config.variant.startswith("T-DMCA") else "sdpa")
         for length in PERPLEXITY_LENGTHS:
             started = time.perf_counter()
             results[label, length] = summary_token_losses(model, tokenizers[label], examples, length)

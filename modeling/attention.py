@@ -1,39 +1,51 @@
-"""The attention back ends every sumformers sparse pattern (`attention_patterns.py`, `hetformer_graph.py`,
-`convolutional_attention.py`) runs on, chosen by name (the names our models accept as ``attn_implementation``):
+"""The attention every sumformers layer runs, through one function (`attention_forward`) that reads the model's
+``attn_implementation`` and takes the layer's pattern as an argument:
 
-- ``"eager"``: dense boolean mask and plain softmax; the reference every other backend is tested against.
-- ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the dense mask (float mask with bias).
-- ``"flex_attention"``: compiled ``flex_attention`` with a `BlockMask` built from the pattern's block layout (no
-  quadratic mask evaluation). Lengths are padded to buckets (`_flex_bucket`) so that new lengths rarely recompile.
-  torch has no FlexAttention backward on CPU: a CPU call that needs gradients falls back to ``"blocked"`` with a
-  warning, so a model configured for flex can still be fine-tuned on CPU.
-- ``"blocked"``: queries in blocks, each attending only the key blocks its band needs plus the pattern's extra
-  (global) keys, with global query rows computed against all keys; runs on SDPA per block, so it trains with
-  autograd on CPU with memory linear in length. A pattern may bring its own implementation (`blocked_attention`:
-  HetFormer's, whose masks are built once per forward and shared by every layer).
+- a sparse pattern (`attention_patterns.py`, `hetformer_graph.py`, `convolutional_attention.py`) runs on the back
+  end of that name:
+
+  - ``"eager"``: dense boolean mask and plain softmax (`reference_attention`); the reference every other back end
+    is tested against.
+  - ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the dense mask (float mask with bias).
+  - ``"flex_attention"``: compiled ``flex_attention`` with a `BlockMask` built from the pattern's block layout (no
+    quadratic mask evaluation). Lengths are padded to buckets (`attention_patterns._flex_bucket`) so that new
+    lengths rarely recompile. torch has no FlexAttention backward on CPU: a CPU call that needs gradients falls back
+    to ``"blocked"`` with a warning, so a model configured for flex can still be fine-tuned on CPU.
+  - ``"blocked"``: queries in blocks, each attending only the key blocks its band needs plus the pattern's extra
+    (global) keys, with global query rows computed against all keys; runs on SDPA per block, so it trains with
+    autograd on CPU with memory linear in length. A pattern may bring its own implementation (`blocked_attention`:
+    HetFormer's, whose masks are built once per forward and shared by every layer).
+
+- a dense layer (no pattern: an additive or boolean ``attention_mask``) runs ``"eager"`` through the reference and
+  every other back end through SDPA (transformers' own for an additive mask): a dense mask has no layout for
+  ``"blocked"`` or ``"flex_attention"`` to skip, and a model with such layers says so once when it is loaded
+  (`summarizer_mixin.SummarizerMixin.dense_attention_layers`).
 
 Rows that may attend to no key at all (padding queries, tokens outside a relation) give zeros in every backend.
+
+"blocked" is a name transformers does not know: only the package's models accept it (`SummarizerMixin`), a
+transformers model refuses it as before.
 
 The module is copied into exported Hub repos: it imports only torch, transformers and the standard library.
 """
 
 import warnings
-from functools import partial
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import flex_attention
-from transformers import AttentionInterface
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from .attention_patterns import (
-    _MIN_QUERY_BLOCK,
-    _PREFIX_QUERY_CHUNK,
-    AttentionPattern,
-    _gather_positions,
-)
+from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "blocked")
+# A dense layer of a model set to "blocked" runs SDPA, so transformers' mask builders (`create_causal_mask`, ...) give
+# it SDPA's mask (without an entry they give none at all). This names no attention function: transformers' models
+# still refuse "blocked".
+ALL_MASK_ATTENTION_FUNCTIONS.register("blocked", sdpa_mask)
+# Query rows per chunk where a pattern's keys form a growing causal prefix (memory-compressed attention).
+PREFIX_QUERY_CHUNK = 512
 
 # ----------------------------------------------------------------------------------------------------------------
 # Backends
@@ -56,11 +68,11 @@ def _masked_sdpa(query, key, value, mask, bias, scaling, dropout_p):
     return output.masked_fill(~has_key, 0.0)
 
 
-def eager_attention(query, key, value, scaling, mask=None, bias=None, dropout_p=0.0):
-    """The reference attention of every sumformers layer (the back ends here, the dense layers' "eager" through
-    `decoder_attention.eager_attention`, WikiSum's causal layers): dense scores ``q k^T * scaling`` plus the additive
-    `bias`, keys outside the boolean `mask` dropped, softmax in fp32; rows without any allowed key give zeros.
-    `mask` and `bias` broadcast to [batch, heads, queries, keys]. Returns (output, weights)."""
+def reference_attention(query, key, value, scaling, mask=None, bias=None, dropout_p=0.0):
+    """The reference attention of every sumformers layer (the "eager" back end of patterns and dense layers alike):
+    dense scores ``q k^T * scaling`` plus the additive `bias`, keys outside the boolean `mask` dropped, softmax in
+    fp32; rows without any allowed key give zeros. `mask` and `bias` broadcast to [batch, heads, queries, keys].
+    Returns (output, weights)."""
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
     if bias is not None:
         scores = scores + bias
@@ -73,14 +85,27 @@ def eager_attention(query, key, value, scaling, mask=None, bias=None, dropout_p=
     return torch.matmul(weights, value), weights
 
 
-def _eager_attention(query, key, value, pattern, scaling, dropout_p):
+def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """`reference_attention` in transformers' attention-function form (the name transformers' models give theirs):
+    `attention_mask` additive (0 / very negative) or boolean (True = may attend), the output
+    [batch, queries, heads, head_dim]."""
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        output, weights = reference_attention(query, key, value, scaling, mask=attention_mask, dropout_p=dropout)
+    else:
+        output, weights = reference_attention(query, key, value, scaling, bias=attention_mask, dropout_p=dropout)
+    return output.transpose(1, 2).contiguous(), weights
+
+
+def _eager_pattern_attention(query, key, value, pattern, scaling, dropout_p):
     """The pattern's dense mask and bias through the reference. Returns (output, weights)."""
     pattern = pattern.for_query(query, scaling)
     bias = pattern.dense_bias(query.shape[1], query.dtype)
-    return eager_attention(query, key, value, scaling, pattern.dense_mask(), bias, dropout_p)
+    return reference_attention(query, key, value, scaling, pattern.dense_mask(), bias, dropout_p)
 
 
-def _sdpa_attention(query, key, value, pattern, scaling, dropout_p):
+def _sdpa_pattern_attention(query, key, value, pattern, scaling, dropout_p):
+    if pattern.causal_without_padding:  # the whole causal triangle: SDPA's own causal kernel, no mask to build
+        return F.scaled_dot_product_attention(query, key, value, is_causal=True, dropout_p=dropout_p, scale=scaling)
     pattern = pattern.for_query(query, scaling)
     bias = pattern.dense_bias(query.shape[1], query.dtype)
     return _masked_sdpa(query, key, value, pattern.dense_mask(), bias, scaling, dropout_p)
@@ -115,9 +140,12 @@ def _flex_attention(query, key, value, pattern, scaling):
         output = flex_attention(**arguments)
     else:
         if _compiled_flex_attention is None:
+            # set once, not patched around every call (a config patch is a context entered and left per call); only
+            # raised, so that a caller's higher limit stands
+            dynamo_config = torch._dynamo.config
+            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, _FLEX_RECOMPILE_LIMIT)
             _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
-        with torch._dynamo.config.patch(recompile_limit=_FLEX_RECOMPILE_LIMIT):
-            output = _compiled_flex_attention(**arguments)
+        output = _compiled_flex_attention(**arguments)
     return output[:, :, : pattern.query_length]
 
 
@@ -141,7 +169,7 @@ def _band_phase(query, key, value, pattern, layout, scaling, dropout_p):
     broadcast over heads (one index gather and one copy; concatenating shifted views is several times slower).
     """
     batch, heads, length, head_dim = query.shape
-    block = layout.band_block * -(-_MIN_QUERY_BLOCK // layout.band_block)
+    block = layout.band_block * -(-MIN_QUERY_BLOCK // layout.band_block)
     num_blocks = -(-length // block)
     device = query.device
 
@@ -203,7 +231,7 @@ def _keys_subset_phase(query, key, value, pattern, q_positions, kv_positions, sc
         q_rows = query
     else:
         q_idx = q_positions.clamp(min=0)
-        q_rows = _gather_positions(query, q_positions)
+        q_rows = gather_positions(query, q_positions)
     if kv_positions is None:
         kv_idx = torch.arange(key.shape[2], device=device).expand(batch, -1)
         key_ok = torch.ones_like(kv_idx, dtype=torch.bool)
@@ -211,7 +239,7 @@ def _keys_subset_phase(query, key, value, pattern, q_positions, kv_positions, sc
     else:
         kv_idx = kv_positions.clamp(min=0)
         key_ok = kv_positions >= 0
-        keys, values = _gather_positions(key, kv_positions), _gather_positions(value, kv_positions)
+        keys, values = gather_positions(key, kv_positions), gather_positions(value, kv_positions)
     mask, bias = _mask_and_bias(
         pattern,
         heads,
@@ -230,8 +258,8 @@ def _prefix_phase(query, key, value, pattern, layout, scaling, dropout_p):
     device = query.device
     b = torch.arange(batch, device=device).view(-1, 1, 1, 1, 1)
     outputs = []
-    for start in range(0, length, _PREFIX_QUERY_CHUNK):
-        stop = min(start + _PREFIX_QUERY_CHUNK, length)
+    for start in range(0, length, PREFIX_QUERY_CHUNK):
+        stop = min(start + PREFIX_QUERY_CHUNK, length)
         kv_stop = max(1, min(int(layout.key_prefix(stop - 1)) + 1, key.shape[2]))
         q_idx = torch.arange(start, stop, device=device).view(1, 1, 1, -1, 1)
         kv_idx = torch.arange(kv_stop, device=device).view(1, 1, 1, 1, -1)
@@ -334,9 +362,9 @@ def _attention_with_weights(query, key, value, pattern, implementation, scaling,
         )
         implementation = "blocked"
     if implementation == "eager":
-        return _eager_attention(query, key, value, pattern, scaling, dropout_p)
+        return _eager_pattern_attention(query, key, value, pattern, scaling, dropout_p)
     if implementation == "sdpa":
-        return _sdpa_attention(query, key, value, pattern, scaling, dropout_p), None
+        return _sdpa_pattern_attention(query, key, value, pattern, scaling, dropout_p), None
     if implementation == "blocked":
         return _blocked_attention(query, key, value, pattern, scaling, dropout_p), None
     if dropout_p > 0:
@@ -345,62 +373,53 @@ def _attention_with_weights(query, key, value, pattern, implementation, scaling,
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# transformers attention interface
+# The one function every layer calls
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def sparse_attention_forward(
-    module: torch.nn.Module | None,
+def attention_forward(
+    module: torch.nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
+    attention_mask: torch.Tensor | None = None,
     scaling: float | None = None,
     dropout: float = 0.0,
     *,
-    implementation: str,
     attention_pattern: AttentionPattern | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """transformers attention-function signature around `sparse_attention`.
+    """The attention of every sumformers layer, on the back end ``module.config._attn_implementation`` names, in
+    transformers' attention-function form.
 
-    Returns ``(output [batch, query_length, heads, head_dim], weights)``; weights are the dense probabilities for
-    "eager" and None otherwise. Padding is carried by ``attention_pattern``, so ``attention_mask`` must be None.
-    Dropout follows transformers' convention: callers pass ``dropout=0.0`` outside training.
+    Args:
+        module: the calling layer (its `config` names the back end; transformers' SDPA reads `is_causal` from it).
+        query: [batch, heads, query_length, head_dim]; key, value: [batch, heads, key_length, head_dim].
+        attention_mask: a dense layer's mask (additive, or boolean with True = may attend), broadcast to
+            [batch, heads, queries, keys]; None with a pattern.
+        attention_pattern: a sparse layer's `AttentionPattern` (it carries the padding).
+        dropout: attention-probability dropout; callers pass 0.0 outside training (transformers' convention).
+    Returns:
+        ``(output [batch, query_length, heads, head_dim], weights)``: weights are the dense probabilities for
+        "eager" and None otherwise; rows without any allowed key are zeros.
     """
-    if attention_pattern is None:
-        raise ValueError(
-            f"The '{implementation}' sparse attention needs `attention_pattern=` (an AttentionPattern from "
-            "sumformers' attention module); transformers' own models cannot use it."
-        )
-    if attention_mask is not None:
-        raise ValueError("Pass padding through the attention pattern; `attention_mask` must be None.")
-    training = module.training if module is not None else dropout > 0
-    output, weights = _attention_with_weights(
-        query, key, value, attention_pattern, implementation, scaling, dropout, training
-    )
-    return output.transpose(1, 2).contiguous(), weights
-
-
-def get_sparse_attention_function(attn_implementation: str | None) -> Callable:
-    """The attention function for ``config._attn_implementation`` (which the model's `default_attention` or
-    transformers' default has set by the time a layer runs).
-
-    Usage in a model's attention layer::
-
-        attention = get_sparse_attention_function(self.config._attn_implementation)
-        output, weights = attention(self, q, k, v, None, scaling=self.scaling,
-                                    dropout=self.dropout if self.training else 0.0, attention_pattern=pattern)
-    """
-    implementation = attn_implementation
+    # None: a layer used outside a model, whose config no model resolved (transformers' layers then run eager too)
+    implementation = module.config._attn_implementation or "eager"
     if implementation not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(
-            f"sumformers sparse attention supports attn_implementation in {ATTENTION_IMPLEMENTATIONS}, "
-            f"got {attn_implementation!r}."
+            f"sumformers attention runs attn_implementation in {ATTENTION_IMPLEMENTATIONS}, got {implementation!r}."
         )
-    return partial(sparse_attention_forward, implementation=implementation)
-
-
-# "eager", "sdpa" and "flex_attention" are already valid names for transformers; "blocked" becomes one here, so that
-# `from_pretrained(..., attn_implementation="blocked")` passes transformers' validation.
-AttentionInterface.register("blocked", partial(sparse_attention_forward, implementation="blocked"))
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    if attention_pattern is None:
+        if implementation == "eager":
+            return eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout)
+        if attention_mask is not None and attention_mask.dtype == torch.bool:
+            output = _masked_sdpa(query, key, value, attention_mask, None, scaling, dropout)
+            return output.transpose(1, 2).contiguous(), None
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling)
+    if attention_mask is not None:
+        raise ValueError("Pass padding through the attention pattern; `attention_mask` must be None with one.")
+    output, weights = _attention_with_weights(
+        query, key, value, attention_pattern, implementation, scaling, dropout, training=module.training
+    )
+    return output.transpose(1, 2).contiguous(), weights

@@ -12,6 +12,7 @@ Patterns (all but the memory-compressed one are self-attention over one sequence
 - `SlidingWindowPattern`: Longformer's window (two-sided size, even) with key padding and optional global tokens.
 - `GlobalLocalPattern`: ETC's global-local attention over ``[global tokens ; long tokens]`` with relative-position
   representations shared by its four parts: a per-head bias table and, optionally, relative keys (Shaw et al. 2018).
+- `CausalPattern`: full causal attention with key padding (WikiSum's full layers).
 - `BlockLocalCausalPattern`: Tensor2Tensor's local causal attention in blocks (own block so far + previous block).
 - `MemoryCompressedCausalPattern`: causal attention over keys/values compressed by a strided convolution, plus
   one leading "null" slot.
@@ -36,9 +37,7 @@ from torch.nn.attention.flex_attention import BlockMask
 _FLEX_BLOCK = 128
 # Smallest query block of the blocked backend: tiny bands are merged into blocks at least this long so that
 # each batched matmul does real work.
-_MIN_QUERY_BLOCK = 64
-# Query rows per chunk where a pattern's keys form a growing causal prefix (memory-compressed attention).
-_PREFIX_QUERY_CHUNK = 512
+MIN_QUERY_BLOCK = 64
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -97,7 +96,7 @@ def true_positions(flags: torch.Tensor) -> torch.Tensor:
     return torch.where(in_use, order, -1)
 
 
-def _gather_positions(tensor, positions):
+def gather_positions(tensor, positions):
     """[B, H, L, D] gathered at [B, n] positions (-1 entries read position 0 and must be masked) -> [B, H, n, D]."""
     index = positions.clamp(min=0)[:, None, :, None].expand(-1, tensor.shape[1], -1, tensor.shape[3])
     return tensor.gather(2, index)
@@ -164,6 +163,8 @@ class AttentionPattern:
     # A method `blocked_attention(query, key, value, scaling, dropout_p) -> output` in subclasses with their own
     # implementation of the "blocked" backend (HetFormer's patterns); None means the generic one.
     blocked_attention = None
+    # True where the pattern is plain causal attention over unpadded rows, which SDPA runs without a mask.
+    causal_without_padding = False
 
     def for_query(self, query: torch.Tensor, scaling: float) -> "AttentionPattern":
         """The pattern ready for this query ([batch, heads, query_length, head_dim]): a pattern whose score modifier
@@ -177,6 +178,11 @@ class AttentionPattern:
         if "layout" not in self._cache:
             self._cache["layout"] = self._layout()
         return self._cache["layout"]
+
+    def flex_layout(self) -> SparseLayout:
+        """The layout the BlockMask is built from: `layout()`, or one without the positions `block_flags` stands
+        for (so that building it reads nothing back from the device)."""
+        return self.layout()
 
     @property
     def flex_query_length(self) -> int:
@@ -216,6 +222,11 @@ class AttentionPattern:
         heads = torch.arange(num_heads, device=q_idx.device).view(1, 1, -1, 1, 1)
         zero = torch.zeros((), dtype=dtype, device=q_idx.device)
         return self.score_mod(zero, b, heads, q_idx, kv_idx)
+
+    def block_flags(self) -> dict[str, torch.Tensor]:
+        """[batch, length] bool flags standing for `layout()`'s `extra_keys` and `dense_rows` when the BlockMask is
+        built (a pattern that has them skips the layout's positions, whose number is read back from the device)."""
+        return {}
 
     def flex_block_mask(self) -> BlockMask:
         """BlockMask over the flex bucket lengths, built from `layout()` (computed once per pattern)."""
@@ -275,8 +286,8 @@ class SlidingWindowPattern(AttentionPattern):
         reach = ((q_idx - kv_idx).abs() <= self.half_window) | (q_kind == 2) | (kv_kind == 2)
         return (q_kind > 0) & (kv_kind > 0) & reach
 
-    def _layout(self):
-        global_positions = true_positions(self.kind[:, : self.query_length] == 2)
+    def _layout(self, with_positions: bool = True):
+        global_positions = true_positions(self.kind[:, : self.query_length] == 2) if with_positions else None
         band = partial(symmetric_band, radius=self.window // 2)
         real = self.kind > 0
         return SparseLayout(
@@ -288,6 +299,13 @@ class SlidingWindowPattern(AttentionPattern):
             full_queries=real,
             full_keys=real,
         )
+
+    def flex_layout(self) -> SparseLayout:
+        return self._layout(with_positions=False)
+
+    def block_flags(self):
+        is_global = self.kind == 2
+        return {"extra_keys": is_global, "dense_rows": is_global}
 
 
 class GlobalLocalPattern(AttentionPattern):
@@ -505,6 +523,40 @@ class GlobalLocalPattern(AttentionPattern):
         )
 
 
+class CausalPattern(AttentionPattern):
+    """Full causal attention: query ``i`` sees every real key ``j <= i``; padding queries give zeros.
+
+    Args:
+        attention_mask: [batch, length], 1/True for real tokens.
+    """
+
+    def __init__(self, attention_mask: torch.Tensor):
+        super().__init__()
+        if attention_mask.dim() != 2:
+            raise ValueError(f"`attention_mask` must have shape [batch, length], got {list(attention_mask.shape)}.")
+        self.batch_size, self.query_length = attention_mask.shape
+        self.key_length = self.query_length
+        self.device = attention_mask.device
+        valid = attention_mask != 0
+        self.causal_without_padding = bool(valid.all())
+        self.valid = pad_last(valid, self.flex_query_length, False)
+
+    def mask_mod(self, b, h, q_idx, kv_idx):
+        return self.valid[b, q_idx] & self.valid[b, kv_idx] & (kv_idx <= q_idx)
+
+    def _layout(self):
+        return SparseLayout(
+            key_prefix=_identity,
+            full_band=partial(_prefix_band, last_key=_identity),
+            full_queries=self.valid,
+            full_keys=self.valid,
+        )
+
+
+def _identity(q_idx):
+    return q_idx
+
+
 class BlockLocalCausalPattern(AttentionPattern):
     """Tensor2Tensor local causal attention (``masked_local_attention_1d``) in blocks of ``block_size``.
 
@@ -616,7 +668,7 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
     Tiles the layout may need are present; those the layout promises fully allowed skip the mask, the others
     apply `mask_mod`.
     """
-    layout = pattern.layout()
+    layout = pattern.flex_layout()
     device = pattern.device
     num_q_blocks = pattern.flex_query_length // _FLEX_BLOCK
     num_kv_blocks = pattern.flex_key_length // _FLEX_BLOCK
@@ -628,7 +680,10 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
     def overlaps(lo, hi):  # [num_q_blocks] key ranges [lo, hi) -> [num_q_blocks, num_kv_blocks]
         return (kv_stop[None, :] > lo[:, None]) & (kv_start[None, :] < hi[:, None])
 
-    def blocks_holding(positions, num_blocks):  # [B, n] positions (-1 unused) -> [B, num_blocks] bool
+    def blocks_holding(positions, num_blocks):  # [B, n] positions (-1 unused) or [B, <= L] flags -> [B, blocks] bool
+        if positions.dtype == torch.bool:  # flags: no positions to count, so no read-back of their number
+            flags = pad_last(positions, num_blocks * _FLEX_BLOCK, False)
+            return flags.view(positions.shape[0], num_blocks, _FLEX_BLOCK).any(-1)
         flags = torch.zeros(pattern.batch_size, num_blocks + 1, dtype=torch.bool, device=device)
         slots = torch.where(positions >= 0, positions // _FLEX_BLOCK, num_blocks)
         return flags.scatter(1, slots, True)[:, :num_blocks]
@@ -638,10 +693,14 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
         present |= overlaps(layout.band(q_first)[0], layout.band(q_last)[1] + 1)[None]
     if layout.key_prefix is not None:
         present |= overlaps(torch.zeros_like(q_last), layout.key_prefix(q_last) + 1)[None]
-    if layout.extra_keys is not None:
-        present |= blocks_holding(layout.extra_keys, num_kv_blocks)[:, None, :]
-    if layout.dense_rows is not None:
-        row_blocks = blocks_holding(layout.dense_rows, num_q_blocks)
+    # flags where the pattern has them (`block_flags`): positions would need their number read back from the device
+    flags = pattern.block_flags()
+    extra_keys = flags.get("extra_keys", layout.extra_keys)
+    dense_rows = flags.get("dense_rows", layout.dense_rows)
+    if extra_keys is not None:
+        present |= blocks_holding(extra_keys, num_kv_blocks)[:, None, :]
+    if dense_rows is not None:
+        row_blocks = blocks_holding(dense_rows, num_q_blocks)
         if layout.dense_row_keys is None:
             key_blocks = torch.ones(pattern.batch_size, num_kv_blocks, dtype=torch.bool, device=device)
         else:

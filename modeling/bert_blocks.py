@@ -10,9 +10,8 @@ import torch
 from torch import nn
 from transformers.activations import ACT2FN
 from transformers.masking_utils import create_bidirectional_mask
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from .decoder_attention import eager_attention
+from .attention import attention_forward
 from .pretrained_encoder import load_pretrained_encoder
 
 
@@ -31,12 +30,11 @@ class ResidualOutput(nn.Module):
 
 def dense_attention(module: nn.Module, query, key, value, keep: torch.Tensor, dropout: float) -> torch.Tensor:
     """Multi-head attention of [rows, heads, n, head_dim] queries over keys where `keep` [rows, keys] allows, through
-    the back end `module.config._attn_implementation` names ("eager": `decoder_attention.eager_attention`, the
-    reference; "sdpa" and the others: transformers' own). Returns [rows, n, heads, head_dim]."""
+    `attention.attention_forward` (the back end `module.config._attn_implementation` names). Returns
+    [rows, n, heads, head_dim]."""
     mask = torch.zeros(keep.shape, dtype=query.dtype, device=query.device)
     mask = mask.masked_fill(~keep, torch.finfo(query.dtype).min)[:, None, None, :]
-    attention = ALL_ATTENTION_FUNCTIONS.get_interface(module.config._attn_implementation, eager_attention)
-    attended, _ = attention(module, query, key, value, mask, dropout=dropout, scaling=query.shape[-1] ** -0.5)
+    attended, _ = attention_forward(module, query, key, value, mask, dropout=dropout, scaling=query.shape[-1] ** -0.5)
     return attended
 
 

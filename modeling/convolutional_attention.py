@@ -31,7 +31,7 @@ from functools import partial
 
 import torch
 
-from .attention import get_sparse_attention_function
+from .attention import attention_forward
 from .attention_patterns import AttentionPattern, SparseLayout, pad_last, symmetric_band
 from .bert_blocks import BertStyleAttention
 
@@ -112,11 +112,11 @@ class ConvolutionalPattern(AttentionPattern):
         """The attention function's [batch, slots, heads, head_dim] output -> [batch, length, hidden]."""
         return output.reshape(output.shape[0], self.length, -1)
 
-    def attend(self, module, query, key, value, num_heads: int, implementation: str, scaling: float, dropout: float):
-        """Convolutional self-attention of [batch, length, hidden] query/key/value projections through the sparse
-        back end `implementation` -> [batch, length, hidden] (before any output projection). What
+    def attend(self, module, query, key, value, num_heads: int, scaling: float, dropout: float):
+        """Convolutional self-attention of [batch, length, hidden] query/key/value projections on `module`'s back end
+        (`attention.attention_forward`) -> [batch, length, hidden] (before any output projection). What
         `ConvolutionalSelfAttention` and the CopyTransformer's convolutional encoder layers both run."""
-        attended, _ = get_sparse_attention_function(implementation)(
+        attended, _ = attention_forward(
             module, *(self.split_heads(states, num_heads) for states in (query, key, value)), None,
             scaling=scaling, dropout=dropout, attention_pattern=self,
         )
@@ -176,7 +176,7 @@ class ConvolutionalSelfAttention(BertStyleAttention):
             pattern = self.pattern(attention_mask)
         attended = pattern.attend(
             self, self.query(hidden_states), self.key(hidden_states), self.value(hidden_states), self.num_heads,
-            self.config._attn_implementation, self.scaling, self.attention_dropout if self.training else 0.0,
+            self.scaling, self.attention_dropout if self.training else 0.0,
         )
         return self.output(attended, hidden_states)
 

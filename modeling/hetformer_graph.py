@@ -9,13 +9,13 @@ import torch.nn.functional as F
 
 from ..configuration.configuration_hetformer import DOCUMENT, SENTENCE, TOKEN
 from .attention_patterns import (
-    _MIN_QUERY_BLOCK,
+    MIN_QUERY_BLOCK,
     AttentionPattern,
     SparseLayout,
     _flex_bucket,
-    _gather_positions,
     as_index_tensor,
     as_keep_mask,
+    gather_positions,
     pad_last,
     symmetric_band,
     true_positions,
@@ -179,7 +179,7 @@ class TokenWindowPattern(_HeterogeneousPattern):
             radius = self.window // 2
             # a quarter of the one-sided window: a block computes (block + window) keys per query where its band
             # needs window + 1 (1.25x), and blocks of 128+ rows keep SDPA's matmuls efficient
-            block = max(_MIN_QUERY_BLOCK, radius // 4)
+            block = max(MIN_QUERY_BLOCK, radius // 4)
             length = self.query_length
             num_blocks = -(-length // block)
             span = block + 2 * radius
@@ -318,11 +318,11 @@ class NodePattern(_HeterogeneousPattern):
             self._cache.setdefault("to_nodes", (None, None))
             self._cache.setdefault("node_rows", (None, None))
         to_nodes = _sdpa_rows(
-            query, _gather_positions(key, nodes), _gather_positions(value, nodes),
+            query, gather_positions(key, nodes), gather_positions(value, nodes),
             *self._subset_mask("to_nodes", None, nodes), scaling, dropout_p,
         )
         node_rows = _sdpa_rows(
-            _gather_positions(query, nodes), key, value, *self._subset_mask("node_rows", nodes, None), scaling,
+            gather_positions(query, nodes), key, value, *self._subset_mask("node_rows", nodes, None), scaling,
             dropout_p,
         )
         return _scatter_rows(to_nodes, nodes, node_rows)
@@ -346,7 +346,7 @@ class EntityPattern(_HeterogeneousPattern):
         if not mentions.shape[1]:
             return query.new_zeros(query.shape[:3] + (value.shape[-1],))
         rows = _sdpa_rows(
-            _gather_positions(query, mentions), _gather_positions(key, mentions), _gather_positions(value, mentions),
+            gather_positions(query, mentions), gather_positions(key, mentions), gather_positions(value, mentions),
             *self._subset_mask("mentions", mentions, mentions), scaling, dropout_p,
         )
         if mentions.shape[1] == query.shape[2] and bool((mentions >= 0).all()):

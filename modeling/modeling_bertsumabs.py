@@ -18,9 +18,9 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from ..configuration.configuration_bertsumabs import BertSumAbsConfig
+from .attention import attention_forward
 from .bert_blocks import (
     BertStyleFeedForward,
     BottomLayersMixin,
@@ -29,7 +29,7 @@ from .bert_blocks import (
     init_bert_style_weights,
     load_encoder_and_config,
 )
-from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
+from .keys_and_values import cached_keys_and_values, split_heads
 from .summarizer_mixin import SummarizerMixin, decoding_cache
 
 
@@ -75,8 +75,7 @@ class DecoderAttention(nn.Module):
         """LN(states + Att(states, context) [+ residual_addition]); `context` is `states` for self-attention."""
         query, key, value, output = self.projections()
         keys, values = cached_keys_and_values(self, key, value, context, cache)
-        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
-        attended, _ = attention(
+        attended, _ = attention_forward(
             self,
             split_heads(query(states), self.num_heads),
             keys,

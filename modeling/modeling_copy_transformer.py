@@ -45,15 +45,15 @@ from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput, Seq2SeqLMOutput
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from ..configuration.configuration_copy_transformer import CopyTransformerConfig
 from ..generation.coverage_penalty import CoveragePenaltyLogitsProcessor
+from .attention import attention_forward
 from .bert_blocks import init_bert_style_weights
 from .convolutional_attention import ConvolutionalPattern
-from .decoder_attention import cached_keys_and_values, eager_attention, split_heads
+from .keys_and_values import cached_keys_and_values, split_heads
 from .pointer_generator import PointerGenerator, extended_vocabulary_size, mixture_log_probs
-from .pretrained_encoder import load_pretrained_encoder, portable_encoder_name, resolve_encoder
+from .pretrained_encoder import encoder_attention, load_pretrained_encoder, portable_encoder_name, resolve_encoder
 from .summarizer_mixin import GENERATE_CACHE_KEYWORD, SummarizerMixin, decoding_cache
 from .windowed_encoder import WindowedEncoder
 
@@ -202,8 +202,7 @@ class CopyTransformerAttention(nn.Module):
         if pattern is not None:
             return self._pattern_attention(states, pattern)
         keys, values = cached_keys_and_values(self, self.k_proj, self.v_proj, context, cache)
-        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention)
-        attended, _ = attention(
+        attended, _ = attention_forward(
             self,
             split_heads(self.q_proj(states), self.num_heads),
             keys,
@@ -215,11 +214,10 @@ class CopyTransformerAttention(nn.Module):
         return self.out_proj(attended.reshape(*states.shape[:-1], -1))
 
     def _pattern_attention(self, states, pattern: ConvolutionalPattern) -> torch.Tensor:
-        """Self-attention restricted to `pattern`: "eager" stays the dense reference, every other setting runs the
-        "blocked" back end, whose memory is linear in the length (documents read through windowed BERT are long)."""
-        implementation = "eager" if self.config._attn_implementation == "eager" else "blocked"
+        """Self-attention restricted to `pattern`, on the model's back end ("blocked", the default, has memory linear
+        in the length: documents read through windowed BERT are long)."""
         attended = pattern.attend(
-            self, self.q_proj(states), self.k_proj(states), self.v_proj(states), self.num_heads, implementation,
+            self, self.q_proj(states), self.k_proj(states), self.v_proj(states), self.num_heads,
             self.head_dim**-0.5, self.config.attention_dropout if self.training else 0.0,
         )
         return self.out_proj(attended)
@@ -299,12 +297,11 @@ class CopyTransformerEncoder(nn.Module):
         self.layers = nn.ModuleList(EncoderLayer(config, index) for index in range(config.encoder_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
         if config.uses_bert:
+            # the model's attention choice reaches the frozen BERT too (as from_pretrained's attn_implementation)
+            bert_attention = encoder_attention(bert_config(config), config._attn_implementation, "the frozen BERT")
             self.bert = WindowedEncoder(
                 config.d_model,
-                # the model's attention choice reaches the frozen BERT too (as from_pretrained's attn_implementation)
-                AutoModel.from_config(
-                    bert_config(config), add_pooling_layer=False, attn_implementation=config._attn_implementation
-                ),
+                AutoModel.from_config(bert_config(config), add_pooling_layer=False, attn_implementation=bert_attention),
                 window=config.bert_window,
                 stride=config.bert_stride,
                 cls_token_id=config.cls_token_id,
@@ -453,8 +450,15 @@ class CopyTransformerPreTrainedModel(SummarizerMixin, PreTrainedModel):
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _supports_sdpa = True
-    attention_backends = ("eager", "sdpa")
+    attention_backends = ("eager", "sdpa", "blocked")
+    dense_attention_layers = "the decoder's attention and the encoder's layers above the convolutional ones"
     accepts_loss_kwargs = False
+
+    @property
+    def default_attention(self) -> str | None:
+        # convolutional layers: "blocked", whose memory is linear in the length (documents through windowed BERT are
+        # long); without them every layer is dense: transformers' choice
+        return "blocked" if self.config.convolution != "none" else None
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -29,7 +29,7 @@ from transformers.modeling_outputs import BaseModelOutput
 
 from ..configuration.configuration_hetformer import HetFormerConfig
 from ..configuration.summarizer_config import position_offset
-from .attention import get_sparse_attention_function
+from .attention import attention_forward
 from .attention_patterns import true_positions
 from .hetformer_graph import EntityPattern, HeterogeneousGraph, NodePattern, TokenWindowPattern
 from .pretrained_encoder import load_pretrained_encoder
@@ -92,8 +92,7 @@ class HetFormerSelfAttention(nn.Module):
         batch, length, _ = hidden_states.shape
         shape = (batch, length, self.num_heads, self.head_size)
         query, key, value = (projection(hidden_states).view(shape).transpose(1, 2) for projection in projections)
-        attention = get_sparse_attention_function(self.config._attn_implementation)
-        output, _ = attention(
+        output, _ = attention_forward(
             self, query, key, value, None,
             scaling=self.scaling, dropout=self.dropout if self.training else 0.0, attention_pattern=pattern,
         )
@@ -181,7 +180,7 @@ class HetFormerModel(HetFormerPreTrainedModel):
     def __init__(self, config: HetFormerConfig):
         super().__init__(config)
         # Built only to take its embeddings and layer sub-modules (the self-attention is replaced).
-        encoder = AutoModel.from_config(config.encoder_config, add_pooling_layer=False)
+        encoder = AutoModel.from_config(config.encoder_config, add_pooling_layer=False, attn_implementation="eager")
         self.embeddings = encoder.embeddings
         self.layer = nn.ModuleList(
             HetFormerLayer(config, index, layer) for index, layer in enumerate(encoder.encoder.layer)

@@ -39,6 +39,7 @@ Attention runs through `config._attn_implementation`: "blocked" (CPU training, l
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedModel
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -46,7 +47,7 @@ from transformers.utils import ModelOutput
 
 from ..configuration.configuration_etcsum import ETCSumConfig
 from ..configuration.configuration_stepwise_etcsum import StepwiseETCSumConfig, StepwiseETCSumPlannerConfig
-from .attention import get_sparse_attention_function
+from .attention import attention_forward
 from .attention_patterns import GlobalLocalPattern
 from .bert_blocks import (
     BertStyleAttention,
@@ -111,10 +112,9 @@ class ETCAttention(BertStyleAttention):
             self.relative_keys = RelativePositionKeys(vocab, self.num_heads, head_dim)
 
     def forward(self, states: torch.Tensor, pattern: GlobalLocalPattern) -> torch.Tensor:
-        attention = get_sparse_attention_function(self.config._attn_implementation)
         keys = self.relative_keys.weight if hasattr(self, "relative_keys") else None
         pattern = pattern.with_relative_tables(self.relative_bias.weight, keys)
-        attended, _ = attention(
+        attended, _ = attention_forward(
             self,
             self._heads(self.query(states)),
             self._heads(self.key(states)),
@@ -163,6 +163,10 @@ class LongEmbeddings(nn.Module):
             repeats = -(-self.position_embeddings.num_embeddings // table.shape[0])
             state["position_embeddings.weight"] = table.repeat(repeats, 1)[: self.position_embeddings.num_embeddings]
         self.load_state_dict({name: state[name] for name in self.state_dict()})
+
+
+# A sentence bound past every position: `searchsorted` counts no start of a sentence slot the document does not use.
+_PAST_EVERY_POSITION = torch.iinfo(torch.long).max
 
 
 @dataclass
@@ -271,56 +275,59 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
         Summary sentence k of a document with n sentences has sentence id n + k (its global token sits at global
         position n + k); the end token's id, n + len(summary), has no long token, so with hard g2l masking it reads
-        only global tokens.
+        only global tokens. Built by index arithmetic on the inputs' device: the one value read back per call is the
+        pair of padded widths (the rows' shape).
         """
         device = input_ids.device
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
-        lengths = attention_mask.long().sum(-1).tolist()
-        starts = cls_positions.tolist()
-        counts = sentence_mask.long().sum(-1).tolist()
-        span = self.config.max_sentence_tokens + 2
-        long_rows, global_rows = [], []
-        for row, document in enumerate(row_documents.tolist()):
-            count, length = counts[document], lengths[document]
-            bounds = starts[document][:count] + [length]
-            token_index = list(range(length))
-            sentence_ids = [s for s in range(count) for _ in range(bounds[s + 1] - bounds[s])]
-            types = [0] * length
-            summary = [chosen for chosen in summary_indices[row].tolist() if chosen >= 0]
-            for k, chosen in enumerate(summary):
-                stop = min(bounds[chosen + 1], bounds[chosen] + span)
-                token_index += range(bounds[chosen], stop)
-                sentence_ids += [count + k] * (stop - bounds[chosen])
-                types += [1] * (stop - bounds[chosen])
-            long_rows.append((document, token_index, sentence_ids, types))
-            global_types = [DOCUMENT_SENTENCE] * count + [SUMMARY_SENTENCE] * len(summary)
-            global_positions = list(range(count)) + list(range(len(summary)))
-            if end:
-                global_types.append(END_OF_SUMMARY)
-                global_positions.append(0)
-            global_rows.append((global_types, global_positions))
-        long_length = max(len(row[1]) for row in long_rows)
-        global_length = max(len(row[0]) for row in global_rows)
+        lengths = attention_mask.long().sum(-1)[row_documents, None]  # [rows, 1]
+        counts = sentence_mask.long().sum(-1)[row_documents, None]
+        # each row's sentence bounds: its sentences' starts, then the document's length, then past every position
+        slots = torch.arange(cls_positions.shape[1] + 1, device=device)
+        starts = F.pad(cls_positions[row_documents], (0, 1))
+        bounds = torch.where(slots < counts, starts, torch.where(slots == counts, lengths, _PAST_EVERY_POSITION))
+        # the summary's sentences in selection order (-1 padding moved last), and one empty segment so that a row
+        # without a summary still has one
+        chosen = F.pad(summary_indices, (0, 1), value=-1) >= 0
+        order = torch.argsort((~chosen).to(torch.int8), dim=-1, stable=True)
+        summary = F.pad(summary_indices, (0, 1), value=-1).gather(1, order).clamp(min=0)
+        chosen = chosen.gather(1, order)
+        summary_length = chosen.long().sum(-1, keepdim=True)
+        first = bounds.gather(1, summary)
+        sizes = (torch.minimum(bounds.gather(1, summary + 1), first + self.config.max_sentence_tokens + 2) - first)
+        sizes = sizes * chosen
+        ends = sizes.cumsum(-1)  # where each summary sentence's tokens end, counted after the document's
+        row_length = lengths + ends[:, -1:]
+        global_length = counts + summary_length + int(end)
+        long_width, global_width = torch.stack([row_length.max(), global_length.max()]).tolist()
 
-        def padded(values, width, fill):
-            return torch.tensor([v + [fill] * (width - len(v)) for v in values], dtype=torch.long, device=device)
+        position = torch.arange(long_width, device=device).repeat(len(row_documents), 1)  # contiguous: searchsorted
+        long_mask = position < row_length
+        in_document = position < lengths
+        offset = (position - lengths).clamp(min=0)  # position among the summary's tokens
+        segment = torch.searchsorted(ends, offset, right=True).clamp(max=ends.shape[1] - 1)
+        summary_index = first.gather(1, segment) + offset - (ends - sizes).gather(1, segment)
+        index = torch.where(in_document, position, torch.where(long_mask, summary_index, 0))
+        document_sentence = torch.searchsorted(bounds, position, right=True) - 1
+        sentence_ids = torch.where(in_document, document_sentence, counts + segment)
 
-        index = padded([row[1] for row in long_rows], long_length, 0)
-        long_mask = padded([[1] * len(row[1]) for row in long_rows], long_length, 0).bool()
-        documents = torch.tensor([row[0] for row in long_rows], device=device)
-        global_mask = padded([[1] * len(row[0]) for row in global_rows], global_length, 0).bool()
+        slot = torch.arange(global_width, device=device).expand(len(row_documents), -1)
+        global_mask = slot < global_length
+        in_summary = (slot >= counts) & (slot < counts + summary_length)
+        is_end = global_mask & (slot == counts + summary_length)
+        global_types = torch.where(in_summary, SUMMARY_SENTENCE, torch.where(is_end, END_OF_SUMMARY, DOCUMENT_SENTENCE))
         return _Rows(
-            input_ids=input_ids[documents[:, None], index] * long_mask,
-            position_ids=torch.arange(long_length, device=device).expand(len(long_rows), -1),
-            token_type_ids=padded([row[3] for row in long_rows], long_length, 0),
+            input_ids=input_ids[row_documents[:, None], index] * long_mask,
+            position_ids=torch.arange(long_width, device=device).expand(len(row_documents), -1),
+            token_type_ids=(long_mask & ~in_document).long(),
             long_mask=long_mask,
-            long_sentence_ids=padded([row[2] for row in long_rows], long_length, -1),
-            global_types=padded([row[0] for row in global_rows], global_length, DOCUMENT_SENTENCE),
-            global_positions=padded([row[1] for row in global_rows], global_length, 0),
+            long_sentence_ids=torch.where(long_mask, sentence_ids, -1),
+            global_types=global_types,
+            global_positions=torch.where(slot < counts, slot, torch.where(in_summary, slot - counts, 0)),
             global_mask=global_mask,
             # a global token's sentence id is its global position; padding gets -1
-            global_sentence_ids=torch.where(global_mask, torch.arange(global_length, device=device), -1),
+            global_sentence_ids=torch.where(global_mask, slot, -1),
             end_index=global_mask.long().sum(-1) - 1 if end else None,
         )
 

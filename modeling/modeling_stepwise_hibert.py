@@ -172,7 +172,9 @@ class HiBertPreTrainedModel(SummarizerMixin, PreTrainedModel):
         self.sentence_encoder = AutoModel.from_config(
             sentence_config,
             add_pooling_layer=False,
-            attn_implementation=encoder_attention(sentence_config, config._attn_implementation),
+            attn_implementation=encoder_attention(
+                sentence_config, config._attn_implementation, f"{type(self).__name__}.sentence_encoder"
+            ),
         )
         self.document_layers = nn.ModuleList(
             HiBertDocumentLayer(encoder_config, stepwise, config) for _ in range(config.document_layers)

@@ -119,6 +119,7 @@ class WikiSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
     _supports_sdpa = True
     _supports_flex_attn = True
     attention_backends = ("eager", "sdpa", "flex_attention", "blocked")
+    dense_attention_layers = "decoding steps that continue from a cache"
     # `forward` returns a mean loss and takes **kwargs only to ignore Trainer's extras
     accepts_loss_kwargs = False
 

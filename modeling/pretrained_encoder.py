@@ -11,6 +11,8 @@ from pathlib import Path
 
 from transformers.utils import logging
 
+logger = logging.get_logger(__name__)
+
 DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 # Names that resolve to the bundled copy of the default encoder.
 _BUNDLED_ALIASES = {None, "", "minilm", "bundled", DEFAULT_ENCODER, "all-MiniLM-L6-v2"}
@@ -85,17 +87,26 @@ def quiet_loading():
             logging.enable_progress_bar()
 
 
-def encoder_attention(encoder_config, wanted: str | None) -> str | None:
-    """The attention back end an encoder built from `encoder_config` runs: `wanted` where its transformers class
-    supports it, else "eager" (MPNet, say, has no SDPA path in transformers)."""
+# The class flag that says a transformers model runs a back end; sumformers' own "blocked" maps to SDPA there.
+_SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "blocked": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
+                  "flex_attention": "_supports_flex_attn"}
+
+
+def encoder_attention(encoder_config, wanted: str | None, layer: str) -> str | None:
+    """The attention back end a transformers encoder built from `encoder_config` (inside a summarizer, where it is
+    `layer`) runs for the model's `wanted` one: `wanted` where its class supports it, else the closest it has ("sdpa"
+    for sumformers' own "blocked" where it supports SDPA, else "eager": MPNet, say, has no SDPA path), with a one-line
+    warning naming the layer and what it runs instead."""
     from transformers import MODEL_MAPPING
 
     encoder_class = MODEL_MAPPING.get(type(encoder_config), None)
-    supported = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
-                 "flex_attention": "_supports_flex_attn"}.get(wanted)
-    if encoder_class is None or supported is None or getattr(encoder_class, supported, False):
+    if encoder_class is None or wanted not in _SUPPORT_FLAGS:
         return wanted
-    return "eager"
+    if wanted != "blocked" and getattr(encoder_class, _SUPPORT_FLAGS[wanted], False):
+        return wanted
+    fallback = "sdpa" if getattr(encoder_class, _SUPPORT_FLAGS[wanted], False) else "eager"
+    logger.warning_once(f"{layer} ({encoder_class.__name__}) runs {fallback!r} for attn_implementation={wanted!r}")
+    return fallback
 
 
 def load_pretrained_encoder(name_or_path: str | None, **kwargs):

@@ -11,11 +11,13 @@ encoder, loads the adapter and its decoding settings and merges it; a folder or 
 
 
 import torch
-from transformers import GenerationConfig
+from transformers import GenerationConfig, PreTrainedModel
 from transformers.generation.utils import ALL_CACHE_NAMES
-from transformers.utils import cached_file
+from transformers.utils import cached_file, logging
 
-from .pretrained_encoder import quiet_loading
+from .pretrained_encoder import encoder_attention, quiet_loading
+
+logger = logging.get_logger(__name__)
 
 ADAPTER_CONFIG = "adapter_config.json"
 FULL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
@@ -72,10 +74,14 @@ class SummarizerMixin:
     - `reads_multiple_documents`: one input may be several documents (`{"documents": [...]}`);
     - `attention_backends`: the `attn_implementation` values the model runs (with transformers' `_supports_sdpa` and
       `_supports_flex_attn` set to match); any other is refused when the model is made (`from_pretrained`,
-      `from_config`, the constructor), since a name transformers knows (sumformers registers "blocked" for its sparse
-      attention) would otherwise be accepted and fail in `forward`;
+      `from_config`, the constructor) or switched (`set_attn_implementation`), since a name transformers knows would
+      otherwise be accepted and fail in `forward`. "blocked" (`attention.py`) is accepted here only: transformers'
+      own models refuse it;
     - `default_attention`: the back end used when none is asked for (None: transformers' choice, "sdpa" where the
-      model sets `_supports_sdpa`, else "eager").
+      model sets `_supports_sdpa`, else "eager");
+    - `dense_attention_layers`: where a model that runs "blocked" or "flex_attention" has layers without a sparse
+      pattern (which run SDPA for those back ends, `attention.attention_forward`), what they are: a one-line
+      warning names them when the model is made with such a back end.
 
     Code reads the first three from a model instance (`model.new_modules`), so that a class whose contract depends on
     its config defines them as properties instead (WikiSum: a decoder started from the encoder is pretrained and
@@ -90,6 +96,7 @@ class SummarizerMixin:
     reads_multiple_documents = False
     attention_backends: tuple[str, ...] = ("eager",)
     default_attention: str | None = None
+    dense_attention_layers: str | None = None
 
     def get_correct_attn_implementation(self, requested_attention: str | None, is_init_check: bool = False) -> str:
         # transformers' own hook, called wherever a back end is chosen (construction, `from_pretrained`,
@@ -101,7 +108,28 @@ class SummarizerMixin:
             raise ValueError(
                 f"{type(self).__name__} does not run attn_implementation={requested_attention!r}: it runs {supported}"
             )
-        return super().get_correct_attn_implementation(requested_attention, is_init_check)
+        if requested_attention == "blocked":  # ours alone: transformers' table does not hold it
+            chosen = requested_attention
+        else:
+            chosen = super().get_correct_attn_implementation(requested_attention, is_init_check)
+        if chosen in ("blocked", "flex_attention") and self.dense_attention_layers:
+            logger.warning_once(
+                f"{type(self).__name__}: {self.dense_attention_layers} run 'sdpa' for attn_implementation={chosen!r} "
+                "(dense attention has no sparse layout)"
+            )
+        return chosen
+
+    def set_attn_implementation(self, attn_implementation, allow_all_kernels: bool = False):
+        """transformers' switch, with the choice checked by `get_correct_attn_implementation` and each transformers
+        model inside (a pretrained encoder) given the closest back end it runs (`encoder_attention`, which warns)."""
+        if not isinstance(attn_implementation, str):
+            return super().set_attn_implementation(attn_implementation, allow_all_kernels)
+        chosen = self._check_and_adjust_attn_implementation(attn_implementation, allow_all_kernels=allow_all_kernels)
+        self.config._attn_implementation = chosen
+        for name, module in self.named_modules():
+            if isinstance(module, PreTrainedModel) and not isinstance(module, SummarizerMixin):
+                layer = f"{type(self).__name__}.{name}"
+                module.set_attn_implementation(encoder_attention(module.config, chosen, layer))
 
     @classmethod
     def _can_set_attn_implementation(cls) -> bool:

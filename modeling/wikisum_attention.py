@@ -1,19 +1,20 @@
 """WikiSum's causal self-attention: one of three types per layer (see `modeling_wikisum`'s docstring), the padding
 and causal masks every layer of a forward shares (`AttentionContext`), and the memory-compressed layers' null slot.
 
-A forward that starts at position 0 runs the sparse back ends (`attention.get_sparse_attention_function`); one that
-continues from a cache evaluates the same mask functions on the new queries' absolute positions, so both paths see
-exactly the same keys."""
+Every layer runs `attention.attention_forward` on the model's back end. A forward that starts at position 0 gives it
+the layer's pattern (full layers a `CausalPattern`); one that continues from a cache evaluates the same mask
+functions on the new queries' absolute positions and gives it that dense mask (its few query rows have no layout to
+skip: "blocked" and "flex_attention" run SDPA there), so both paths see exactly the same keys."""
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..configuration.configuration_wikisum import WikiSumConfig
-from .attention import eager_attention, get_sparse_attention_function
-from .attention_patterns import BlockLocalCausalPattern, MemoryCompressedCausalPattern
+from .attention import attention_forward
+from .attention_patterns import BlockLocalCausalPattern, CausalPattern, MemoryCompressedCausalPattern
 
 
 @dataclass
@@ -33,6 +34,11 @@ class AttentionContext:
     def query_positions(self) -> torch.Tensor:
         return torch.arange(self.past_length, self.valid.shape[1], device=self.valid.device)
 
+    @cached_property
+    def full_pattern(self) -> CausalPattern:
+        """The full layers' pattern over a forward that starts at position 0 (built once, shared by them)."""
+        return CausalPattern(self.valid)
+
 
 def _evaluate_mask(pattern, batch_size: int, query_positions: torch.Tensor, key_indices: torch.Tensor) -> torch.Tensor:
     """A pattern's mask function at absolute query positions and key indices -> [batch, 1, queries, keys]."""
@@ -45,20 +51,6 @@ def _evaluate_mask(pattern, batch_size: int, query_positions: torch.Tensor, key_
 def _full_causal_mask(valid: torch.Tensor, query_positions: torch.Tensor, key_positions: torch.Tensor) -> torch.Tensor:
     causal = key_positions.view(1, 1, 1, -1) <= query_positions.view(1, 1, -1, 1)
     return causal & valid[:, None, query_positions, None] & valid[:, None, None, key_positions]
-
-
-def masked_attention(query, key, value, mask, scaling, dropout_p=0.0, materialize=False):
-    """Attention under a boolean mask [batch, 1, queries, keys]; rows without a visible key give zeros.
-
-    ``materialize`` computes the score matrix explicitly (the ``eager`` reference); otherwise SDPA is used.
-    """
-    if materialize:
-        return eager_attention(query, key, value, scaling, mask, dropout_p=dropout_p)[0]
-    has_key = mask.any(dim=-1, keepdim=True)
-    output = F.scaled_dot_product_attention(
-        query, key, value, attn_mask=mask | ~has_key, dropout_p=dropout_p, scale=scaling
-    )
-    return output.masked_fill(~has_key, 0.0)
 
 
 class WikiSumNullSlot(nn.Module):
@@ -120,7 +112,6 @@ class WikiSumAttention(nn.Module):
         query = self._heads(self.q_proj(hidden_states))
         keys, values = self.k_proj(hidden_states), self.v_proj(hidden_states)
         dropout = self.config.attention_dropout if self.training else 0.0
-        implementation = self.config._attn_implementation
         from_start = context.past_length == 0
 
         if self.layer_type == "compressed":
@@ -145,26 +136,18 @@ class WikiSumAttention(nn.Module):
             pattern = context.local_pattern if self.layer_type == "local" else None
             key_indices = torch.arange(first_key, first_key + keys.shape[2], device=keys.device)
 
-        if self.layer_type == "full":
-            if from_start and implementation != "eager" and bool(context.valid.all()):
-                output = F.scaled_dot_product_attention(
-                    query, keys, values, is_causal=True, dropout_p=dropout, scale=self.scaling
-                )
-            else:
-                mask = _full_causal_mask(context.valid, context.query_positions(), key_indices)
-                output = masked_attention(
-                    query, keys, values, mask, self.scaling, dropout, materialize=implementation == "eager"
-                )
-        elif from_start:
-            attention = get_sparse_attention_function(implementation)
-            output, _ = attention(
-                self, query, keys, values, None, scaling=self.scaling, dropout=dropout, attention_pattern=pattern
+        if from_start:
+            pattern = context.full_pattern if self.layer_type == "full" else pattern
+            output, _ = attention_forward(
+                self, query, keys, values, scaling=self.scaling, dropout=dropout, attention_pattern=pattern
             )
-            output = output.transpose(1, 2)
         else:
-            mask = _evaluate_mask(pattern, batch, context.query_positions(), key_indices)
-            output = masked_attention(query, keys, values, mask, self.scaling, dropout)
-        return self.o_proj(output.transpose(1, 2).reshape(batch, length, -1))
+            if self.layer_type == "full":
+                mask = _full_causal_mask(context.valid, context.query_positions(), key_indices)
+            else:
+                mask = _evaluate_mask(pattern, batch, context.query_positions(), key_indices)
+            output, _ = attention_forward(self, query, keys, values, mask, scaling=self.scaling, dropout=dropout)
+        return self.o_proj(output.reshape(batch, length, -1))
 
     @torch.no_grad()
     def start_compression_as_averages(self) -> None:
@@ -180,4 +163,4 @@ class WikiSumAttention(nn.Module):
         self.null_slot.value.zero_()
 
 
-__all__ = ["AttentionContext", "WikiSumAttention", "WikiSumNullSlot", "masked_attention"]
+__all__ = ["AttentionContext", "WikiSumAttention", "WikiSumNullSlot"]

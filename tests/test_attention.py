@@ -13,15 +13,17 @@ from transformers import LongformerConfig, PretrainedConfig, PreTrainedModel  # 
 from transformers.models.longformer.modeling_longformer import LongformerSelfAttention  # noqa: E402
 
 from sumformers.modeling import attention  # noqa: E402
-from sumformers.modeling.attention import get_sparse_attention_function, sparse_attention  # noqa: E402
+from sumformers.modeling.attention import attention_forward, sparse_attention  # noqa: E402
 from sumformers.modeling.attention_patterns import (  # noqa: E402
     BlockLocalCausalPattern,
+    CausalPattern,
     GlobalLocalPattern,
     MemoryCompressedCausalPattern,
     SlidingWindowPattern,
 )
 from sumformers.modeling.convolutional_attention import ConvolutionalPattern  # noqa: E402
 from sumformers.modeling.hetformer_graph import HeterogeneousGraph  # noqa: E402
+from sumformers.modeling.summarizer_mixin import SummarizerMixin  # noqa: E402
 
 TOL = 1e-5
 # One batch/head/length bucket for every FlexAttention call below, so each pattern compiles once.
@@ -257,6 +259,7 @@ def test_memory_compressed_mask_by_hand():
 @pytest.mark.parametrize("length", [1, 7, 50])
 def test_causal_patterns_never_see_the_future(length):
     q = torch.arange(length)[:, None]
+    assert torch.equal(CausalPattern(torch.ones(1, length)).dense_mask()[0, 0], torch.ones(length, length).tril() > 0)
     local = BlockLocalCausalPattern(torch.ones(1, length), block_size=4).dense_mask()[0, 0]
     assert not local[torch.arange(length)[None, :] > q].any()
     compressed = MemoryCompressedCausalPattern(torch.ones(1, length)).dense_mask()[0, 0]
@@ -299,9 +302,11 @@ def _etc(valid, with_bias, with_keys=False, **masking):
     table = keys = None
     rows = GlobalLocalPattern.relative_vocab_size(4)
     if with_bias:
-        table = torch.randn(rows, HEADS, generator=torch.Generator().manual_seed(3)).requires_grad_()
+        table = torch.randn(rows, HEADS, generator=torch.Generator().manual_seed(3), device="cpu")
+        table = table.to(valid.device).requires_grad_()
     if with_keys:  # relative keys on the scale of the keys
-        keys = torch.randn(rows, HEADS, HEAD_DIM, generator=torch.Generator().manual_seed(4)).requires_grad_()
+        keys = torch.randn(rows, HEADS, HEAD_DIM, generator=torch.Generator().manual_seed(4), device="cpu")
+        keys = keys.to(valid.device).requires_grad_()
     pattern = GlobalLocalPattern(
         long_sentences,
         global_sentences,
@@ -336,6 +341,7 @@ PATTERNS = {
     "het_token_window": lambda valid: (_graph(valid).token_window(20), ()),
     "het_nodes": lambda valid: (_graph(valid).nodes(), ()),
     "het_entities": lambda valid: (_graph(valid).entities(), ()),
+    "causal": lambda valid: (CausalPattern(valid), ()),
     "block_local_causal": lambda valid: (BlockLocalCausalPattern(valid, block_size=32), ()),
     "memory_compressed": lambda valid: (MemoryCompressedCausalPattern(valid), ()),
     # 2D: the heads folded into the sequence (LENGTH * num_heads slots)
@@ -363,7 +369,7 @@ def _run(implementation, q, k, v, pattern):
 @pytest.fixture(autouse=True)
 def small_prefix_chunks(monkeypatch):
     # several query chunks even at test lengths, so the chunk boundaries of the causal-prefix path are exercised
-    monkeypatch.setattr(attention, "_PREFIX_QUERY_CHUNK", 48)
+    monkeypatch.setattr(attention, "PREFIX_QUERY_CHUNK", 48)
 
 
 # Each pattern kind compiles its own FlexAttention kernel (about 5-10 s each on a cold inductor cache, 30 s for
@@ -409,7 +415,7 @@ def test_gradients_match_eager(name):
 def test_eager_weights_are_zero_outside_the_mask(name):
     pattern, _ = PATTERNS[name](_valid())
     q, k, v = _inputs(pattern)
-    _, weights = attention._eager_attention(q, k, v, pattern, HEAD_DIM**-0.5, 0.0)
+    _, weights = attention._eager_pattern_attention(q, k, v, pattern, HEAD_DIM**-0.5, 0.0)
     assert torch.all(weights.masked_select(~pattern.dense_mask()) == 0)
 
 
@@ -503,7 +509,7 @@ def test_flex_with_full_tiles_matches_eager():
 
 def test_blocked_backend_with_many_small_blocks_matches_eager(monkeypatch):
     # unmerged band blocks (8 positions each, 25 of them) exercise the look-around at every block boundary
-    monkeypatch.setattr(attention, "_MIN_QUERY_BLOCK", 1)
+    monkeypatch.setattr(attention, "MIN_QUERY_BLOCK", 1)
     pattern, _ = _window_global(_valid())
     q, k, v = _inputs(pattern)
     expected = sparse_attention(q, k, v, pattern, "eager")
@@ -733,12 +739,13 @@ class TinyWindowConfig(PretrainedConfig):
         self.hidden_size, self.num_attention_heads, self.window = hidden_size, num_attention_heads, window
 
 
-class TinyWindowModel(PreTrainedModel):
-    """One sliding-window self-attention layer that looks its backend up like our architectures do."""
+class TinyWindowModel(SummarizerMixin, PreTrainedModel):
+    """One sliding-window self-attention layer that runs its attention like our architectures do."""
 
     config_class = TinyWindowConfig
     _supports_sdpa = True
     _supports_flex_attn = True
+    attention_backends = ("eager", "sdpa", "flex_attention", "blocked")
 
     def __init__(self, config):
         super().__init__(config)
@@ -749,9 +756,8 @@ class TinyWindowModel(PreTrainedModel):
         batch, length, _ = hidden_states.shape
         heads = self.config.num_attention_heads
         q, k, v = self.qkv(hidden_states).view(batch, length, 3, heads, -1).permute(2, 0, 3, 1, 4)
-        attention_function = get_sparse_attention_function(self.config._attn_implementation)
-        output, _ = attention_function(
-            self, q, k, v, None, dropout=0.0, attention_pattern=SlidingWindowPattern(self.config.window, attention_mask)
+        output, _ = attention_forward(
+            self, q, k, v, dropout=0.0, attention_pattern=SlidingWindowPattern(self.config.window, attention_mask)
         )
         return output.flatten(2)
 
@@ -784,12 +790,87 @@ def test_from_pretrained_accepts_the_registered_blocked_backend(tmp_path):
 def test_unknown_attn_implementations_are_rejected():
     with pytest.raises(ValueError):
         TinyWindowModel._from_config(TinyWindowConfig(), attn_implementation="no_such_backend")
-    with pytest.raises(ValueError, match="supports attn_implementation"):
-        get_sparse_attention_function("flash_attention_2")
-    # "blocked" is registered globally, but transformers' own models cannot use it without a pattern
-    from transformers import AttentionInterface
-
-    blocked = AttentionInterface()["blocked"]
+    model = TinyWindowModel._from_config(TinyWindowConfig(), attn_implementation="sdpa")
+    with pytest.raises(ValueError, match="does not run attn_implementation='flash_attention_2'"):
+        model.set_attn_implementation("flash_attention_2")
+    model.config._attn_implementation_internal = "flash_attention_2"  # written past the checks
     q = torch.randn(1, 2, 4, 8)
-    with pytest.raises(ValueError, match="attention_pattern"):
-        blocked(None, q, q, q, None)
+    with pytest.raises(ValueError, match="runs attn_implementation in"):
+        attention_forward(model, q, q, q, attention_pattern=SlidingWindowPattern(4, torch.ones(1, 4)))
+
+
+def test_set_attn_implementation_switches_the_backend():
+    torch.manual_seed(0)
+    model = TinyWindowModel._from_config(TinyWindowConfig(), attn_implementation="eager").eval()
+    hidden_states, attention_mask = torch.randn(BATCH, LENGTH, HEADS * HEAD_DIM), _valid()
+    with torch.no_grad():
+        expected = model(hidden_states, attention_mask)
+        model.set_attn_implementation("blocked")
+        assert model.config._attn_implementation == "blocked"
+        assert (model(hidden_states, attention_mask) - expected).abs().max() <= TOL
+
+
+@pytest.mark.parametrize("implementation", ["blocked", "no_such_backend"])
+def test_transformers_models_refuse_blocked(implementation):
+    """Only the package's models run "blocked": importing sumformers must not make transformers' own models accept a
+    name they would then fail on in `forward`."""
+    from transformers import AttentionInterface, BertConfig, BertModel
+
+    import sumformers  # noqa: F401  (everything the package registers)
+
+    assert "blocked" not in AttentionInterface().valid_keys()
+    config = BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    with pytest.raises(ValueError, match="is not supported"):
+        BertModel._from_config(config, attn_implementation=implementation)
+    with pytest.raises(ValueError, match="is not supported"):
+        BertModel(BertConfig(**config.to_dict(), attn_implementation=implementation))
+    with pytest.raises(ValueError, match="is not supported"):
+        BertModel(config).set_attn_implementation(implementation)
+
+
+def test_window_block_mask_is_built_without_reading_positions_back(monkeypatch):
+    """The sliding window's BlockMask comes from its global flags: building it never counts the global positions
+    (`_positions`, whose width is read back from the device), and it equals the one built from those positions."""
+    from sumformers.modeling import attention_patterns
+
+    pattern, _ = _window_global(_valid())
+    from_positions = attention_patterns._block_mask_from_layout(_PositionsOnly(pattern))
+
+    def refuse(flags):
+        raise AssertionError("positions counted while building the BlockMask")
+
+    monkeypatch.setattr(attention_patterns, "_positions", refuse)
+    fresh, _ = _window_global(_valid())
+    from_flags = fresh.flex_block_mask()
+    for got, expected in zip(from_flags.as_tuple()[2:6], from_positions.as_tuple()[2:6]):
+        assert torch.equal(got, expected)
+
+
+class _PositionsOnly:
+    """A pattern seen without its flags: the BlockMask builder reads the layout's positions."""
+
+    def __init__(self, pattern):
+        self._pattern = pattern
+
+    def __getattr__(self, name):
+        return getattr(self._pattern, name)
+
+    def block_flags(self):
+        return {}
+
+    def flex_layout(self):
+        return self._pattern.layout()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="FlexAttention's CUDA kernel needs a CUDA GPU")
+@pytest.mark.parametrize("name", PATTERNS)
+def test_flex_on_cuda_matches_eager(name):
+    """Every pattern through flex on the GPU against the eager reference on the CPU (float32)."""
+    pattern, _ = PATTERNS[name](_valid())
+    q, k, v = _inputs(pattern)
+    expected = sparse_attention(q, k, v, pattern, "eager")
+    with torch.device("cuda"):  # every tensor the pattern's builder makes, on the GPU
+        on_gpu, _ = PATTERNS[name](_valid())
+    with torch.no_grad():
+        got = sparse_attention(q.cuda(), k.cuda(), v.cuda(), on_gpu, "flex_attention").cpu()
+    assert (got - expected).abs().max() <= 1e-4

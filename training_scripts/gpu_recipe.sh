@@ -17,7 +17,8 @@
 #    slot); the oracle-order model stays in the archive as final-oracle-order.
 # SEED (default 42) names the run when another seed is asked for (`<run>-seed<N>`), so that windows add seeds.
 # Optional: the Stepwise ETCSum content planner for Rotowire (PLANNER_STEPS > 0) and, first, ATTENTION_SECONDS of
-# benchmarks/attention.py --device cuda.
+# benchmarks/attention.py --device cuda (alone it is one call: `python3 benchmarks/attention.py --device cuda`,
+# its CPU dry run `python benchmarks/attention.py --device cpu --tiny --output-dir /tmp/attention`).
 # The machine reaches no registry. Here, first (the features: 19 minutes on two cores):
 #   python training_scripts/train_stepwise.py --model_type stepwise_hibert --train_file \
 #       ../shared/data/cnn_dailymail/train_large.jsonl.gz --config_overrides "$(cat training_scripts/gpu_recipe.json)" \
@@ -140,8 +141,9 @@ extractive() {  # extractive MODEL_TYPE: train it on the carried features, then 
 
 if [ "$DEVICE" = cuda ] && [ "$ATTENTION_SECONDS" -gt 0 ]; then
     # the kernels' timings first, while the trainings below only load their features
-    (timeout "$ATTENTION_SECONDS" python3 benchmarks/attention.py --device cuda --lengths 16384 65536 --rounds 1 \
-        --timeout 40 --output-dir "$RESULTS" > "$RESULTS/log_attention.txt" 2>&1) &
+    # the kernel table (mask build and kernel apart, 4k/16k/64k tokens): attention_cuda.md in the results
+    (timeout "$ATTENTION_SECONDS" python3 benchmarks/attention.py --device cuda --output-dir "$RESULTS" \
+        > "$RESULTS/log_attention.txt" 2>&1) &
     attention=$!
 fi
 runs=()

@@ -189,16 +189,16 @@ def test_the_inter_sentence_layers_equal_torch_transformer_layers_on_the_same_we
         expected = ours.norm(states) * mask.unsqueeze(-1)
         torch.testing.assert_close(ours(vectors, mask), expected, rtol=0, atol=1e-5)
     # and the back end asked for is the one that runs: the eager reference once per layer, under "eager" only
-    from sumformers.modeling import bert_blocks
-    from sumformers.modeling.decoder_attention import eager_attention
+    from sumformers.modeling import attention
 
     calls = []
+    eager_attention_forward = attention.eager_attention_forward
 
     def counted(*args, **kwargs):
         calls.append(1)
-        return eager_attention(*args, **kwargs)
+        return eager_attention_forward(*args, **kwargs)
 
-    monkeypatch.setattr(bert_blocks, "eager_attention", counted)
+    monkeypatch.setattr(attention, "eager_attention_forward", counted)
     with torch.no_grad():
         ours(vectors, mask)
     assert len(calls) == (config.inter_sentence_layers if attn_implementation == "eager" else 0)

@@ -24,7 +24,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
-from transformers import AutoConfig, pipeline  # noqa: E402
+from transformers import AutoConfig, PreTrainedModel, pipeline  # noqa: E402
 from transformers.dynamic_module_utils import get_class_from_dynamic_module  # noqa: E402
 from transformers.modeling_layers import GradientCheckpointingLayer  # noqa: E402
 
@@ -33,6 +33,7 @@ from sumformers import ARCHITECTURES  # noqa: E402
 from sumformers.hub import export_model  # noqa: E402
 from sumformers.modeling.attention import ATTENTION_IMPLEMENTATIONS  # noqa: E402
 from sumformers.modeling.modeling_bertsumabs import decoder_inputs_from_labels  # noqa: E402
+from sumformers.modeling.summarizer_mixin import SummarizerMixin  # noqa: E402
 from sumformers.processing.sentence_layout import collate_sentence_batch, encode_sentences  # noqa: E402
 from sumformers.training import ModelArguments, apply_lora  # noqa: E402
 
@@ -345,17 +346,19 @@ class ModelTesterMixin:
         model = self.load(context, dtype=torch.float32, attn_implementation=implementation)
         switched = copy.deepcopy(eager)
         switched.set_attn_implementation(implementation)
-        # The choice reaches every sub-module that reads it (BERTSum's encoder has a config of its own), eager's too.
+        # The choice reaches every sub-module that reads it (BERTSum's encoder has a config of its own), eager's too;
+        # a transformers encoder inside runs SDPA for sumformers' own "blocked" (and says so at load)
         for loaded, wanted in ((model, implementation), (eager, "eager"), (switched, implementation)):
             assert backends_of(loaded) == {wanted}
+            assert backends_of(loaded, transformers_encoders=True) <= {"sdpa" if wanted == "blocked" else wanted}
         expected = self.outputs(eager, context.batch, context.rows)
         self.assert_rows_close(self.outputs(model, context.batch, context.rows), expected, **FLOAT32)
         self.assert_rows_close(self.outputs(switched, context.batch, context.rows), expected, **FLOAT32)
 
     def test_other_attention_backends_are_refused_at_load(self, context):
-        """A back end the class does not declare (one transformers knows, or sumformers' "blocked", registered for
-        every model) is refused by `from_pretrained` and `from_config` in one line naming the declared ones, instead of
-        loading and failing in `forward`."""
+        """A back end the class does not declare (one transformers knows, or sumformers' "blocked", which every
+        sumformers model's checks know) is refused by `from_pretrained` and `from_config` in one line naming the
+        declared ones, instead of loading and failing in `forward`."""
         declared = self.model_class.attention_backends
         assert "eager" in declared and set(declared) <= set(ATTENTION_IMPLEMENTATIONS)
         # transformers reads its own flags for its checks: they say the same
@@ -603,9 +606,20 @@ class ModelTesterMixin:
         assert reads_several == cls.reads_multiple_documents
 
 
-def backends_of(model) -> set[str]:
-    """The attention back ends the model's modules would run: every module's `config._attn_implementation`."""
-    return {module.config._attn_implementation for module in model.modules() if hasattr(module, "config")}
+def backends_of(model, transformers_encoders: bool = False) -> set[str]:
+    """The attention back ends the model's modules would run: every module's `config._attn_implementation`, those
+    inside the transformers models it holds (a pretrained encoder) apart."""
+    inside = {
+        id(inner)
+        for module in model.modules()
+        if isinstance(module, PreTrainedModel) and not isinstance(module, SummarizerMixin)
+        for inner in module.modules()
+    }
+    return {
+        module.config._attn_implementation
+        for module in model.modules()
+        if hasattr(module, "config") and (id(module) in inside) == transformers_encoders
+    }
 
 
 def settings_of(config) -> dict:

@@ -332,3 +332,81 @@ def test_exported_repo_gives_the_in_package_beam_without_sumformers(encoder_fold
     expected = beam_in_package(checkpoint)
     assert remote["result"]["selection_order"] == expected["selection_order"]
     assert remote["result"]["score"] == pytest.approx(expected["score"], abs=1e-4)
+
+
+def literal_layout(input_ids, attention_mask, cls_positions, sentence_mask, summary_indices, row_documents, end, span):
+    """The step rows written out row by row with Python lists (how `_layout` built them before it worked on tensors):
+    each row's document tokens, then each chosen sentence's first `span` tokens; one global token per document
+    sentence, per summary sentence and (with `end`) the end."""
+    lengths, starts = attention_mask.sum(-1).tolist(), cls_positions.tolist()
+    counts = sentence_mask.long().sum(-1).tolist()
+    rows = []
+    for row, document in enumerate(row_documents.tolist()):
+        count, length = counts[document], lengths[document]
+        bounds = starts[document][:count] + [length]
+        index, sentence_ids, types = list(range(length)), [], [0] * length
+        for s in range(count):
+            sentence_ids += [s] * (bounds[s + 1] - bounds[s])
+        summary = [chosen for chosen in summary_indices[row].tolist() if chosen >= 0]
+        for k, chosen in enumerate(summary):
+            stop = min(bounds[chosen + 1], bounds[chosen] + span)
+            index += range(bounds[chosen], stop)
+            sentence_ids += [count + k] * (stop - bounds[chosen])
+            types += [1] * (stop - bounds[chosen])
+        global_types = [DOCUMENT_SENTENCE] * count + [SUMMARY_SENTENCE] * len(summary) + [END_OF_SUMMARY] * end
+        global_positions = list(range(count)) + list(range(len(summary))) + [0] * end
+        rows.append((document, index, sentence_ids, types, global_types, global_positions))
+    long_width, global_width = max(len(r[1]) for r in rows), max(len(r[4]) for r in rows)
+
+    def padded(position, width, fill):
+        return torch.tensor([r[position] + [fill] * (width - len(r[position])) for r in rows])
+
+    index = padded(1, long_width, 0)
+    long_mask = torch.tensor([[i < len(r[1]) for i in range(long_width)] for r in rows])
+    global_mask = torch.tensor([[i < len(r[4]) for i in range(global_width)] for r in rows])
+    return {
+        "input_ids": input_ids[torch.tensor([r[0] for r in rows])[:, None], index] * long_mask,
+        "long_mask": long_mask,
+        "long_sentence_ids": padded(2, long_width, -1),
+        "token_type_ids": padded(3, long_width, 0),
+        "global_types": padded(4, global_width, DOCUMENT_SENTENCE),
+        "global_positions": padded(5, global_width, 0),
+        "global_mask": global_mask,
+        "global_sentence_ids": torch.where(global_mask, torch.arange(global_width), -1),
+        "end_index": global_mask.long().sum(-1) - 1 if end else None,
+    }
+
+
+@pytest.mark.parametrize("end", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_step_rows_built_on_tensors_equal_the_rows_written_out(seed, end):
+    """The step rows (`_layout`, built by index arithmetic without reading the inputs back to Python) equal the rows
+    written out with lists, over random documents, padding, sentence counts and partial summaries (with -1 slots
+    between chosen sentences too, and rows without a summary)."""
+    model = tiny_model()
+    generator = torch.Generator().manual_seed(seed)
+    documents, slots, steps = 3, 8, 4
+    sentence_lengths = torch.randint(1, 15, (documents, slots), generator=generator)
+    counts = torch.randint(1, slots + 1, (documents,), generator=generator)
+    sentence_mask = torch.arange(slots) < counts[:, None]
+    sentence_lengths = sentence_lengths * sentence_mask
+    cls_positions = torch.cumsum(sentence_lengths, -1) - sentence_lengths  # padding slots repeat the length
+    lengths = sentence_lengths.sum(-1)
+    width = int(lengths.max()) + int(torch.randint(0, 5, (), generator=generator))
+    attention_mask = (torch.arange(width) < lengths[:, None]).long()
+    input_ids = torch.randint(1000, 2000, (documents, width), generator=generator) * attention_mask
+    row_documents = torch.randint(0, documents, (7,), generator=generator)
+    summary_indices = torch.full((7, steps), -1)
+    for row, document in enumerate(row_documents.tolist()):
+        size = int(torch.randint(0, steps, (), generator=generator))
+        taken = torch.randperm(int(counts[document]), generator=generator)[:size]
+        summary_indices[row, : len(taken)] = taken
+    summary_indices[0] = -1  # a row without a summary
+    summary_indices[1, 0], summary_indices[1, 2] = -1, 0  # a padding slot before a chosen sentence
+    arguments = (input_ids, attention_mask, cls_positions, sentence_mask, summary_indices, row_documents, end)
+    rows = model._layout(*arguments)
+    expected = literal_layout(*arguments, span=model.config.max_sentence_tokens + 2)
+    for name, tensor in expected.items():
+        got = getattr(rows, name)
+        assert (got is None and tensor is None) or torch.equal(got, tensor), name
+    assert torch.equal(rows.position_ids, torch.arange(rows.input_ids.shape[1]).expand(7, -1))

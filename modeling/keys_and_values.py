@@ -1,20 +1,9 @@
-"""What the encoder-decoders' attention layers share (BertSumAbs and its family, the CopyTransformer): the eager
-reference attention in the form transformers' `ALL_ATTENTION_FUNCTIONS` calls, and the keys and values of a decoder
-attention read through an `EncoderDecoderCache` (self-attention appends, cross-attention projects the encoder states
-once per generation)."""
+"""The per-head keys and values of the encoder-decoders' attention layers (BertSumAbs and its family, the
+CopyTransformer), read through an `EncoderDecoderCache`: self-attention appends, cross-attention projects the encoder
+states once per generation."""
 
 import torch
 from torch import nn
-
-from .attention import eager_attention as reference_attention
-
-
-def eager_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """`attention.eager_attention`, the reference, in transformers' attention-function form (what
-    `ALL_ATTENTION_FUNCTIONS.get_interface` falls back to): `attention_mask` additive (0 / very negative), the output
-    [batch, queries, heads, head_dim]."""
-    output, weights = reference_attention(query, key, value, scaling, bias=attention_mask, dropout_p=dropout)
-    return output.transpose(1, 2).contiguous(), weights
 
 
 def split_heads(states: torch.Tensor, num_heads: int) -> torch.Tensor:
@@ -37,4 +26,4 @@ def cached_keys_and_values(module, key: nn.Module, value: nn.Module, context: to
     return cache.cross_attention_cache.update(keys, values, module.layer_idx)
 
 
-__all__ = ["cached_keys_and_values", "eager_attention", "split_heads"]
+__all__ = ["cached_keys_and_values", "split_heads"]

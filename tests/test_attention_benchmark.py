@@ -1,0 +1,24 @@
+"""The GPU attention table's code (`benchmarks/attention.py --device cuda`) run on the CPU at toy sizes, as
+`--device cpu --tiny` does: every row builds, runs and is written, mask build and kernel timed apart."""
+
+import os
+
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache")
+
+from conftest import imported_benchmark  # noqa: E402
+
+benchmark_fixture = imported_benchmark("attention", "attention_benchmark")
+
+
+def test_kernel_table_dry_run_on_cpu(attention_benchmark, tmp_path):
+    cells = attention_benchmark.kernel_table("cpu", (256,), iterations=2, warmup=1, output_dir=tmp_path, tiny=True)
+    table = (tmp_path / "attention_cpu_kernels.md").read_text()
+    assert set(cells) == set(attention_benchmark.KERNEL_ROWS)
+    for name, label in attention_benchmark.KERNEL_ROWS.items():
+        assert f"| {label} | " in table
+        build, forward, forward_backward = cells[name][256]
+        assert forward > 0
+        # a mask to build for our patterns and the dense mask only; no FlexAttention backward on CPU
+        assert (build is not None) == (name in ("flex", "blocked", "sdpa_dense"))
+        assert (forward_backward is None) == (name == "flex")
+    assert "torch " in table and "transformers " in table  # the machine's versions

@@ -240,7 +240,7 @@ def llama_summaries(flag: str, path: str, documents: list[str], args) -> tuple[l
         from sumformers.modeling.modeling_wikisum_llama import load_wikisum_llama
         from sumformers.processing.processing_wikisum_llama import WikiSumLlamaSummarizer
 
-        model = load_wikisum_llama(path, base_model=args.llama_base)
+        model = load_wikisum_llama(path, base_model=args.llama_base).to(getattr(args, "device", "cpu"))
         return WikiSumLlamaSummarizer(model, AutoTokenizer.from_pretrained(model.config.base_model_name_or_path))
 
     key = ["wikisum-llama", checkpoint_key(Path(path)), options]

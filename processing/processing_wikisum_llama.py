@@ -38,7 +38,8 @@ def summary_ids(tokenizer, summary: str) -> list[int]:
     """The training target after the separator: the summary, then the end of the assistant turn (the chat template's
     end token) or the end-of-sequence token."""
     end = tokenizer.convert_tokens_to_ids("<|im_end|>") if tokenizer.chat_template else None
-    end = end if isinstance(end, int) and end != tokenizer.unk_token_id else tokenizer.eos_token_id
+    if not isinstance(end, int) or end == tokenizer.unk_token_id:
+        end = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
     return tokenizer.encode(" ".join(summary.split()), add_special_tokens=False) + [end]
 
 
@@ -72,7 +73,7 @@ class WikiSumLlamaSummarizer:
         single = isinstance(articles, str)
         summaries = []
         for article in [articles] if single else articles:
-            ids = torch.tensor([prompt_ids(self.tokenizer, self.config, article)])
+            ids = torch.tensor([prompt_ids(self.tokenizer, self.config, article)], device=self.model.device)
             processors = LogitsProcessorList([GeneratedRepetitionPenalty(repetition_penalty, ids.shape[1])])
             generated = self.model.generate(
                 ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,

@@ -44,7 +44,7 @@ def parse_args(argv=None):
     parser.add_argument("--learning_rate", type=float, default=3e-4)
     parser.add_argument("--batch_size", type=int, default=1)
     parser.add_argument("--gradient_accumulation_steps", type=int, default=4)
-    parser.add_argument("--max_steps", type=int, default=10**9, help="optimizer steps")
+    parser.add_argument("--max_steps", type=int, default=-1, help="optimizer steps (<= 0: the epochs decide)")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--max_minutes", type=float, default=25.0, help="wall-clock limit of the training loop")
     parser.add_argument("--save_steps", type=int, default=25)
@@ -117,10 +117,12 @@ def main(argv=None):
     print(f"{len(examples)} examples, {trainable:,} trainable parameters, variant {args.variant}", flush=True)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate)
     per_step = args.batch_size * args.gradient_accumulation_steps
-    total_steps = min(args.max_steps, math.ceil(len(examples) * args.epochs / per_step))
+    total_steps = math.ceil(len(examples) * args.epochs / per_step)
+    total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / max(total_steps, 1)))
     order = [index for _ in range(math.ceil(args.epochs)) for index in random.sample(range(len(examples)),
                                                                                       len(examples))]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else examples[0]["summary"][-1]
     started, step, log = time.perf_counter(), 0, []
     model.train()
     while step < total_steps and time.perf_counter() - started < 60 * args.max_minutes:
@@ -128,7 +130,7 @@ def main(argv=None):
         for micro in range(args.gradient_accumulation_steps):
             first = (step * args.gradient_accumulation_steps + micro) * args.batch_size
             batch = batch_tensors([examples[i] for i in order[first : first + args.batch_size]],
-                                  tokenizer.pad_token_id)
+                                  pad_id)
             loss = model(**{key: value.to(args.device) for key, value in batch.items()}).loss
             (loss / args.gradient_accumulation_steps).backward()
             losses.append(loss.item())

@@ -65,6 +65,10 @@ ABSTRACTIVE = {  # flag -> row name
     "planner_no_guidance": "Planner, no guidance loss",
     "bsea_large": "BSEA, large decoder",
 }
+LLAMA_ROWS = {  # flag -> row name: WikiSum over a pretrained Llama-family decoder
+    "zero_shot_llama": "SmolLM2 zero-shot (T-D prompt, no training)",
+    "wikisum_llama": "WikiSum over SmolLM2 (LoRA)",
+}
 GENERATION_OPTIONS = ("num_beams", "max_length", "min_length", "length_penalty", "no_repeat_word_ngram_size")
 COLUMNS = (
     "rouge1",
@@ -99,6 +103,14 @@ def parse_args():
     parser.add_argument("--length_penalty", type=float, default=None, help="beam length penalty (default: the model's)")
     parser.add_argument("--no_repeat_word_ngram_size", type=int, default=None,
                         help="block repeated word n-grams of this size (default: the model's config)")
+    parser.add_argument("--zero_shot_llama", default=None,
+                        help="a Llama-family folder (SmolLM2-135M-Instruct) prompted as WikiSum T-D, no training")
+    parser.add_argument("--wikisum_llama", default=None,
+                        help="a WikiSum-over-Llama adapter folder (train_wikisum_llama.py) or a layout's folder")
+    parser.add_argument("--llama_base", default=None, help="the base of --wikisum_llama (default: the one it names)")
+    parser.add_argument("--llama_max_new_tokens", type=int, default=120)
+    parser.add_argument("--llama_repetition_penalty", type=float, default=1.1,
+                        help="on the generated tokens only (GeneratedRepetitionPenalty)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="where the abstractive pipelines decode (cpu, cuda, ...)")
@@ -218,6 +230,24 @@ def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], arg
                             batch_size=args.batch_size)
 
 
+def llama_summaries(flag: str, path: str, documents: list[str], args) -> tuple[list[str], str]:
+    """Summaries by WikiSum over a Llama-family decoder (`processing_wikisum_llama.WikiSumLlamaSummarizer`: the
+    article's sentences ranked into the prompt, greedy, one prompt at a time), cached."""
+    options = {"max_new_tokens": args.llama_max_new_tokens, "repetition_penalty": args.llama_repetition_penalty}
+
+    def load_summarizer():
+        from transformers import AutoTokenizer
+
+        from sumformers.modeling.modeling_wikisum_llama import load_wikisum_llama
+        from sumformers.processing.processing_wikisum_llama import WikiSumLlamaSummarizer
+
+        model = load_wikisum_llama(path, base_model=args.llama_base).to(getattr(args, "device", "cpu"))
+        return WikiSumLlamaSummarizer(model, AutoTokenizer.from_pretrained(model.config.base_model_name_or_path))
+
+    key = ["wikisum-llama", checkpoint_key(Path(path)), options]
+    return cached_summaries(args.cache_dir, flag, key, documents, load_summarizer, args.threads, **options)
+
+
 def format_table(rows: list[tuple[str, str, dict | str]], counts: dict) -> list[str]:
     by_source = [source for source in SOURCES if counts.get(source)]
     header = (
@@ -293,6 +323,19 @@ def main():
         summaries, seconds = abstractive_summaries(flag, checkpoint, documents, args)
         rows.append(row(name, describe_decoding(checkpoint, options), summaries, seconds))
         examples_lines += format_examples(name, examples, summaries)
+
+    for flag, name in LLAMA_ROWS.items():
+        if getattr(args, flag):
+            path = find_checkpoint([getattr(args, flag)])
+            if path is None:
+                rows.append((name, "-", f"checkpoint not found (`{getattr(args, flag)}`)"))
+                continue
+            checkpoints[flag] = display_path(path)
+            summaries, seconds = llama_summaries(flag, str(path), documents, args)
+            decoding = (f"greedy, {args.llama_max_new_tokens} new tokens, repetition penalty "
+                        f"{args.llama_repetition_penalty} (generated tokens)")
+            rows.append(row(name, decoding, summaries, seconds))
+            examples_lines += format_examples(name, examples, summaries)
 
     title = f"{data_file.name}[{args.start}:{args.start + len(examples)}]"
     body = [

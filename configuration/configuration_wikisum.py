@@ -116,127 +116,94 @@ class WikiSumConfig(PretrainedConfig):
     model_type = "wikisum"
     keys_to_ignore_at_inference = ["past_key_values"]
 
-    def __init__(
-        self,
-        vocab_size: int = 30522,
-        embedding_size: int = 128,
-        hidden_size: int = 256,
-        attention_layers: list[str] | None = None,
-        num_attention_heads: int = 4,
-        intermediate_size: int = 1024,
-        local_block_size: int = 256,
-        compression_stride: int = 3,
-        moe_layers: list[int] | None = None,
-        num_experts: int = 8,
-        num_experts_per_token: int = 2,
-        expert_intermediate_size: int = 512,
-        router_aux_loss_coef: float = 0.01,
-        hidden_dropout: float = 0.1,
-        attention_dropout: float = 0.0,
-        layer_norm_eps: float = 1e-6,
-        initializer_range: float = 0.02,
-        pad_token_id: int = 0,
-        bos_token_id: int = 101,
-        eos_token_id: int = 102,
-        separator_token_id: int = 103,
-        paragraph_separator_token_id: int = 102,
-        max_input_tokens: int = 1024,
-        max_position_embeddings: int = 16384,
-        ranker: str = "tfidf",
-        ranking_unit: str = "paragraph",
-        encoder_name_or_path: str | None = None,
-        decoder_init: str = "random",
-        encoder_layer_map: list[int] | None = None,
-        layer_norm_position: str = "pre",
-        hidden_act: str = "relu",
-        attention_bias: bool = False,
-        scale_embedding: bool = True,
-        timing_signal_scale: float = 1.0,
-        position_embeddings: str = "timing",
-        copy_mechanism: bool = False,
-        tie_word_embeddings: bool = True,
-        **kwargs,
-    ):
-        attention_layers = list(attention_layers or DEFAULT_ATTENTION_LAYERS)
-        unknown = sorted(set(attention_layers) - set(ATTENTION_LAYER_TYPES))
+    vocab_size: int = 30522
+    embedding_size: int = 128
+    hidden_size: int = 256
+    attention_layers: list[str] | None = None
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    local_block_size: int = 256
+    compression_stride: int = 3
+    moe_layers: list[int] | None = None
+    num_experts: int = 8
+    num_experts_per_token: int = 2
+    expert_intermediate_size: int = 512
+    router_aux_loss_coef: float = 0.01
+    hidden_dropout: float = 0.1
+    attention_dropout: float = 0.0
+    layer_norm_eps: float = 1e-6
+    initializer_range: float = 0.02
+    pad_token_id: int = 0
+    bos_token_id: int = 101
+    eos_token_id: int = 102
+    separator_token_id: int = 103
+    paragraph_separator_token_id: int = 102
+    max_input_tokens: int = 1024
+    max_position_embeddings: int = 16384
+    ranker: str = "tfidf"
+    ranking_unit: str = "paragraph"
+    encoder_name_or_path: str | None = None
+    decoder_init: str = "random"
+    encoder_layer_map: list[int] | None = None
+    layer_norm_position: str = "pre"
+    hidden_act: str = "relu"
+    attention_bias: bool = False
+    scale_embedding: bool = True
+    timing_signal_scale: float = 1.0
+    position_embeddings: str = "timing"
+    copy_mechanism: bool = False
+    tie_word_embeddings: bool = True
+
+    def __post_init__(self, **kwargs):
+        self.attention_layers = list(self.attention_layers or DEFAULT_ATTENTION_LAYERS)
+        self.moe_layers = sorted(set(self.moe_layers or []))
+        if self.encoder_layer_map is not None:
+            self.encoder_layer_map = list(self.encoder_layer_map)
+        self._check_layout()
+        self._check_choices()
+        # the decoder input is L tokens and the separator, and a summary needs at least one position after it
+        if not 2 <= self.max_input_tokens <= self.max_position_embeddings - 2:
+            raise ValueError(
+                f"max_input_tokens must be in [2, max_position_embeddings - 2 = {self.max_position_embeddings - 2}], "
+                f"got {self.max_input_tokens}"
+            )
+        super().__post_init__(**kwargs)
+        # derived from the layout (a saved config.json repeats it)
+        self.num_hidden_layers = len(self.attention_layers)
+
+    def _check_layout(self) -> None:
+        layers = self.attention_layers
+        unknown = sorted(set(layers) - set(ATTENTION_LAYER_TYPES))
         if unknown:
             raise ValueError(f"attention_layers may hold {ATTENTION_LAYER_TYPES}, got {unknown}")
-        moe_layers = sorted(set(moe_layers or []))
-        if any(not 0 <= index < len(attention_layers) for index in moe_layers):
-            raise ValueError(f"moe_layers {moe_layers} must index the {len(attention_layers)} layers")
-        if hidden_size % num_attention_heads:
+        if any(not 0 <= index < len(layers) for index in self.moe_layers):
+            raise ValueError(f"moe_layers {self.moe_layers} must index the {len(layers)} layers")
+        if self.hidden_size % self.num_attention_heads:
             raise ValueError(
-                f"hidden_size {hidden_size} must be a multiple of num_attention_heads {num_attention_heads}"
+                f"hidden_size {self.hidden_size} must be a multiple of num_attention_heads {self.num_attention_heads}"
             )
-        if moe_layers and not 1 <= num_experts_per_token <= num_experts:
-            raise ValueError(
-                f"num_experts_per_token must be in [1, num_experts={num_experts}], got {num_experts_per_token}"
-            )
-        if local_block_size < 1 or compression_stride < 1:
+        experts, per_token = self.num_experts, self.num_experts_per_token
+        if self.moe_layers and not 1 <= per_token <= experts:
+            raise ValueError(f"num_experts_per_token must be in [1, num_experts={experts}], got {per_token}")
+        if self.local_block_size < 1 or self.compression_stride < 1:
             raise ValueError("local_block_size and compression_stride must be positive")
-        if ranker not in RANKERS:
-            raise ValueError(f"ranker must be one of {RANKERS}, got {ranker!r}")
-        if ranking_unit not in RANKING_UNITS:
-            raise ValueError(f"ranking_unit must be one of {RANKING_UNITS}, got {ranking_unit!r}")
-        if decoder_init not in DECODER_INITS:
-            raise ValueError(f"decoder_init must be one of {DECODER_INITS}, got {decoder_init!r}")
-        if layer_norm_position not in LAYER_NORM_POSITIONS:
-            raise ValueError(f"layer_norm_position must be one of {LAYER_NORM_POSITIONS}, got {layer_norm_position!r}")
-        if position_embeddings not in POSITION_EMBEDDINGS:
-            raise ValueError(f"position_embeddings must be one of {POSITION_EMBEDDINGS}, got {position_embeddings!r}")
-        if hidden_act not in ACT2FN:
-            raise ValueError(f"hidden_act must be an activation transformers knows (ACT2FN), got {hidden_act!r}")
-        if encoder_layer_map is not None and len(encoder_layer_map) != len(attention_layers):
+        if self.encoder_layer_map is not None and len(self.encoder_layer_map) != len(layers):
             raise ValueError(
-                f"encoder_layer_map names {len(encoder_layer_map)} layers for {len(attention_layers)} decoder layers"
+                f"encoder_layer_map names {len(self.encoder_layer_map)} layers for {len(layers)} decoder layers"
             )
-        # the decoder input is L tokens and the separator, and a summary needs at least one position after it
-        if not 2 <= max_input_tokens <= max_position_embeddings - 2:
-            raise ValueError(
-                f"max_input_tokens must be in [2, max_position_embeddings - 2 = {max_position_embeddings - 2}], "
-                f"got {max_input_tokens}"
-            )
-        self.vocab_size = vocab_size
-        self.embedding_size = embedding_size
-        self.hidden_size = hidden_size
-        self.attention_layers = attention_layers
-        self.num_hidden_layers = len(attention_layers)
-        self.num_attention_heads = num_attention_heads
-        self.intermediate_size = intermediate_size
-        self.local_block_size = local_block_size
-        self.compression_stride = compression_stride
-        self.moe_layers = moe_layers
-        self.num_experts = num_experts
-        self.num_experts_per_token = num_experts_per_token
-        self.expert_intermediate_size = expert_intermediate_size
-        self.router_aux_loss_coef = router_aux_loss_coef
-        self.hidden_dropout = hidden_dropout
-        self.attention_dropout = attention_dropout
-        self.layer_norm_eps = layer_norm_eps
-        self.initializer_range = initializer_range
-        self.separator_token_id = separator_token_id
-        self.paragraph_separator_token_id = paragraph_separator_token_id
-        self.max_input_tokens = max_input_tokens
-        self.max_position_embeddings = max_position_embeddings
-        self.ranker = ranker
-        self.ranking_unit = ranking_unit
-        self.encoder_name_or_path = encoder_name_or_path
-        self.decoder_init = decoder_init
-        self.encoder_layer_map = list(encoder_layer_map) if encoder_layer_map is not None else None
-        self.layer_norm_position = layer_norm_position
-        self.hidden_act = hidden_act
-        self.attention_bias = attention_bias
-        self.scale_embedding = scale_embedding
-        self.timing_signal_scale = timing_signal_scale
-        self.position_embeddings = position_embeddings
-        self.copy_mechanism = copy_mechanism
-        super().__init__(
-            pad_token_id=pad_token_id,
-            bos_token_id=bos_token_id,
-            eos_token_id=eos_token_id,
-            tie_word_embeddings=tie_word_embeddings,
-            **kwargs,
-        )
+
+    def _check_choices(self) -> None:
+        for name, choices in (
+            ("ranker", RANKERS),
+            ("ranking_unit", RANKING_UNITS),
+            ("decoder_init", DECODER_INITS),
+            ("layer_norm_position", LAYER_NORM_POSITIONS),
+            ("position_embeddings", POSITION_EMBEDDINGS),
+        ):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+        if self.hidden_act not in ACT2FN:
+            raise ValueError(f"hidden_act must be an activation transformers knows (ACT2FN), got {self.hidden_act!r}")
 
     @property
     def variant(self) -> str:

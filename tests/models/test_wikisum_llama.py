@@ -1,0 +1,219 @@
+"""WikiSum over a pretrained Llama-family decoder (issue #58): T-D and T-DMCA built over a tiny randomly initialised
+Llama, checked against the plain base model, an eager per-query reference and generation without the cache; the
+adapter round trip; the prompt and the generated-tokens repetition penalty. The slow test uses the installed
+SmolLM2-135M-Instruct (`training_scripts/install_smollm2.py --output runs/smollm2-135m-instruct`) when present."""
+
+import math
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from conftest import REPO_ROOT
+from sumformers.configuration.configuration_wikisum_llama import WikiSumLlamaConfig, attention_layout
+from sumformers.modeling.modeling_wikisum_llama import WikiSumLlamaForCausalLM, load_wikisum_llama
+
+SMOLLM2 = REPO_ROOT / "runs" / "smollm2-135m-instruct"
+
+
+def tiny_llama_config(**overrides) -> LlamaConfig:
+    settings = dict(vocab_size=97, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=256, pad_token_id=0)
+    return LlamaConfig(**settings | overrides)
+
+
+@pytest.fixture(scope="module")
+def base():
+    torch.manual_seed(0)
+    return LlamaForCausalLM(tiny_llama_config()).eval()
+
+
+def over(base, variant="T-DMCA", **settings) -> WikiSumLlamaForCausalLM:
+    """A WikiSum model with `base`'s weights (the compressed layers' convolutions at their start)."""
+    config = WikiSumLlamaConfig(**base.config.to_dict() | settings)
+    config.attention_layers = attention_layout(variant, config.num_hidden_layers)
+    model = WikiSumLlamaForCausalLM(config).eval()
+    missing, unexpected = model.load_state_dict(base.state_dict(), strict=False)
+    assert not unexpected and all(".compression." in name for name in missing)
+    return model
+
+
+def randomize_compression(model, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if ".compression." in name:
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.2)
+
+
+@torch.no_grad()
+def test_td_and_tdmca_without_compression_or_blocks_are_the_base_model(base):
+    """Compression off (stride 1, the convolution's identity start) and blocks at least as long as the sequence:
+    every layer sees what the base model's full causal attention sees."""
+    ids = torch.randint(1, 97, (2, 40), generator=torch.Generator().manual_seed(2))
+    expected = base(ids).logits
+    for implementation in ("sdpa", "eager"):
+        td = over(base, "T-D")
+        tdmca = over(base, "T-DMCA", compression_stride=1, local_block_size=40)
+        for model in (td, tdmca):
+            model.set_attn_implementation(implementation)
+            torch.testing.assert_close(model(ids).logits, expected, atol=1e-5, rtol=1e-5)
+    # a real layout differs (the check above can fail)
+    assert (over(base, "T-DMCA", local_block_size=8)(ids).logits - expected).abs().max() > 1e-3
+
+
+def eager_layer_reference(attention, hidden, cos_sin, layer_type, block, stride):
+    """One attention layer computed query by query from its definition: the keys a query sees listed explicitly,
+    the compressed slots written as sums over their positions (conv weight [out, in, tap])."""
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    n, dim = hidden.shape[1], attention.head_dim
+    heads, kv_heads = attention.config.num_attention_heads, attention.config.num_key_value_heads
+    q = attention.q_proj(hidden).view(1, n, heads, dim).transpose(1, 2)
+    k = attention.k_proj(hidden).view(1, n, kv_heads, dim).transpose(1, 2)
+    v = attention.v_proj(hidden).view(1, n, kv_heads, dim).transpose(1, 2)
+    q, k = apply_rotary_pos_emb(q, k, *cos_sin)
+    k, v = k[0].transpose(0, 1).reshape(n, -1), v[0].transpose(0, 1).reshape(n, -1)  # [n, kv_heads * dim]
+
+    def slot(states, convolution, group):
+        rows = states[group * stride : group * stride + stride]  # [stride, channels]
+        return torch.einsum("oit,ti->o", convolution.weight, rows) + convolution.bias
+
+    outputs = torch.zeros(n, heads * dim)
+    for i in range(n):
+        if layer_type == "local":
+            seen_k = [k[j] for j in range(n) if j <= i and j // block >= i // block - 1]
+            seen_v = [v[j] for j in range(n) if j <= i and j // block >= i // block - 1]
+        else:
+            groups = range(i // stride)
+            own = range(i // stride * stride, i + 1)
+            seen_k = [slot(k, attention.compression.key, g) for g in groups] + [k[j] for j in own]
+            seen_v = [slot(v, attention.compression.value, g) for g in groups] + [v[j] for j in own]
+        keys, values = torch.stack(seen_k), torch.stack(seen_v)
+        for h in range(heads):
+            g = h // (heads // kv_heads)
+            scores = keys[:, g * dim : (g + 1) * dim] @ q[0, h, i] / math.sqrt(dim)
+            outputs[i, h * dim : (h + 1) * dim] = torch.softmax(scores, 0) @ values[:, g * dim : (g + 1) * dim]
+    return attention.o_proj(outputs)[None]
+
+
+@torch.no_grad()
+def test_local_and_memory_compressed_layers_equal_an_eager_reference(base):
+    model = over(base, "T-DMCA", local_block_size=5, compression_stride=3)
+    randomize_compression(model)
+    hidden = torch.randn(1, 23, 32, generator=torch.Generator().manual_seed(3))
+    positions = torch.arange(23)[None]
+    cos_sin = model.model.rotary_emb(hidden, positions)
+    for implementation in ("sdpa", "eager"):
+        model.set_attn_implementation(implementation)
+        for index, layer_type in ((0, "local"), (1, "compressed")):
+            attention = model.model.layers[index].self_attn
+            output, _ = attention(hidden, position_embeddings=cos_sin)
+            reference = eager_layer_reference(attention, hidden, cos_sin, layer_type, 5, 3)
+            torch.testing.assert_close(output, reference, atol=1e-5, rtol=1e-5)
+
+
+@torch.no_grad()
+def test_generation_with_the_cache_equals_generation_without(base):
+    model = over(base, "T-DMCA", local_block_size=4, compression_stride=3)
+    randomize_compression(model)
+    prompt = torch.randint(1, 97, (1, 11), generator=torch.Generator().manual_seed(4))
+    cached = model.generate(prompt, max_new_tokens=20, do_sample=False, use_cache=True)
+    uncached = model.generate(prompt, max_new_tokens=20, do_sample=False, use_cache=False)
+    assert cached.shape[1] == 31
+    assert torch.equal(cached, uncached)
+    # and the last step's logits from the cache are the full forward's
+    full = model(cached).logits[:, -1]
+    step = model(cached[:, :-1], use_cache=True)
+    torch.testing.assert_close(model(cached[:, -1:], past_key_values=step.past_key_values).logits[:, -1], full,
+                               atol=1e-5, rtol=1e-5)
+
+
+@torch.no_grad()
+def test_right_padded_rows_give_their_unpadded_logits_and_left_padding_is_refused(base):
+    model = over(base, "T-DMCA", local_block_size=4, compression_stride=3)
+    randomize_compression(model)
+    ids = torch.randint(1, 97, (2, 14), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones_like(ids)
+    mask[1, 9:] = 0
+    batched = model(ids, attention_mask=mask).logits
+    torch.testing.assert_close(batched[1, :9], model(ids[1:, :9]).logits[0], atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="right-padded"):
+        model(ids, attention_mask=mask.flip(1))
+
+
+def test_config_checks_its_layout():
+    settings = tiny_llama_config().to_dict()
+    assert WikiSumLlamaConfig(**settings).variant == "T-D"
+    assert WikiSumLlamaConfig(**settings, attention_layers=attention_layout("T-DMCA", 4)).attention_layers == [
+        "local", "compressed", "local", "compressed"]
+    with pytest.raises(ValueError, match="attention_layers may hold"):
+        WikiSumLlamaConfig(**settings, attention_layers=["full", "sparse", "full", "full"])
+    with pytest.raises(ValueError, match="names 2 layers; the model has 4"):
+        WikiSumLlamaConfig(**settings, attention_layers=["full", "full"])
+    with pytest.raises(ValueError, match="compression_stride must be a positive integer"):
+        WikiSumLlamaConfig(**settings, compression_stride=0)
+    with pytest.raises(ValueError, match="ranker must be one of"):
+        WikiSumLlamaConfig(**settings, ranker="bm25")
+
+
+@torch.no_grad()
+def test_adapter_folder_loads_over_its_base_with_the_trained_convolutions(base, tmp_path):
+    from peft import LoraConfig, get_peft_model
+
+    base.save_pretrained(tmp_path / "base")
+    model = over(base, "T-DMCA", local_block_size=4, base_model_name_or_path=str(tmp_path / "base"))
+    peft_model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"],
+                                                  modules_to_save=["compression"]))
+    for name, parameter in peft_model.named_parameters():  # trained weights, as after training
+        if parameter.requires_grad:
+            parameter.add_(0.05 * torch.randn(parameter.shape, generator=torch.Generator().manual_seed(6)))
+    peft_model.save_pretrained(tmp_path / "adapter")
+    model.config.save_pretrained(tmp_path / "adapter")
+    ids = torch.randint(1, 97, (1, 20), generator=torch.Generator().manual_seed(7))
+    expected = peft_model(ids).logits
+    loaded = load_wikisum_llama(str(tmp_path / "adapter")).eval()
+    torch.testing.assert_close(loaded(ids).logits, expected, atol=1e-5, rtol=1e-5)
+    assert (loaded(ids).logits - over(base, "T-DMCA", local_block_size=4)(ids).logits).abs().max() > 1e-3
+
+
+def test_generated_repetition_penalty_spares_the_prompt():
+    from sumformers.processing.processing_wikisum_llama import GeneratedRepetitionPenalty
+
+    scores = torch.tensor([[2.0, -1.0, 3.0, 0.5]])
+    input_ids = torch.tensor([[2, 2, 0, 1]])  # prompt: tokens 2, 2; generated: 0, 1
+    penalised = GeneratedRepetitionPenalty(2.0, prompt_length=2)(input_ids, scores.clone())
+    assert penalised.tolist() == [[1.0, -2.0, 3.0, 0.5]]
+    assert torch.equal(GeneratedRepetitionPenalty(2.0, 4)(input_ids, scores.clone()), scores)
+
+
+def test_prompt_keeps_the_best_sentences_within_the_budget_in_article_order(minilm_tokenizer):
+    from sumformers.processing.processing_wikisum_llama import prompt_ids, ranked_text
+
+    article = ("The council approved the bridge budget on Monday. Rain fell. The bridge budget adds money for the "
+               "council's repairs of the bridge. Lunch was served.")
+    config = WikiSumLlamaConfig(**tiny_llama_config().to_dict(), max_input_tokens=24, ranker="textrank")
+    text = ranked_text(minilm_tokenizer, config, article)
+    assert len(minilm_tokenizer.encode(text, add_special_tokens=False)) <= 24
+    # the two bridge sentences share most words: TextRank ranks them first; article order kept
+    assert text.startswith("the council approved the bridge budget on monday.")
+    assert "rain" not in text and "lunch" not in text
+    ids = prompt_ids(minilm_tokenizer, config, article)  # no chat template: plain text and a Summary: line
+    assert minilm_tokenizer.decode(ids).endswith("summary :")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (SMOLLM2 / "config.json").is_file(), reason="run training_scripts/install_smollm2.py first")
+@torch.no_grad()
+def test_smollm2_tdmca_without_compression_is_smollm2(one_thread):
+    from transformers import AutoTokenizer
+
+    from sumformers.processing.processing_wikisum_llama import prompt_ids
+
+    tokenizer = AutoTokenizer.from_pretrained(SMOLLM2)
+    plain = LlamaForCausalLM.from_pretrained(SMOLLM2).eval()
+    config = WikiSumLlamaConfig.from_pretrained(SMOLLM2, compression_stride=1, local_block_size=4096)
+    config.attention_layers = attention_layout("T-DMCA", config.num_hidden_layers)
+    tdmca = WikiSumLlamaForCausalLM.from_pretrained(SMOLLM2, config=config).eval()
+    ids = torch.tensor([prompt_ids(tokenizer, config, "The council met on Monday. It approved the bridge.")])
+    torch.testing.assert_close(tdmca(ids).logits, plain(ids).logits, atol=1e-4, rtol=1e-4)

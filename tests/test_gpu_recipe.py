@@ -115,18 +115,24 @@ def test_end_bias_rule_takes_the_best_rouge_within_the_length_range():
     assert choose_end_bias.choose([candidates[0], candidates[3]], 2.5, 4.5)["end_bias"] == -3.0
 
 
-@pytest.mark.slow
-def test_recipe_trains_decodes_and_packs_the_extractive_models_on_cpu(tmp_path, data_dir):
-    """The recipe end to end at tiny scale: features written by train_stepwise.py, one step of each model, the
-    stepwise model's end bias chosen on development documents, held-out summaries decoded into quality_cnndm.py's
-    cache, archives that load in the pipelines."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", SUMFORMERS_DATA_DIR=str(data_dir))
+def write_recipe_features(tmp_path, data_dir, env):
+    """The recipe's CNN/DM features (train_stepwise.py --save_features) of 4 train_large articles; their path."""
     features = tmp_path / "features.npz.xz"
     config = (REPO_ROOT / "training_scripts" / "gpu_recipe.json").read_text()
     subprocess.run([sys.executable, "training_scripts/train_stepwise.py", "--model_type", "stepwise_hibert",
                     "--train_file", str(data_dir / "cnn_dailymail" / "train_large.jsonl.gz"), "--max_train_samples",
                     "4", "--config_overrides", config, "--max_length", "768", "--save_features", str(features),
                     "--output_dir", str(tmp_path / "features")], cwd=REPO_ROOT, env=env, check=True)
+    return features
+
+
+@pytest.mark.slow
+def test_recipe_trains_decodes_and_packs_the_extractive_models_on_cpu(tmp_path, data_dir):
+    """The recipe end to end at tiny scale: features written by train_stepwise.py, one step of each model, the
+    stepwise model's end bias chosen on development documents, held-out summaries decoded into quality_cnndm.py's
+    cache, archives that load in the pipelines."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", SUMFORMERS_DATA_DIR=str(data_dir))
+    features = write_recipe_features(tmp_path, data_dir, env)
     out, results = tmp_path / "out", tmp_path / "results"
     trial = dict(env, DEVICE="cpu", MAX_STEPS="1", BATCH_SCALE="16", EVAL_DOCUMENTS="2", FEATURES=str(features),
                  MODELS="stepwise_etcsum bertsum hibert", OUT=str(out), RESULTS=str(results),
@@ -179,12 +185,7 @@ def test_recipe_trains_hetformer_on_cnndm_features_then_continues_its_adapter_on
     from sumformers.text.evaluation import read_jsonl
 
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    features = tmp_path / "features.npz.xz"
-    config = (REPO_ROOT / "training_scripts" / "gpu_recipe.json").read_text()
-    subprocess.run([sys.executable, "training_scripts/train_stepwise.py", "--model_type", "stepwise_hibert",
-                    "--train_file", str(data_dir / "cnn_dailymail" / "train_large.jsonl.gz"), "--max_train_samples",
-                    "4", "--config_overrides", config, "--max_length", "768", "--save_features", str(features),
-                    "--output_dir", str(tmp_path / "features")], cwd=REPO_ROOT, env=env, check=True)
+    features = write_recipe_features(tmp_path, data_dir, env)
     carried = tmp_path / "data"
     meetings = read_jsonl(data_dir / "qmsum" / "train.jsonl")[:2]
     for meeting in meetings:  # the first 40 turns: a short meeting

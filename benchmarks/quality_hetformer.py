@@ -191,6 +191,8 @@ def main():
         lines.append(f"| {name} | {score['rouge1']:.2f} | {score['rouge2']:.2f} | {score['rougeLsum']:.2f} | "
                      f"{lengths[name]:.0f} | {time_cell} |")
     report = "\n".join(lines)
+    if args.paired_with:
+        report += "\n\n" + paired_report(args.paired_with, examples, predictions, references)
     output = Path(args.output or RESULTS_DIR / f"hetformer_quality_{args.dataset}")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.with_suffix(".md").write_text(report + "\n")
@@ -209,8 +211,6 @@ def main():
          "bertsum": bertsum, "scores": scores, "mean_words": lengths, "model_seconds": seconds,
          "ids": [example["id"] for example in examples], "predictions": predictions}, indent=2) + "\n")
     print(report)
-    if args.paired_with:
-        print(paired_report(args.paired_with, examples, predictions, references))
 
 
 def paired_report(other_json, examples, predictions, references) -> str:

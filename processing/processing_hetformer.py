@@ -3,7 +3,8 @@
 One sequence holds every node of the graph: for multi-document input a document node before each document, then
 `[CLS] sentence [SEP]` per sentence (the BERTSum layout of `sentence_layout`; each `[CLS]` is that sentence's node),
 and named-entity mentions marked with their entity-cluster id (spaCy, the `ner` extra). Transcript markup such as
-`{vocalsound}` is removed first when the model was trained without it (`config.strip_markup`).
+`{vocalsound}` is removed first when the model was trained without it (`config.strip_markup`). A meeting transcript
+(one "Speaker: utterance" line per turn) is read as meeting units rather than sentences (`config.meeting_segmentation`).
 """
 
 import warnings
@@ -12,9 +13,15 @@ import torch
 
 from ..configuration.configuration_hetformer import DOCUMENT, SENTENCE, TOKEN, HetFormerConfig
 from ..text.entities import entity_clusters, ner_available
-from ..text.sentences import strip_transcript_markup
+from ..text.sentences import is_transcript, meeting_units, strip_transcript_markup
 from .processing_utils import SummarizationProcessor, with_oracle_labels
-from .sentence_layout import check_document, collate_sentence_batch, document_sentences, encode_sentences
+from .sentence_layout import (
+    check_document,
+    collate_sentence_batch,
+    document_sentences,
+    encode_sentences,
+    valid_unicode,
+)
 
 
 def _fair_shares(lengths: list[int], total: int) -> list[int]:
@@ -124,6 +131,21 @@ def encode_documents(
     return result
 
 
+def from_sentence_layout(feature: dict, config: HetFormerConfig) -> dict:
+    """A single document's BERTSum-layout training feature (`feature_files.load_features`) as the HetFormer node
+    sequence `encode_documents` gives for the same sentences without entity mentions: each `[CLS]` a sentence node
+    (an ordinary token without `config.use_sentence_nodes`), one document, no entity ids."""
+    node_types = [TOKEN] * len(feature["input_ids"])
+    for position in feature["cls_positions"]:
+        node_types[position] = SENTENCE if config.use_sentence_nodes else TOKEN
+    return {
+        **feature,
+        "node_types": node_types,
+        "document_ids": [0] * len(node_types),
+        "entity_ids": [-1] * len(node_types),
+    }
+
+
 def collate_hetformer_batch(features: list[dict], pad_token_id: int) -> dict:
     """Pad encoded inputs (`encode_documents`, optionally with `labels`) into a batch of tensors."""
     batch = collate_sentence_batch(features, pad_token_id)
@@ -156,7 +178,14 @@ class HetFormerProcessor(SummarizationProcessor):
         items = document["documents"] if isinstance(document, dict) and "documents" in document else [document]
         if self.config.strip_markup:
             items = [strip_transcript_markup(item) if isinstance(item, str) else item for item in items]
-        return [document_sentences(item) for item in items]
+        return [self.units(item) for item in items]
+
+    def units(self, document) -> list[str]:
+        """The units HetFormer reads of one document: a meeting transcript's `meeting_units` (with
+        `config.meeting_segmentation` "auto"), else its sentences."""
+        if self.config.meeting_segmentation == "auto" and isinstance(document, str) and is_transcript(document):
+            return meeting_units(valid_unicode(document), self.config.meeting_min_unit_words)
+        return document_sentences(document)
 
     def find_entities(self, documents: list[list[str]]):
         """Entity clusters of `documents` (see `entities.entity_clusters`), or None when entities are off or spaCy
@@ -171,6 +200,18 @@ class HetFormerProcessor(SummarizationProcessor):
             )
             return None
         return entity_clusters(documents, self.config.entity_model)
+
+    def entities_in_reach(self, documents: list[list[str]], limit: int):
+        """`find_entities` of the sentences that fit in `limit` tokens, none for the others: the layout does not
+        depend on the mentions, and on a 25k-word meeting spaCy over the whole text took a fifth of the time, for the
+        40% of its units the model never reads."""
+        layout = encode_documents(self.tokenizer, documents, self.config, limit, warn_on_truncation=False)
+        read = [sum(1 for document, _ in layout["sentence_ids"] if document == index)
+                for index in range(len(documents))]
+        mentions = self.find_entities([sentences[:count] for sentences, count in zip(documents, read)])
+        if mentions is None:
+            return None
+        return [kept + [[] for _ in sentences[count:]] for kept, sentences, count in zip(mentions, documents, read)]
 
     def prepare(self, document) -> dict:
         """The slow, text-only steps of featurizing `document` as plain lists, so that a training set can take them
@@ -220,7 +261,8 @@ class HetFormerProcessor(SummarizationProcessor):
     def __call__(self, document, max_length: int | None = None) -> dict:
         documents = self.documents(document)
         limit = self.token_limit(max_length)
-        encoded = encode_documents(self.tokenizer, documents, self.config, limit, self.find_entities(documents))
+        mentions = self.entities_in_reach(documents, limit)
+        encoded = encode_documents(self.tokenizer, documents, self.config, limit, mentions)
         sentences = tuple(documents[d][s] for d, s in encoded["sentence_ids"])
         if not sentences:
             # Nothing to score: one dummy sentence keeps the batch shapes valid; no sentence is reported.
@@ -231,4 +273,4 @@ class HetFormerProcessor(SummarizationProcessor):
         return collate_hetformer_batch(features, self.tokenizer.pad_token_id)
 
 
-__all__ = ["HetFormerProcessor", "collate_hetformer_batch", "encode_documents"]
+__all__ = ["HetFormerProcessor", "collate_hetformer_batch", "encode_documents", "from_sentence_layout"]

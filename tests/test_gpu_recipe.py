@@ -116,18 +116,24 @@ def test_end_bias_rule_takes_the_best_rouge_within_the_length_range():
     assert choose_end_bias.choose([candidates[0], candidates[3]], 2.5, 4.5)["end_bias"] == -3.0
 
 
-@pytest.mark.slow
-def test_recipe_trains_decodes_and_packs_the_extractive_models_on_cpu(tmp_path, data_dir):
-    """The recipe end to end at tiny scale: features written by train_stepwise.py, one step of each model, the
-    stepwise model's end bias chosen on development documents, held-out summaries decoded into quality_cnndm.py's
-    cache, archives that load in the pipelines."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", SUMFORMERS_DATA_DIR=str(data_dir))
+def write_recipe_features(tmp_path, data_dir, env):
+    """The recipe's CNN/DM features (train_stepwise.py --save_features) of 4 train_large articles; their path."""
     features = tmp_path / "features.npz.xz"
     config = (REPO_ROOT / "training_scripts" / "gpu_recipe.json").read_text()
     subprocess.run([sys.executable, "training_scripts/train_stepwise.py", "--model_type", "stepwise_hibert",
                     "--train_file", str(data_dir / "cnn_dailymail" / "train_large.jsonl.gz"), "--max_train_samples",
                     "4", "--config_overrides", config, "--max_length", "768", "--save_features", str(features),
                     "--output_dir", str(tmp_path / "features")], cwd=REPO_ROOT, env=env, check=True)
+    return features
+
+
+@pytest.mark.slow
+def test_recipe_trains_decodes_and_packs_the_extractive_models_on_cpu(tmp_path, data_dir):
+    """The recipe end to end at tiny scale: features written by train_stepwise.py, one step of each model, the
+    stepwise model's end bias chosen on development documents, held-out summaries decoded into quality_cnndm.py's
+    cache, archives that load in the pipelines."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false", SUMFORMERS_DATA_DIR=str(data_dir))
+    features = write_recipe_features(tmp_path, data_dir, env)
     out, results = tmp_path / "out", tmp_path / "results"
     trial = dict(env, DEVICE="cpu", MAX_STEPS="1", BATCH_SCALE="16", EVAL_DOCUMENTS="2", FEATURES=str(features),
                  MODELS="stepwise_etcsum bertsum hibert stepwise_hibert", READ_SECONDS="120", OUT=str(out),
@@ -208,3 +214,53 @@ def test_recipe_trains_and_decodes_wikisum_over_a_llama_base_on_cpu(tmp_path, da
         archive.extractall(tmp_path / "results-back", filter="data")
     table = (tmp_path / "results-back" / f"quality_abstractive_{run}.md").read_text()
     assert "| WikiSum over SmolLM2 (LoRA) | greedy" in table and "validation.jsonl[300:302]: 2 documents" in table
+
+
+def write_xz_jsonl(rows, path):
+    import lzma
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with lzma.open(path, "wt") as file:
+        file.writelines(json.dumps(row) + "\n" for row in rows)
+
+
+@pytest.mark.slow
+def test_recipe_trains_hetformer_on_cnndm_features_then_continues_its_adapter_on_meetings_and_reviews(
+    tmp_path, data_dir
+):
+    """The HetFormer job at tiny scale on the CPU: one step on the extractive families' CNN/DM features, then one step
+    each of its adapter on two short QMSum meetings (meeting units) and two FewSum products; three small archives
+    whose models load in the pipeline with the fine-tuning's summary length."""
+    from sumformers.text.evaluation import read_jsonl
+
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    features = write_recipe_features(tmp_path, data_dir, env)
+    carried = tmp_path / "data"
+    meetings = read_jsonl(data_dir / "qmsum" / "train.jsonl")[:2]
+    for meeting in meetings:  # the first 40 turns: a short meeting
+        meeting["document"] = "\n".join(meeting["document"].split("\n")[:40])
+    write_xz_jsonl(meetings, carried / "qmsum" / "train.jsonl.xz")
+    write_xz_jsonl(read_jsonl(data_dir / "fewsum" / "train.jsonl")[:2], carried / "fewsum" / "train.jsonl.xz")
+    out, results = tmp_path / "out", tmp_path / "results"
+    trial = dict(env, DEVICE="cpu", MAX_STEPS="1", BATCH_SCALE="16", FEATURES=str(features), MODELS="hetformer",
+                 OUT=str(out), RESULTS=str(results), RUNS=str(tmp_path / "runs"), SUMFORMERS_DATA_DIR=str(carried),
+                 HETFORMER_LENGTH="1024", DEADLINE="2400", HETFORMER_FINETUNE_SECONDS="1200")
+    subprocess.run(["bash", "training_scripts/gpu_recipe.sh"], cwd=REPO_ROOT, env=trial, check=True)
+    from sumformers.hub import load_pipeline
+
+    for dataset, k in (("cnndm", 3), ("qmsum", 11), ("fewsum", 4)):
+        archive_path = out / f"hetformer-minilm-{dataset}-gpu.tgz"
+        assert archive_path.stat().st_size < 16 * 2**20
+        with tarfile.open(archive_path) as archive:
+            archive.extractall(tmp_path / dataset, filter="data")
+        folder = tmp_path / dataset / "final"
+        assert (folder / "adapter_model.safetensors").is_file()
+        saved = json.loads((folder / "config.json").read_text())
+        assert saved["multi_document_num_sentences" if dataset == "fewsum" else "num_sentences"] == k
+        assert "1 optimizer steps" in (folder / "README.md").read_text()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = load_pipeline(str(folder))(ARTICLES[0], num_sentences=2, trigram_blocking=False)
+        assert len(result["sentences"]) == 2
+        if dataset != "cnndm":  # the fine-tunings trained the CNN/DM model's adapter further
+            assert "continuing the LoRA adapter of hetformer-minilm-cnndm-gpu" in (folder / "README.md").read_text()

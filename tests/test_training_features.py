@@ -63,6 +63,26 @@ def test_hetformer_examples_are_the_inference_inputs_and_strip_markup_by_the_con
     assert all(chunk["labels"][0] == 1.0 and len(chunk["input_ids"]) <= 48 for chunk in chunks)
 
 
+def test_hetformer_trains_on_sentence_layout_feature_files_as_its_processor_lays_the_document_out(minilm_tokenizer):
+    """`from_sentence_layout` (train_hetformer.py --features_file, the GPU recipe's CNN/DM stage) gives the node
+    sequence HetFormer's processor gives for the same sentences without entities."""
+    from sumformers.configuration.configuration_hetformer import HetFormerConfig
+    from sumformers.processing.processing_hetformer import encode_documents, from_sentence_layout
+    from sumformers.processing.sentence_layout import encode_sentences
+    from sumformers.text.sentences import split_sentences
+
+    sentences = split_sentences(ARTICLE)
+    for use_sentence_nodes in (True, False):
+        config = HetFormerConfig(encoder_config=tiny_bert_config().to_dict(), attention_windows=[8, 8],
+                                 use_entities=False, use_sentence_nodes=use_sentence_nodes)
+        layout = encode_sentences(minilm_tokenizer, sentences, max_length=90, warn_on_truncation=False)
+        feature = from_sentence_layout({**layout, "oracle": [1], "labels": [0.0, 1.0]}, config)
+        expected = encode_documents(minilm_tokenizer, [sentences], config, 90, warn_on_truncation=False)
+        for key in ("input_ids", "token_type_ids", "node_types", "document_ids", "entity_ids", "cls_positions"):
+            assert feature[key] == expected[key], key
+        assert feature["labels"] == [0.0, 1.0]
+
+
 def test_wikisum_features_are_the_pipeline_input_followed_by_the_summary(minilm_tokenizer):
     from sumformers.configuration.configuration_wikisum import WikiSumConfig
     from sumformers.processing.processing_wikisum import WikiSumProcessor

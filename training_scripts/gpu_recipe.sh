@@ -16,6 +16,9 @@
 #    that need the partial summary (issue 57: READ_SIGNALS, duplicates and random oracle orders, a learned null
 #    slot); the oracle-order model stays in the archive as final-oracle-order.
 # SEED (default 42) names the run when another seed is asked for (`<run>-seed<N>`), so that windows add seeds.
+# MODELS may also name `hetformer` (training_scripts/gpu_recipe.sh's `hetformer` function, best in a call of its own):
+# HetFormer trained on the same carried features under the same LoRA recipe, then fine-tuned on QMSum meetings and
+# FewSum reviews at up to HETFORMER_LENGTH tokens (carry them with `carry_to_gpu.py --hetformer`).
 # Optional: the Stepwise ETCSum content planner for Rotowire (PLANNER_STEPS > 0) and, first, ATTENTION_SECONDS of
 # benchmarks/attention.py --device cuda (alone it is one call: `python3 benchmarks/attention.py --device cuda`,
 # its CPU dry run `python benchmarks/attention.py --device cpu --tiny --output-dir /tmp/attention`).
@@ -173,6 +176,42 @@ wikisum_smollm2() {  # WikiSum over SmolLM2: LoRA training, then development sum
         --output "$RESULTS/quality_abstractive_$run.md" > "$RESULTS/log_decode_$run.txt" 2>&1
 }
 
+# HetFormer's job: seconds kept for its two fine-tunings (loading and saving included; QMSum gets two thirds), the
+# longest fine-tuning input (meetings of 4k-16k tokens are read whole, longer ones in chunks of whole units), and
+# CNN/DM epochs (as ETCSum's; the time budget stops it first on most machines)
+HETFORMER_FINETUNE_SECONDS=${HETFORMER_FINETUNE_SECONDS:-210} HETFORMER_LENGTH=${HETFORMER_LENGTH:-16384}
+HETFORMER_EPOCHS=${HETFORMER_EPOCHS:-1.5}
+
+hetformer() {  # HetFormer (#62): CNN/DM on the carried features, then QMSum and FewSum from it; archives in $OUT
+    local lora=(--use_lora --lora_r 32 --lora_alpha 64 --lora_target_modules query,key,value,dense --use_entities false)
+    local common=(--learning_rate "$LEARNING_RATE" --warmup_steps 0.05 --max_steps "$MAX_STEPS" --logging_steps 10
+                  --save_strategy no --seed 42 --do_train "${device_args[@]}")
+    local cnndm=$RUNS/hetformer-minilm-cnndm-gpu data=$SUMFORMERS_DATA_DIR
+    # 1. the extractive families' recipe: the same features (768 tokens), LoRA, batch and length grouping
+    timeout "$(left)" python3 training_scripts/train_hetformer.py --features_file "$FEATURES" --max_length 768 \
+        "${lora[@]}" "${common[@]}" --per_device_train_batch_size $((32 / BATCH_SCALE)) \
+        --num_train_epochs "$HETFORMER_EPOCHS" --train_sampling_strategy group_by_length --dataloader_num_workers 4 \
+        --max_train_seconds $(($(left) - HETFORMER_FINETUNE_SECONDS - LOAD_SECONDS - SAVE_SECONDS)) \
+        --output_dir "$cnndm" > "$RESULTS/log_hetformer-minilm-cnndm-gpu.txt" 2>&1
+    cp "$RESULTS/log_hetformer-minilm-cnndm-gpu.txt" "$cnndm/final/training_log.txt" 2>/dev/null
+    tar czf "$OUT/hetformer-minilm-cnndm-gpu.tgz" -C "$cnndm" final
+    # 2. and 3. its adapter trained further on whole meetings (meeting units) and on the 8 reviews of a product
+    local dataset run seconds text k
+    for dataset in qmsum fewsum; do
+        run=hetformer-minilm-$dataset-gpu text=document k=11 seconds=$((2 * HETFORMER_FINETUNE_SECONDS / 3))
+        [ "$dataset" = fewsum ] && text=documents k=4 seconds=$(($(left) - 5))
+        timeout "$seconds" python3 training_scripts/train_hetformer.py --model_name_or_path "$cnndm/final" \
+            --train_file "$data/$dataset/train.jsonl.xz" --text_column "$text" --num_sentences "$k" --strip_markup \
+            --max_length "$HETFORMER_LENGTH" "${lora[@]}" --continue_adapter "${common[@]}" \
+            --per_device_train_batch_size 1 \
+            --gradient_checkpointing --num_train_epochs 3 --preprocessing_num_workers 8 \
+            --max_train_seconds $((seconds - LOAD_SECONDS - SAVE_SECONDS)) --output_dir "$RUNS/$run" \
+            > "$RESULTS/log_$run.txt" 2>&1
+        cp "$RESULTS/log_$run.txt" "$RUNS/$run/final/training_log.txt" 2>/dev/null
+        tar czf "$OUT/$run.tgz" -C "$RUNS/$run" final
+    done
+}
+
 if [ "$DEVICE" = cuda ] && [ "$ATTENTION_SECONDS" -gt 0 ]; then
     # the kernels' timings first, while the trainings below only load their features
     # the kernel table (mask build and kernel apart, 4k/16k/64k tokens): attention_cuda.md in the results
@@ -182,7 +221,7 @@ if [ "$DEVICE" = cuda ] && [ "$ATTENTION_SECONDS" -gt 0 ]; then
 fi
 runs=()
 for model_type in $MODELS; do
-    extractive "$model_type" &
+    if [ "$model_type" = hetformer ]; then hetformer & else extractive "$model_type" & fi
     runs+=($!)
 done
 if [ "$WIKISUM_SECONDS" -gt 0 ]; then

@@ -133,7 +133,9 @@ def parse_args():
 OFFICIAL_COLUMNS = ("official_rouge1", "official_rouge2", "official_rougeLsum", "official_minus_rouge_score")
 
 
-def summary_metrics(summaries: list[str], references: list[str], sources: list[str | None], rouge: str = "rouge-score") -> dict:
+def summary_metrics(
+    summaries: list[str], references: list[str], sources: list[str | None], rouge: str = "rouge-score"
+) -> dict:
     """Mean ROUGE-1/2/Lsum with 95% bootstrap intervals (`<key>_interval`), ROUGE-1 by source (`rouge1_<source>`),
     mean words and redundancy; with `rouge` "official" also ROUGE-1.5.5's (`official_<key>`, with the script's
     intervals) and official minus rouge-score for the three (`official_minus_rouge_score`)."""

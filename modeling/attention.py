@@ -8,7 +8,7 @@
     is tested against.
   - ``"sdpa"``: ``torch.nn.functional.scaled_dot_product_attention`` with the dense mask (float mask with bias).
   - ``"flex_attention"``: compiled ``flex_attention`` with a `BlockMask` built from the pattern's block layout (no
-    quadratic mask evaluation). Lengths are padded to buckets (`attention_patterns._flex_bucket`) so that new
+    quadratic mask evaluation). Lengths are padded to buckets (`attention_patterns.flex_bucket`) so that new
     lengths rarely recompile. torch has no FlexAttention backward on CPU: a CPU call that needs gradients falls back
     to ``"blocked"`` with a warning, so a model configured for flex can still be fine-tuned on CPU.
   - ``"blocked"``: queries in blocks, each attending only the key blocks its band needs plus the pattern's extra

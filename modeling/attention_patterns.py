@@ -45,7 +45,7 @@ MIN_QUERY_BLOCK = 64
 # ----------------------------------------------------------------------------------------------------------------
 
 
-def _flex_bucket(length: int, buckets_per_doubling: int = 4) -> int:
+def flex_bucket(length: int, buckets_per_doubling: int = 4) -> int:
     """Length that flex compiles for: a multiple of 128 and of a quarter (by default) of the length's power of two.
 
     At most four buckets per doubling of length, at most 25% padding, so varying batches recompile rarely; a pattern
@@ -186,11 +186,11 @@ class AttentionPattern:
 
     @property
     def flex_query_length(self) -> int:
-        return _flex_bucket(self.query_length)
+        return flex_bucket(self.query_length)
 
     @property
     def flex_key_length(self) -> int:
-        return _flex_bucket(self.key_length)
+        return flex_bucket(self.key_length)
 
     def dense_mask(self) -> torch.Tensor:
         """[batch, 1, query_length, key_length] bool, evaluated in row chunks to bound temporary memory."""
@@ -404,11 +404,11 @@ class GlobalLocalPattern(AttentionPattern):
     # length (at most 12.5% padding) instead of four, trading a few more compiles for a shorter kernel.
     @property
     def flex_query_length(self) -> int:
-        return _flex_bucket(self.query_length, buckets_per_doubling=8)
+        return flex_bucket(self.query_length, buckets_per_doubling=8)
 
     @property
     def flex_key_length(self) -> int:
-        return _flex_bucket(self.key_length, buckets_per_doubling=8)
+        return flex_bucket(self.key_length, buckets_per_doubling=8)
 
     @staticmethod
     def relative_vocab_size(relative_pos_max_distance: int) -> int:

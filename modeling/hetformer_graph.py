@@ -12,9 +12,9 @@ from .attention_patterns import (
     MIN_QUERY_BLOCK,
     AttentionPattern,
     SparseLayout,
-    _flex_bucket,
     as_index_tensor,
     as_keep_mask,
+    flex_bucket,
     gather_positions,
     pad_last,
     symmetric_band,
@@ -67,7 +67,7 @@ class HeterogeneousGraph:
         self.batch_size, self.length = shape
         self.device = types.device
         self.keep_documents_apart = keep_documents_apart
-        padded = _flex_bucket(self.length)
+        padded = flex_bucket(self.length)
         self.valid = pad_last(as_keep_mask(attention_mask, "attention_mask", shape), padded, False)
         self.node_types = pad_last(types, padded, self.TOKEN)
         if entity_ids is None:

@@ -279,6 +279,7 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
         pair of padded widths (the rows' shape).
         """
         device = input_ids.device
+        summary_indices = summary_indices.long()  # an empty summary built as torch.tensor([[]]) is float
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         lengths = attention_mask.long().sum(-1)[row_documents, None]  # [rows, 1]

@@ -830,7 +830,7 @@ def test_transformers_models_refuse_blocked(implementation):
 
 def test_window_block_mask_is_built_without_reading_positions_back(monkeypatch):
     """The sliding window's BlockMask comes from its global flags: building it never counts the global positions
-    (`_positions`, whose width is read back from the device), and it equals the one built from those positions."""
+    (`true_positions`, whose width is read back from the device), and it equals the one built from those positions."""
     from sumformers.modeling import attention_patterns
 
     pattern, _ = _window_global(_valid())
@@ -839,7 +839,7 @@ def test_window_block_mask_is_built_without_reading_positions_back(monkeypatch):
     def refuse(flags):
         raise AssertionError("positions counted while building the BlockMask")
 
-    monkeypatch.setattr(attention_patterns, "_positions", refuse)
+    monkeypatch.setattr(attention_patterns, "true_positions", refuse)
     fresh, _ = _window_global(_valid())
     from_flags = fresh.flex_block_mask()
     for got, expected in zip(from_flags.as_tuple()[2:6], from_positions.as_tuple()[2:6]):

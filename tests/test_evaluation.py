@@ -60,7 +60,7 @@ def test_missing_prediction_ids_are_counted(tmp_path, data_file):
 def test_lead_baselines(data_file):
     lead_2 = ["The cat sat on the mat.\nIt was a sunny day.", "Markets fell on Monday.\nInvestors feared a slowdown."]
     assert evaluate_file(data_file, baseline="lead-2") == {**_scores(lead_2), "num_examples": 2}
-    assert evaluate_file(data_file, baseline="lead", k=2) == evaluate_file(data_file, baseline="lead-2")
+    assert evaluate_file(data_file, baseline="lead", num_sentences=2) == evaluate_file(data_file, baseline="lead-2")
     lead_3 = evaluate_file(data_file, baseline="lead-3")
     assert evaluate_file(data_file, baseline="lead") == lead_3
     assert lead_3 != evaluate_file(data_file, baseline="lead-2")
@@ -96,7 +96,7 @@ def test_multi_document_examples_use_all_documents_in_order(tmp_path):
         ([{"id": "a", "summary": "x"}], {"baseline": "lead"}, r"example 1: example has no 'document'"),
         ([{"id": "a", "summary": "x", "documents": [1]}], {"baseline": "oracle"}, r"no 'document' string"),
         ([{"id": "a", "summary": "x", "document": "y"}], {"baseline": "textrank"}, r"unknown baseline"),
-        ([{"id": "a", "summary": "x", "document": "y"}], {"baseline": "lead", "k": None}, r"needs a number"),
+        ([{"id": "a", "summary": "x", "document": "y"}], {"baseline": "lead", "num_sentences": None}, r"needs a number"),
         ([{"id": "a", "summary": "x", "document": "y"}], {}, r"exactly one of"),
         ([], {"baseline": "lead"}, r"no examples"),
     ],
@@ -154,7 +154,7 @@ def cnndm_first_100(tmp_path_factory):
     [("lead-3", (31.140, 12.481, 27.896)), ("oracle", (48.732, 26.188, 44.312))],
 )
 def test_cnndm_validation_first_100(cnndm_first_100, baseline, expected):
-    result = evaluate_file(cnndm_first_100, baseline=baseline, k=None)
+    result = evaluate_file(cnndm_first_100, baseline=baseline, num_sentences=None)
     assert result["num_examples"] == 100
     assert (result["rouge1"], result["rouge2"], result["rougeLsum"]) == pytest.approx(expected, abs=0.01)
 

@@ -53,13 +53,13 @@ def _ids(rows: list[dict], path: Path) -> list[str]:
     return ids
 
 
-def _baseline_predictions(rows: list[dict], path: Path, baseline: str, k: int | None) -> list[str]:
+def _baseline_predictions(rows: list[dict], path: Path, baseline: str, num_sentences: int | None) -> list[str]:
     match = _BASELINE_RE.fullmatch(baseline)
     if match is None:
         raise ValueError(f"unknown baseline {baseline!r}; expected 'lead', 'lead-K', 'oracle' or 'oracle-K'")
-    name, size = match.group(1), int(match.group(2)) if match.group(2) else k
+    name, size = match.group(1), int(match.group(2)) if match.group(2) else num_sentences
     if name == "lead" and size is None:
-        raise ValueError("the lead baseline needs a number of sentences (k or 'lead-K')")
+        raise ValueError("the lead baseline needs a number of sentences (num_sentences or 'lead-K')")
     predictions = []
     for number, row in enumerate(rows, start=1):
         try:
@@ -78,15 +78,15 @@ def evaluate_file(
     data_path: str | os.PathLike,
     predictions_path: str | os.PathLike | None = None,
     baseline: str | None = None,
-    k: int | None = 3,
+    num_sentences: int | None = 3,
 ) -> dict:
     """ROUGE-1/2/Lsum (F1 x 100, mean over examples) against the ``summary`` field of ``data_path``.
 
     Give exactly one of:
     - ``predictions_path``: JSONL with ``id`` and ``summary``, matched to the data by ``id`` (predictions for
       ids not in the data are ignored);
-    - ``baseline``: ``"lead"`` (first ``k`` sentences), ``"lead-K"``, ``"oracle"`` (``greedy_oracle`` with
-      at most ``k`` sentences, none = no limit) or ``"oracle-K"``; the selected sentences are joined one per
+    - ``baseline``: ``"lead"`` (first ``num_sentences`` sentences), ``"lead-K"``, ``"oracle"`` (``greedy_oracle`` with
+      at most ``num_sentences`` sentences, none = no limit) or ``"oracle-K"``; the selected sentences are joined one per
       line. Multi-document examples (``documents``) are read as the sentences of all documents in order.
 
     Returns ``{"rouge1", "rouge2", "rougeLsum", "num_examples"}``. Bad input raises a one-line ValueError.
@@ -100,7 +100,7 @@ def evaluate_file(
     references = _summaries(rows, data_path)
 
     if baseline is not None:
-        predictions = _baseline_predictions(rows, data_path, baseline, k)
+        predictions = _baseline_predictions(rows, data_path, baseline, num_sentences)
     else:
         predictions_path = Path(predictions_path)
         prediction_rows = read_jsonl(predictions_path)

@@ -6,6 +6,7 @@ from transformers import PretrainedConfig
 from transformers.activations import ACT2FN
 
 from ..text.ranking import RANKERS, RANKING_UNITS
+from .summarizer_config import KnownSettingsConfigMixin
 
 ATTENTION_LAYER_TYPES = ("full", "local", "compressed")
 DECODER_INITS = ("random", "encoder")
@@ -15,7 +16,7 @@ POSITION_EMBEDDINGS = ("timing", "learned")
 DEFAULT_ATTENTION_LAYERS = ("local", "compressed", "local", "compressed", "local")
 
 
-class WikiSumConfig(PretrainedConfig):
+class WikiSumConfig(KnownSettingsConfigMixin, PretrainedConfig):
     r"""
     Args:
         vocab_size (`int`, *optional*, defaults to 30522):

@@ -372,7 +372,7 @@ class WikiSumForCausalLM(WikiSumPreTrainedModel, CheckedGenerationMixin, LengthP
         config = copy.deepcopy(source.config)
         for name, value in layout.items():
             setattr(config, name, value)
-        config = type(config)(**config.to_dict())  # re-validated
+        config = type(config).from_dict(config.to_dict())  # re-validated (a saved config's keys, as when loading)
         model = cls._from_config(config, attn_implementation=source.config._attn_implementation)
         weights, uncopied = source.state_dict(), []
         for name, target in model.state_dict().items():

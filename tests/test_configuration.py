@@ -17,6 +17,7 @@ from sumformers import (
     StepwiseHiBertConfig,
     StepwiseHiBertPlannerConfig,
 )
+from sumformers.configuration.configuration_wikisum import WikiSumConfig
 from sumformers.configuration.summarizer_config import (
     DEFAULT_SUMMARY_SENTENCES,
     ContentPlannerConfigMixin,
@@ -118,7 +119,7 @@ def test_the_copy_transformers_bert_is_an_optional_sub_config():
     assert json_values(again.bert_config) == json_values(config.bert_config)
 
 
-@pytest.mark.parametrize("config_class", [StepwiseHiBertConfig, BertSumConfig, CopyTransformerConfig])
+@pytest.mark.parametrize("config_class", [StepwiseHiBertConfig, BertSumConfig, CopyTransformerConfig, WikiSumConfig])
 def test_a_config_made_in_code_refuses_a_key_that_is_no_setting(config_class, tmp_path):
     """A typo or a setting since renamed is an error in code (`max_sentences` once ran silently with the default),
     in the constructor and in `update`; a saved config.json holding such a key still loads."""

@@ -113,6 +113,9 @@ class WikiSumLlamaAttention(LlamaAttention):
         return slot_keys, slot_values
 
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None, past_key_values=None, **kwargs):
+        # transformers 5.24 names the cache `cache` (5.23: `past_key_values`); the fourth argument in both
+        cache = kwargs.pop("cache", None)
+        past_key_values = cache if cache is not None else past_key_values
         if self.layer_type == "full":
             return super().forward(hidden_states, position_embeddings, attention_mask, past_key_values, **kwargs)
         input_shape = hidden_states.shape[:-1]

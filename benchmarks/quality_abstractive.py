@@ -290,16 +290,18 @@ def main():
     counts = {source: sources.count(source) for source in SOURCES}
 
     document_sentences = [split_sentences(document) for document in documents]
-    lead3_scores = None
+
+    def scored(summaries: list[str], seconds: str | None) -> dict:
+        metrics = dict(abstractive_metrics(summaries, documents, references, sources), seconds=seconds)
+        return paired_with_lead_words(metrics, summaries, document_sentences, references)
+
+    lead = scored(lead3(document_sentences), None)
 
     def row(name: str, decoding: str, summaries: list[str], seconds: str | None):
         print(f"scoring {name}", file=sys.stderr, flush=True)
-        metrics = dict(abstractive_metrics(summaries, documents, references, sources), seconds=seconds)
-        paired_with_lead3(metrics, lead3_scores or metrics)
-        return name, decoding, paired_with_lead_words(metrics, summaries, document_sentences, references)
+        return name, decoding, paired_with_lead3(scored(summaries, seconds), lead)
 
-    rows = [row("Lead-3", "first 3 sentences", lead3(document_sentences), None)]
-    lead3_scores = rows[0][2]
+    rows = [("Lead-3", "first 3 sentences", paired_with_lead3(lead, lead))]
     checkpoints = {}
     # a shipped checkpoint's name (default: the default model) or a folder, relative to the repository like the others
     extractive = find_checkpoint([resolve_model(args.extractive)])

@@ -2,6 +2,7 @@
 orders, the set loss of `next_choice_logits_and_loss`), `train_stepwise.py --init_from` and the duplicate probe of
 `benchmarks/duplicate_probe.py`."""
 
+import copy
 import math
 
 import pytest
@@ -252,3 +253,60 @@ def test_a_near_duplicate_share_inserts_the_paraphrases_vector():
     assert doubled["sentence_vectors"][copy, 0].item() == {2: 20.0, 0: 30.0}[twin]
     with pytest.raises(ValueError, match="near duplicates need their vectors"):
         collator.with_duplicate(vector_feature([1], 3))
+
+
+def test_anchor_choices_cover_the_oracle_order_rows_except_the_twins():
+    collator = StepwiseCollator(None, stepwise=True, duplicate_probability=1.0, prefix_orders=1, anchor=True, seed=3)
+    batch = collator([vector_feature([1], 3), vector_feature([2, 0], 3)])
+    documents = batch["row_documents"].tolist()
+    choices = batch["anchor_choices"].tolist()
+    # document 0 (one oracle sentence: two oracle-order rows, no random-order row; its sentence 1 copied to 2)
+    assert [row for row, document in zip(choices, documents) if document == 0] == [[True, False, False, True, True]] * 2
+    # document 1 (sentence 2 or 0 copied): 3 oracle-order rows anchored but for the twins, 1 random-order row not
+    rows = [row for row, document in zip(choices, documents) if document == 1]
+    sentences = batch["sentence_vectors"][1, :, 0].tolist()  # the twins hold equal vectors
+    twins = [index for index in range(4) if sentences.count(sentences[index]) == 2]
+    assert len(twins) == 2
+    expected = [index not in twins for index in range(5)]
+    assert rows == [expected] * 3 + [[False] * 5]
+    assert "anchor_choices" not in StepwiseCollator(None, stepwise=True)([vector_feature([1], 3)])
+
+
+def test_the_anchor_is_the_kl_from_the_teacher_renormalized_over_the_anchor_choices():
+    from sumformers.training import anchor_divergence
+
+    lowest = torch.finfo(torch.float32).min
+    logits = torch.tensor([[0.0, math.log(3.0), lowest, 1.0], [5.0, 0.0, 0.0, 0.0]])
+    teacher = torch.tensor([[math.log(2.0), math.log(2.0), lowest, 1.0], [0.0, 0.0, 0.0, 0.0]])
+    choices = torch.tensor([[True, True, True, False], [False] * 4])  # row 1 is not anchored
+    # row 0 over choices 0 and 1 (2 closed in both, 3 left out): model (1/4, 3/4), teacher (1/2, 1/2)
+    expected = 0.5 * math.log(0.5 / 0.25) + 0.5 * math.log(0.5 / 0.75)
+    assert anchor_divergence(logits, teacher, choices).item() == pytest.approx(expected, abs=1e-6)
+    assert anchor_divergence(teacher, teacher, choices).item() == pytest.approx(0.0, abs=1e-7)
+
+
+def test_the_anchored_trainer_adds_the_weighted_divergence_from_a_frozen_teacher(continued):
+    from transformers import TrainingArguments
+
+    from sumformers.training import anchor_divergence, train
+
+    _, continued_model, _ = continued
+    teacher, model = copy.deepcopy(continued_model), copy.deepcopy(continued_model)
+    torch.manual_seed(0)
+    features = [dict(vector_feature([1, 3], 5), sentence_vectors=torch.randn(5, model.config.hidden_size))]
+    batch = StepwiseCollator(None, stepwise=True, duplicate_probability=1.0, anchor=True, seed=1)(features)
+    with torch.no_grad():  # the student moves away from its teacher
+        for parameter in model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.05 * torch.randn_like(parameter))
+    arguments = TrainingArguments(output_dir="unused", use_cpu=True, report_to=[])
+    trainer, _ = train(model, arguments, teacher=teacher, anchor_weight=2.0)
+    model.eval()
+    with torch.no_grad():
+        loss = trainer.compute_loss(model, dict(batch))
+        unlabelled = {key: value for key, value in batch.items() if key not in ("labels", "anchor_choices")}
+        student = model(**unlabelled, labels=batch["labels"])
+        divergence = anchor_divergence(student.logits, teacher(**unlabelled).logits, batch["anchor_choices"])
+    assert divergence.item() > 1e-4
+    assert loss.item() == pytest.approx(student.loss.item() + 2.0 * divergence.item(), rel=1e-5)
+    assert trainer.teacher is teacher and not any(parameter.requires_grad for parameter in teacher.parameters())

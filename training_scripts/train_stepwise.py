@@ -25,7 +25,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -149,6 +149,15 @@ class StepwiseArguments(FeatureFileArguments):
             "help": "With --duplicate_probability: the share of the inserted copies that are near-duplicates (a "
             "paraphrase: about one word in seven dropped, two adjacent words swapped; sumformers.training."
             "near_duplicate_feature), encoded once with the sentence vectors. 0: exact copies only."
+        },
+    )
+    anchor_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "With --init_from: the weight of KL(starting model || model) on the oracle-order rows, over "
+            "every choice but an inserted copy and its twin (sumformers.training.AnchoredTrainer), so that a short "
+            "continued run learns the new signals without drifting from what the starting model learned on more "
+            "data. 0: off."
         },
     )
     train_only: str | None = field(
@@ -357,6 +366,11 @@ def training_signals(stepwise_args: StepwiseArguments) -> str:
             f"(both twins right until one is chosen, then the other "
             f"{f'an explicit negative, unlikelihood weight {negative:g}' if negative else 'never a target'})"
         )
+    if stepwise_args.anchor_weight:
+        signals.append(
+            f"KL to the starting model's next-choice distribution on the oracle-order rows, copies left out "
+            f"(weight {stepwise_args.anchor_weight:g})"
+        )
     if stepwise_args.prefix_orders:
         signals.append(
             f"{stepwise_args.prefix_orders} random orders of each oracle set as extra prefixes (right: any oracle "
@@ -456,9 +470,18 @@ def main():
         prefix_orders=stepwise_args.prefix_orders,
         max_sentences=getattr(model.config, "max_document_sentences", None),
         near_duplicate_share=stepwise_args.near_duplicate_share,
+        anchor=bool(stepwise_args.anchor_weight),
     )
+    teacher = None
+    if stepwise_args.anchor_weight:
+        if not stepwise_args.init_from:
+            raise ValueError("--anchor_weight keeps the distribution of the model --init_from names: give it")
+        teacher, _ = continued_adapter(
+            stepwise_args.init_from, replace(stepwise_args, config_overrides=None, train_only=None)
+        )
     trainer, result = train(
-        model, training_args, features, collate, tokenizer=tokenizer, max_seconds=stepwise_args.max_train_seconds
+        model, training_args, features, collate, tokenizer=tokenizer, max_seconds=stepwise_args.max_train_seconds,
+        teacher=teacher, anchor_weight=stepwise_args.anchor_weight,
     )
     if result is not None:
         rows = sum(len(f["oracle"]) + 1 for f in features) if stepwise else len(features)

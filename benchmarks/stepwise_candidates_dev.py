@@ -1,6 +1,6 @@
 """Stepwise HiBERT candidates against a baseline checkpoint on development documents (issue 57): ROUGE, length and
-redundancy with and without trigram blocking, the paired ROUGE-1 difference to the baseline (95% bootstrap
-interval), and the duplicate probe (`duplicate_probe.py`).
+redundancy with and without trigram blocking, the paired ROUGE-1 difference to the baseline and to the Lead of as
+many words (95% bootstrap intervals), and the duplicate probe (`duplicate_probe.py`).
 
 Development documents only (defaults: raw CNN `validation[300:600]` and lowercased `validation_large[1000:1300]`;
 the reported sets are `validation[:300]` and `validation_large[:1000]`). Summaries are decoded as
@@ -15,7 +15,7 @@ import argparse
 from argparse import Namespace
 from pathlib import Path
 
-from _common import REPO, display_path, setup_runtime, write_report
+from _common import REPO, display_path, paired_with_lead_words, setup_runtime, write_report
 
 DEV_SETS = (  # (label, file under the shared cnn_dailymail folder, first document, documents)
     ("validation[300:600] (raw CNN)", "validation.jsonl", 300, 300),
@@ -49,6 +49,7 @@ def main():
 
     from sumformers.text.evaluation import data_dir, read_jsonl
     from sumformers.text.scoring import bootstrap_interval
+    from sumformers.text.sentences import split_sentences
 
     checkpoints = [resolved(args.baseline)] + [resolved(c) for c in args.candidates.split(",") if c.strip()]
     settings = Namespace(end_bias=None, etcsum_max_length=512, device="cpu", cache_dir=args.cache_dir,
@@ -57,7 +58,9 @@ def main():
     lines = [
         "Development documents (never reported). ROUGE F1 x 100 (rouge-score, stemming); paired = per-document "
         "ROUGE-1 minus the baseline's on the same documents and setting, 95% bootstrap interval; redundancy = % of "
-        "summaries repeating a trigram across sentences. Decoding: beam 3, 1-4 sentences, each model's end bias.",
+        "summaries repeating a trigram across sentences; vs Lead of as many words = per-document ROUGE-1 minus that "
+        "of the document's first N words, N = the summary's words on that document. Decoding: beam 3, 1-4 "
+        "sentences, each model's end bias.",
         "",
         f"Baseline: `{display_path(checkpoints[0])}`",
     ]
@@ -65,14 +68,19 @@ def main():
         rows = read_jsonl(data_dir() / "cnn_dailymail" / name)[start : start + (args.limit or count)]
         documents, references = [row["document"] for row in rows], [row["summary"] for row in rows]
         sources = [row.get("source", "cnn") for row in rows]
+        document_sentences = [split_sentences(document) for document in documents]
         lines += ["", f"## {title}: {len(rows)} documents", "",
-                  "| model | trigram blocking | ROUGE-1 | paired ROUGE-1 vs baseline | ROUGE-2 | ROUGE-Lsum "
-                  "| sentences | words | redundancy % |", "|---|---|---|---|---|---|---|---|---|"]
+                  "| model | trigram blocking | ROUGE-1 | paired ROUGE-1 vs baseline | paired ROUGE-1 vs Lead of as "
+                  "many words | ROUGE-2 | ROUGE-Lsum | sentences | words | redundancy % |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for blocking in blockings:
             baseline = None
             for checkpoint in checkpoints:
                 summaries, _ = model_summaries("Stepwise HiBERT", checkpoint, documents, blocking, settings)
-                metrics = summary_metrics(summaries, references, sources)
+                metrics = paired_with_lead_words(summary_metrics(summaries, references, sources), summaries,
+                                                 document_sentences, references)
+                low, high = metrics["rouge1_vs_lead_words_interval"]
+                vs_lead = f"{metrics['rouge1_vs_lead_words']:+.2f} [{low:+.2f}, {high:+.2f}]"
                 if baseline is None:
                     baseline, paired = metrics, "-"
                 else:
@@ -82,7 +90,7 @@ def main():
                     paired = f"{sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}]"
                 lines.append(
                     f"| `{display_path(checkpoint)}` | {'yes' if blocking else 'no'} | {metrics['rouge1']:.2f} | "
-                    f"{paired} | {metrics['rouge2']:.2f} | {metrics['rougeLsum']:.2f} | "
+                    f"{paired} | {vs_lead} | {metrics['rouge2']:.2f} | {metrics['rougeLsum']:.2f} | "
                     f"{metrics['mean_sentences']:.2f} | {metrics['mean_words']:.1f} | {metrics['redundancy']:.1f} |"
                 )
     probe_rows = read_jsonl(data_dir() / "cnn_dailymail" / "validation.jsonl")[300 : 300 + args.probe_documents]

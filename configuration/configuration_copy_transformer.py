@@ -21,8 +21,10 @@ ENCODER_INPUTS = ("tokens", "bert_windowed", "bert_concat")
 # Convolutional self-attention in the lowest encoder layers (Yang et al. 2019).
 CONVOLUTIONS = ("none", "1d", "2d", "circular_2d")
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
-# The decoder's word embeddings: the model's own (shared with the encoder and the output layer) or BERT's.
-DECODER_EMBEDDINGS = ("shared", "bert")
+# What the decoder reads its input tokens through: the model's own word table (shared with the encoder and the
+# output layer), BERT's word embeddings (projected, scaled, plus the decoder's positions) or BERT's whole embedding
+# layer (the original's: word, position and token-type embeddings and LayerNorm, then a linear layer).
+DECODER_EMBEDDINGS = ("shared", "bert", "bert_embedding_layer")
 
 
 class CopyTransformerConfig(KnownSettingsConfigMixin, PretrainedConfig):
@@ -104,7 +106,14 @@ class CopyTransformerConfig(KnownSettingsConfigMixin, PretrainedConfig):
             were a thirtieth of the positions' norm at initialisation). With `tie_word_embeddings`, the output layer
             is tied to these projected embeddings, unscaled (the decoder reads and writes one table, as OpenNMT's
             shared decoder embeddings; a per-word bias trains), and with `"bert_windowed"` the model keeps no table
-            of its own (the encoder reads no tokens).
+            of its own (the encoder reads no tokens). `"bert_embedding_layer"` (the original code's decoder input,
+            exactly): BERT's whole embedding layer (word + position + token-type-0 embeddings, then its LayerNorm,
+            frozen and without dropout as the rest of BERT) through a trainable linear layer to `d_model` (at every
+            width), with neither the sqrt(d_model) scaling nor positions or dropout of the decoder's own: the
+            positions are BERT's (0 at the begin token), so `max_target_positions` must fit BERT's
+            `max_position_embeddings`. The output layer is tied as with `"bert"` (to the projected word embeddings;
+            the original's copy generator had an output layer of its own: `tie_word_embeddings=False`). Default
+            `"shared"`; the shipped BERT-conditioned checkpoints were trained with `"bert"`.
         convolution (`str`, *optional*, defaults to `"none"`): convolutional self-attention
             (`modeling.convolutional_attention`) in the lowest `convolution_layers` encoder layers: `"1d"` (a window
             of positions), `"2d"` (also neighbouring heads) or `"circular_2d"` (heads wrap around); `"none"`: full
@@ -120,8 +129,8 @@ class CopyTransformerConfig(KnownSettingsConfigMixin, PretrainedConfig):
             the summary's begin, end and sentence separator tokens (`[unused0]`, `[unused1]`, `[unused2]` of BERT
             vocabularies, as PreSumm).
         tie_word_embeddings (`bool`, *optional*, defaults to `True`): the output layer shares the decoder's word
-            embeddings (the model's own table, which the encoder reads too, or with `decoder_embeddings="bert"`
-            BERT's projected ones).
+            embeddings (the model's own table, which the encoder reads too, or with `decoder_embeddings="bert"` or
+            `"bert_embedding_layer"` BERT's projected word embeddings).
     """
 
     model_type = "copy_transformer"
@@ -239,7 +248,7 @@ class CopyTransformerConfig(KnownSettingsConfigMixin, PretrainedConfig):
         """What the BERT inputs and the BERT-conditioned decoder need of each other and of the word table."""
         if self.word_embedding_size is not None:
             check_positive_integers(word_embedding_size=self.word_embedding_size)
-            if self.encoder_input == "bert_windowed" and self.decoder_embeddings == "bert":
+            if self.encoder_input == "bert_windowed" and self.decoder_reads_bert:
                 raise ValueError("word_embedding_size: stacking with the BERT-conditioned decoder keeps no word table")
         if self.encoder_input == "bert_concat":
             after = self.convolution_layers if self.concat_after_layers is None else self.concat_after_layers
@@ -248,8 +257,9 @@ class CopyTransformerConfig(KnownSettingsConfigMixin, PretrainedConfig):
                                  f"got {after!r}")
         elif self.concat_after_layers is not None:
             raise ValueError('concat_after_layers places the concatenation: it needs encoder_input="bert_concat"')
-        if self.decoder_embeddings == "bert" and self.encoder_input == "tokens":
-            raise ValueError('decoder_embeddings="bert" needs a BERT encoder input ("bert_windowed" or "bert_concat")')
+        if self.decoder_reads_bert and self.encoder_input == "tokens":
+            raise ValueError(f'decoder_embeddings="{self.decoder_embeddings}" needs a BERT encoder input '
+                             '("bert_windowed" or "bert_concat")')
 
     def _check_training(self) -> None:
         """Dropout, label smoothing and the coverage penalty."""
@@ -281,6 +291,12 @@ class CopyTransformerConfig(KnownSettingsConfigMixin, PretrainedConfig):
     def uses_bert(self) -> bool:
         """Whether the model holds the frozen BERT (a `"bert_*"` encoder input)."""
         return self.encoder_input != "tokens"
+
+    @property
+    def decoder_reads_bert(self) -> bool:
+        """Whether the decoder reads its inputs through the frozen BERT's embeddings (`decoder_embeddings` "bert" or
+        "bert_embedding_layer")."""
+        return self.decoder_embeddings != "shared"
 
     def get_text_config(self, *args, **kwargs):
         """Within `extended_vocabulary(self, width)`, the plain call gives a copy whose `vocab_size` is `width`;

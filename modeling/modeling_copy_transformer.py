@@ -11,7 +11,9 @@ with a pointer-generator head (See et al. 2017).
   `concat_after_layers` encoder layers and projected, the layers above running over the result ("bert_concat");
   `decoder_embeddings="bert"` reads the decoder inputs through BERT's word embeddings, projected and scaled by
   sqrt(d_model) as the model's own table is (unscaled, they were a thirtieth of the positions' norm at
-  initialisation). The frozen BERT lives at
+  initialisation); `decoder_embeddings="bert_embedding_layer"` is the original code's decoder input exactly: BERT's
+  whole embedding layer (word, position and token-type embeddings, LayerNorm) through a linear layer, neither
+  scaled nor given the decoder's own positions. The frozen BERT lives at
   `encoder.bert.encoder`; `save_pretrained` leaves it out and `from_pretrained` reloads it from
   `config.bert_name_or_path` (as `from_encoder` loads it), and `forward(bert_features=...)` takes cached features.
 - Word embeddings: a vocabulary x d_model table, or with `word_embedding_size` a narrower table and a linear map to
@@ -19,7 +21,7 @@ with a pointer-generator head (See et al. 2017).
 - Decoder: the same word embeddings (one vocabulary), positions, `decoder_layers` layers of causal self-attention
   (KV cache), cross-attention and feed-forward, a final LayerNorm; P_vocab = softmax(lm_head(h_t)), the output layer
   tied to the decoder's word embeddings unless `tie_word_embeddings=False` (BERT's projected ones with
-  `decoder_embeddings="bert"`, a factorized table's product: `ProjectedEmbeddingsOutput`).
+  BERT-conditioned decoder, a factorized table's product: `ProjectedEmbeddingsOutput`).
 - Pointer: a copy attention of its own (one head, as OpenNMT's copy generator reads one, but with parameters apart
   from the decoder's cross-attention) over the encoder states gives a_t over the source positions and the context
   c_t = sum_i a_ti e_i; p_gen = sigmoid(w [h_t; c_t; x_t] + b), x_t the decoder input's embedding.
@@ -286,7 +288,7 @@ class CopyTransformerEncoder(nn.Module):
         super().__init__()
         self.config = config
         # the stacked BERT variant with BERT's embeddings in the decoder reads no tokens of its own
-        if not (config.encoder_input == "bert_windowed" and config.decoder_embeddings == "bert"):
+        if not (config.encoder_input == "bert_windowed" and config.decoder_reads_bert):
             width = config.word_embedding_size or config.d_model
             self.embed_tokens = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
             if config.word_embedding_size is not None:
@@ -384,23 +386,35 @@ class CopyTransformerEncoder(nn.Module):
 
 
 class CopyTransformerDecoder(nn.Module):
-    """Positions over the (scaled) word embeddings of the decoder inputs, the decoder layers, a final LayerNorm."""
+    """Positions over the (scaled) word embeddings of the decoder inputs (with `decoder_embeddings=
+    "bert_embedding_layer"` the inputs as they come: BERT's embedding layer gave them positions), the decoder
+    layers, a final LayerNorm."""
 
     def __init__(self, config: CopyTransformerConfig):
         super().__init__()
         self.config = config
-        self.positions = PositionEmbedding(config, config.max_target_positions, "a summary")
+        bert_layer = config.decoder_embeddings == "bert_embedding_layer"
+        self.positions = None if bert_layer else PositionEmbedding(config, config.max_target_positions, "a summary")
         self.dropout = nn.Dropout(config.dropout)
         self.layers = nn.ModuleList(DecoderLayer(config, index) for index in range(config.decoder_layers))
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
-        if config.decoder_embeddings == "bert" and bert_config(config).hidden_size != config.d_model:
-            # BERT's word embeddings stay frozen; this projection to d_model trains
+        if bert_layer and config.max_target_positions > bert_config(config).max_position_embeddings:
+            raise ValueError(
+                f"max_target_positions={config.max_target_positions} exceeds the BERT's "
+                f"max_position_embeddings={bert_config(config).max_position_embeddings}: "
+                'decoder_embeddings="bert_embedding_layer" reads the summary at BERT\'s positions'
+            )
+        if bert_layer or (config.decoder_embeddings == "bert" and bert_config(config).hidden_size != config.d_model):
+            # BERT's embeddings stay frozen; this projection to d_model trains (the original's at every width)
             self.bert_embedding_projection = nn.Linear(bert_config(config).hidden_size, config.d_model)
 
     def forward(self, embeddings, attention_mask, encoder_states, encoder_mask, cache=None) -> torch.Tensor:
         past = cache.get_seq_length() if cache is not None else 0
-        positions = self.positions(past, embeddings.shape[1], embeddings.device).to(embeddings.dtype)
-        states = self.dropout(embeddings + positions)
+        if self.positions is None:  # as the original: no positions, scaling or dropout of the decoder's own
+            states = embeddings
+        else:
+            positions = self.positions(past, embeddings.shape[1], embeddings.device).to(embeddings.dtype)
+            states = self.dropout(embeddings + positions)
         # the cache by position: transformers 5.24 renamed this argument from `past_key_values` to `cache`
         self_mask = create_causal_mask(
             self.config, states, attention_mask, cache.self_attention_cache if cache is not None else None
@@ -487,7 +501,7 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
         self.encoder = CopyTransformerEncoder(config)
         self.decoder = CopyTransformerDecoder(config)
         self.pointer = PointerGenerator(config.d_model) if config.copy_mechanism else None
-        projected_words = config.decoder_embeddings == "bert" or config.word_embedding_size is not None
+        projected_words = config.decoder_reads_bert or config.word_embedding_size is not None
         if projected_words and config.tie_word_embeddings:
             self.lm_head = ProjectedEmbeddingsOutput(config.vocab_size)
             self._tied_weights_keys = {}  # tied through its forward, not by sharing a parameter
@@ -581,21 +595,28 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def embed_decoder_inputs(self, token_ids: torch.LongTensor) -> torch.Tensor:
+    def embed_decoder_inputs(self, token_ids: torch.LongTensor, past_length: int = 0) -> torch.Tensor:
         """The decoder inputs' word embeddings scaled by sqrt(d_model): the model's own, or BERT's (frozen) projected
-        to d_model. The output layer reads the same table unscaled (as the shared table's)."""
+        to d_model. The output layer reads the same table unscaled (as the shared table's). With
+        `decoder_embeddings="bert_embedding_layer"`: BERT's embedding layer over the tokens at positions
+        `past_length` on (the summary tokens before them are cached), then the projection, unscaled."""
         if self.config.decoder_embeddings == "shared":
             return self.encoder.embed(token_ids)
         token_ids = token_ids.masked_fill(token_ids >= self.config.vocab_size, self.config.unk_token_id)
-        embeddings = self.frozen_bert.get_input_embeddings()(token_ids)
         projection = getattr(self.decoder, "bert_embedding_projection", None)
+        if self.config.decoder_embeddings == "bert_embedding_layer":
+            if past_length + token_ids.shape[1] > self.config.max_target_positions:
+                raise ValueError(f"a summary of {past_length + token_ids.shape[1]} tokens is longer than the model's "
+                                 f"{self.config.max_target_positions}")
+            return projection(self.frozen_bert.embeddings(input_ids=token_ids, past_key_values_length=past_length))
+        embeddings = self.frozen_bert.get_input_embeddings()(token_ids)
         return self.encoder.embed_scale * (projection(embeddings) if projection is not None else embeddings)
 
     def vocab_logits(self, states: torch.Tensor) -> torch.Tensor:
         """P_vocab's logits from the decoder states: the output layer (tied to the decoder's word embeddings)."""
         if not isinstance(self.lm_head, ProjectedEmbeddingsOutput):
             return self.lm_head(states)
-        if self.config.decoder_embeddings == "bert":
+        if self.config.decoder_reads_bert:
             embeddings = self.frozen_bert.get_input_embeddings().weight
             return self.lm_head(states, embeddings, getattr(self.decoder, "bert_embedding_projection", None))
         return self.lm_head(states, self.encoder.embed_tokens.weight, self.encoder.embed_projection)
@@ -672,7 +693,9 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             past_key_values = CopyTransformerCache()
         if past_key_values is not None and not isinstance(past_key_values, CopyTransformerCache):
             raise ValueError(f"the CopyTransformer needs a CopyTransformerCache, got {type(past_key_values).__name__}")
-        embeddings = self.embed_decoder_inputs(decoder_input_ids)
+        embeddings = self.embed_decoder_inputs(
+            decoder_input_ids, past_key_values.get_seq_length() if past_key_values is not None else 0
+        )
         states = self.decoder(embeddings, decoder_attention_mask, encoder_states, attention_mask, past_key_values)
         if self.pointer is None:  # the plain Transformer: a summary word it cannot generate is trained as [UNK]
             log_probs, p_gen, copy_attention = F.log_softmax(self.vocab_logits(states).float(), dim=-1), None, None

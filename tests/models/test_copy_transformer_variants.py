@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from test_copy_transformer import EXAMPLES
+from torch.nn import functional as F
 from transformers import BertModel
 
 from conftest import tiny_bert_config, tiny_copy_transformer_config
@@ -323,6 +324,50 @@ def test_the_bert_conditioned_decoder_reads_bert_word_embeddings_scaled_as_its_o
     torch.testing.assert_close(same_width.embed_decoder_inputs(ids[:, :2]), 32**0.5 * bert_table[[1, 1996]][None])
 
 
+@pytest.mark.parametrize("d_model", [64, 32])
+def test_the_bert_embedding_layer_option_feeds_the_decoder_bert_embeddings_through_a_linear_layer(d_model,
+                                                                                                   tiny_bert_path):
+    # the original's decoder input: BertEmbeddings(ids) (word + position + token type 0, LayerNorm), then a linear
+    # layer (at every width), with no sqrt(d_model) scaling, no positions and no dropout of the decoder's own
+    model = bert_model(tiny_bert_path, decoder_embeddings="bert_embedding_layer", d_model=d_model, dropout=0.3)
+    model.train()  # dropout 0.3 would show in the decoder's input; the frozen BERT stays in eval mode
+    assert model.decoder.positions is None and model.decoder.bert_embedding_projection.weight.shape == (d_model, 32)
+    ids = torch.tensor([[1, 1996, 30522, 2003, 3]])  # an extended id (a copied unknown word) reads as [UNK]
+    bert = BertModel.from_pretrained(tiny_bert_path, add_pooling_layer=False).eval()
+    read_as = torch.tensor([[1, 1996, 100, 2003, 3]])
+    table = bert.embeddings
+    projection = model.decoder.bert_embedding_projection
+    with torch.no_grad():
+        by_hand = F.layer_norm(
+            table.word_embeddings.weight[read_as[0]] + table.position_embeddings.weight[:5]
+            + table.token_type_embeddings.weight[0],
+            (32,), table.LayerNorm.weight, table.LayerNorm.bias, table.LayerNorm.eps,
+        )
+        torch.testing.assert_close(table(read_as)[0], by_hand, rtol=0, atol=1e-6)  # what BertEmbeddings computes
+        expected = (by_hand @ projection.weight.T + projection.bias)[None]
+        torch.testing.assert_close(model.embed_decoder_inputs(ids), expected, rtol=0, atol=1e-5)
+        # a cached prefix of 3 tokens: the next ones at BERT positions 3 and 4
+        torch.testing.assert_close(model.embed_decoder_inputs(ids[:, 3:], past_length=3), expected[:, 3:],
+                                   rtol=0, atol=1e-5)
+        # the decoder's first layer reads exactly these, in training mode too
+        seen = []
+        model.decoder.layers[0].register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+        model(input_ids=tokens(20), decoder_input_ids=ids)
+    torch.testing.assert_close(seen[0], expected, rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="a summary of 65 tokens is longer than the model's 64"):
+        model.embed_decoder_inputs(tokens(65))
+
+
+def test_the_bert_embedding_layer_option_needs_bert_positions_for_every_summary_token(tiny_bert_path):
+    with pytest.raises(ValueError, match="max_target_positions=513 exceeds the BERT's max_position_embeddings=512"):
+        bert_model(tiny_bert_path, decoder_embeddings="bert_embedding_layer", max_target_positions=513)
+    with pytest.raises(ValueError, match='decoder_embeddings="bert_embedding_layer" needs a BERT encoder input'):
+        tiny_copy_transformer_config(decoder_embeddings="bert_embedding_layer")
+    # the default path is as before: BERT's word embeddings scaled by sqrt(d_model), the decoder's own positions
+    default = bert_model(tiny_bert_path, decoder_embeddings="bert")
+    assert default.config.decoder_embeddings == "bert" and default.decoder.positions is not None
+
+
 def test_the_bert_conditioned_decoders_inputs_weigh_as_much_as_its_own_tables_would_at_initialisation():
     # the paper's small model (d_model 256) over the bundled MiniLM, as initialised (no noise added): unscaled, the
     # inputs' mean norm was 0.35 (the raw word embeddings through a projection initialised at std 0.02) against 11.3
@@ -394,6 +439,7 @@ def test_cached_bert_features_give_the_same_outputs(encoder_input, tiny_bert_pat
 
 @pytest.mark.parametrize("encoder_input, decoder_embeddings", [
     ("bert_windowed", "shared"), ("bert_windowed", "bert"), ("bert_concat", "shared"), ("bert_concat", "bert"),
+    ("bert_windowed", "bert_embedding_layer"), ("bert_concat", "bert_embedding_layer"),
 ])
 def test_greedy_generation_equals_the_argmax_of_teacher_forcing(encoder_input, decoder_embeddings, tiny_bert_path):
     model = bert_model(tiny_bert_path, encoder_input, decoder_embeddings=decoder_embeddings)

@@ -246,6 +246,18 @@ def test_the_papers_context_gives_the_teams_points_wins_losses_and_the_players_s
     assert all(ids(tokenizer, number)[0] in step for number in ("101", "118", "13"))
 
 
+def test_a_teams_zero_wins_and_losses_stay_in_the_realizers_context(tokenizer):
+    # issue #58: they were dropped as surplus zeros (4 of the 320 team records of wins and losses in the shared games)
+    from test_rotowire import line
+
+    unbeaten = line("Cavaliers", "Cleveland", 101, (32, 22, 20, 27), 0, 0, 17, 35, 19, 43, 36, 74)
+    game = parse_game(tiny_game(home_line=unbeaten))
+    assert game.record("Cavaliers|TEAM-WINS").sentence == "The Cavaliers have 0 wins."
+    processor = RealizerForConditionalGeneration.processor_class(tokenizer, tiny_config(tokenizer))
+    context = processor.context_text(game, ["Kevin Love|PTS"])
+    assert "The Cavaliers have 0 wins. The Cavaliers have 0 losses. The Bucks were the visiting team." in context
+
+
 def test_a_realizer_config_saved_before_the_context_field_keeps_the_names_context(tokenizer, tmp_path):
     config = tiny_config(tokenizer)
     config.save_pretrained(tmp_path)

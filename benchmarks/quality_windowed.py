@@ -16,6 +16,9 @@ Tables (each row a variant; `--tables` picks them):
   rows with BERT on both sides); last, the concatenation after the whole 3-layer convolutional token encoder with no
   layer over it (this package's design before issue #40, whose trained rows earlier reports hold).
 - `sweep`: the 1D window (the paper's Figure 4), 512 tokens; a PNG beside the report.
+- `bert_input`: the BERT-conditioned decoder's input (stacking, 512 tokens): BERT's word embeddings projected and
+  scaled by sqrt(d_model) plus the decoder's positions (`decoder_embeddings="bert"`) against the original code's
+  BERT embedding layer (word, position, token type, LayerNorm) through a linear layer (`"bert_embedding_layer"`).
 - `small`: the circular 2D row against the same with a 128-wide factorized word table (`word_embedding_size`), the
   cost of fitting a token-input variant in the 20 MB shipping limit.
 
@@ -105,6 +108,10 @@ VARIANTS = {
             ("bert_stacked", "BERT-transformer encoder", BERT_STACKED),
             ("bert_stacked_bert_decoder", "BERT-transformer encoder + BERT-conditioned decoder",
              {**BERT_STACKED, "decoder_embeddings": "bert"}),
+            # the original code's decoder input: BERT's whole embedding layer through a linear layer, unscaled
+            ("bert_stacked_bert_embedding_layer",
+             "BERT-transformer encoder + BERT-conditioned decoder through BERT's embedding layer (original input)",
+             {**BERT_STACKED, "decoder_embeddings": "bert_embedding_layer"}),
             # the paper's concatenation: the convolutional layer's output (Table 1's best convolution) beside the
             # features, two Transformer layers over them
             ("bert_concat_paper", "Concatenation (circular 2D convolutional layer, 2 layers over it)",
@@ -133,6 +140,9 @@ TABLES = {
                                                      "bert_concat_paper_bert_decoder", "bert_concat")])
         for name, suffix, length in (("4", "", "512 tokens"), ("4_full", "_full", "full length"))
     },
+    "bert_input": ("The BERT-conditioned decoder's input: BERT's word embeddings scaled by sqrt(d_model) with the "
+                   "decoder's positions against BERT's embedding layer through a linear layer (512 tokens)",
+                   ["bert_stacked_bert_decoder", "bert_stacked_bert_embedding_layer"]),
     "small": ("The word table factorized to fit the shipping limit (512 tokens)",
               ["conv_circular_2d", "conv_circular_2d_words128"]),
     "sweep": ("The 1D convolution's window (512 tokens)",

@@ -36,6 +36,8 @@ def test_every_variant_is_a_valid_config_and_every_table_names_known_variants(sc
         ("bert_concat_paper_bert_decoder", {"encoder_input": "bert_concat", "convolution": "circular_2d",
                                             "concat_after_layers": 1, "decoder_embeddings": "bert"}),
         ("bert_concat", {"encoder_input": "bert_concat", "convolution": "circular_2d", "concat_after_layers": 3}),
+        ("bert_stacked_bert_embedding_layer", {"encoder_input": "bert_windowed",
+                                               "decoder_embeddings": "bert_embedding_layer"}),
     ],
 )
 def test_a_variant_changes_only_its_component(script, variant, differs_in):

@@ -4,12 +4,15 @@ each other and are not comparable to published Rotowire results.
 
 Planning-only rows: content selection (precision, recall, F1 of distinct records) and content ordering (normalized
 Damerau-Levenshtein similarity of the record sequences) x 100 of each plan against the oracle plan induced from the
-game's human summary. Both are the paper's (Narayan et al. 2020, section 7; Wiseman et al. 2017): the records that
-only name (players' names, the teams' names and cities, the date) are left out (`--records all` counts them, the
-definitions of the reports before issue #40; `--records statistics all` gives a table under each from the same
-plans). CS is micro-averaged as the paper's (overlaps and sizes summed over the games; the interval resamples the
-games and pools again); the macro CS F1 (the mean of the games' F1) stands beside it for comparison with earlier
-reports. CO is the mean over the games. 95% bootstrap intervals over the games.
+game's human summary. CS is the paper's (Narayan et al. 2020, section 7; Wiseman et al. 2017), which reports CS alone
+for plans: CO of plans is this package's extension (the paper's CO is of realized text). Both count the records that
+state a number, the numeric relations the paper's extractor counts: the records that only name (players' names, the
+teams' names and cities, the date) and the players' starting positions are left out (`--records all` counts them,
+the definitions of the reports before issue #40; `--records statistics all` gives a table under each from the same
+plans; the starting positions left out since issue #58). CS is micro-averaged as the paper's (overlaps and sizes
+summed over the games; the interval resamples the games and pools again); the macro CS F1 (the mean of the games'
+F1) stands beside it for comparison with earlier reports. CO is the mean over the games. 95% bootstrap intervals over
+the games.
 - Template: the records most often mentioned in the training plans. A record is generalized to its role and key
   ("home team | TEAM-PTS", "scorer 2 | REB", "game | DAY"); the template is the roles and keys of the median number of
   distinct records per training plan, most frequent first, put in the order of their mean relative position in the
@@ -64,9 +67,10 @@ SHIPPED_HIBERT_PLANNER = "stepwise-hibert-planner-minilm-rotowire"
 EXAMPLES = 2
 TEXT_COLUMNS = ("RG P%", "RG #", "CS P%", "CS R%", "CS F1%", "CO%")
 RECORD_DEFINITIONS = {
-    "statistics": "CS and CO as the paper defines them: over the records without the names (players' names, the "
-                  "teams' names and cities) and the date; CS micro-averaged over the games (CS F1 (macro): the mean "
-                  "of the games' F1), CO the mean over the games.",
+    "statistics": "CS as the paper defines it, CO (the paper's for text only) over the same records: those that "
+                  "state a number, without the names (players' names, the teams' names and cities), the date and "
+                  "the players' starting positions; CS micro-averaged over the games (CS F1 (macro): the mean of the "
+                  "games' F1), CO the mean over the games.",
     "all": "CS and CO over every record, names and date included (the definitions before issue #40, not the "
            "paper's); CS micro-averaged over the games (CS F1 (macro): the mean of the games' F1), CO the mean over "
            "the games.",

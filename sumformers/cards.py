@@ -14,9 +14,11 @@ from .registry import architecture_for
 from .remote_code import collect_remote_code, required_packages
 
 # The scores a card reports (x 100), as the training scripts' evaluations name them: ROUGE of summaries, BLEU of
-# realized text, content selection and ordering of content plans.
+# realized text, content selection and ordering of content plans (the paper reports CS alone for plans: their CO is
+# this package's extension, and named so).
 METRIC_NAMES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeLsum": "ROUGE-L (sum)", "bleu": "BLEU",
-                "cs_precision": "CS precision", "cs_recall": "CS recall", "cs_f1": "CS F1", "co": "CO"}
+                "cs_precision": "CS precision", "cs_recall": "CS recall", "cs_f1": "CS F1",
+                "co": "CO (not in the paper)"}
 
 
 def metric_type(metric: str) -> str:

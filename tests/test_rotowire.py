@@ -9,6 +9,8 @@ import pytest
 from sumformers.text.rotowire_plans import oracle_plan, plan_records, plan_sentences, plan_to_text, tokenize
 from sumformers.text.rotowire_records import EOS, EOT, parse_game, read_games
 from sumformers.text.table_to_text_metrics import (
+    NAME_KEYS,
+    NON_NUMERIC_KEYS,
     Relation,
     bleu,
     bootstrap_interval,
@@ -301,6 +303,28 @@ def test_content_selection_leaves_the_names_and_the_date_out_as_the_paper_does()
     assert scores["cs_precision"] == pytest.approx(100 * 2 / 3) and scores["cs_recall"] == pytest.approx(100 * 2 / 5)
     assert scores["cs_f1"] == pytest.approx(100 * 2 * (2 / 3) * (2 / 5) / (2 / 3 + 2 / 5))
     assert [game["cs_f1"] for game in scores["per_game"]] == [pytest.approx(50.0), pytest.approx(50.0)]
+
+
+def test_starting_positions_leave_planning_cs_and_co_as_the_papers_extractor_counts_numbers_only():
+    # a player's starting position ("forward") is no number: the paper's information extractor never counts it, and
+    # no oracle plan holds one
+    plan = ["Kevin Love|PLAYER_NAME", "Kevin Love|START_POSITION", "Kevin Love|PTS", EOS, "LeBron James|START_POSITION",
+            "LeBron James|AST", EOT]
+    reference = ["Kevin Love|PLAYER_NAME", "Kevin Love|PTS", "Kevin Love|REB", EOT]
+    # statistics {Love PTS, James AST} against {Love PTS, Love REB}: P 1/2, R 1/2 (with the two starting positions
+    # counted it was P 1/4, F1 1/3)
+    selection = content_selection(plan, reference)
+    assert (selection["overlap"], selection["predicted"], selection["reference"]) == (1, 2, 2)
+    assert (selection["precision"], selection["recall"], selection["f1"]) == (0.5, 0.5, 0.5)
+    # CO over the same records: [Love PTS, James AST] against [Love PTS, Love REB]: one substitution, 1 - 1/2 (with
+    # them [Love START, Love PTS, James START, James AST]: delete, keep, substitute, delete -> 1 - 3/4)
+    assert content_ordering(plan, reference) == 0.5
+    scores = plan_scores([plan], [reference])
+    assert (scores["cs_precision"], scores["cs_recall"], scores["co"]) == (50.0, 50.0, 50.0)
+    # every record still counts them: 2 shared (Love's name and points) of 5 and 3
+    every = content_selection(plan, reference, records="all")
+    assert (every["overlap"], every["predicted"], every["reference"]) == (2, 5, 3)
+    assert NON_NUMERIC_KEYS == NAME_KEYS | {"START_POSITION"}
 
 
 def test_content_ordering_orders_the_records_content_selection_counts():

@@ -3,17 +3,20 @@
 Plans (lists of record ids and units, as `rotowire_plans.oracle_plan` makes them):
 
 - content selection (CS): precision, recall and F1 of the distinct records of a plan against those of the oracle plan,
-  units ignored. As Narayan et al. (2020, section 7) define it (``records="statistics"``, the default), the records
-  that only name leave the count: players' names, the teams' names and cities and the date (`NAME_KEYS`; 46% of the
+  units ignored. As Narayan et al. (2020, section 7) define it (``records="statistics"``, the default), only the
+  records that state a number count, the numeric relations the paper's information extractor finds: the records
+  that only name leave the count (players' names, the teams' names and cities and the date, `NAME_KEYS`; 46% of the
   record mentions of the 15 test games' oracle plans, 31% of their distinct records, and a planner that cycles
-  through team names would score on them);
+  through team names would score on them), and so does a player's starting position (``START_POSITION``, a word
+  such as "forward"; no oracle plan holds one, so a planner's were counted as wrong), `NON_NUMERIC_KEYS` in all;
   ``records="all"`` counts every record, the definition this package used before. Over a corpus CS is micro-averaged
   as the paper does (`pooled_content_selection`: overlaps and sizes summed over the games, then P, R, F1);
 - content ordering (CO): the normalized Damerau-Levenshtein similarity, 1 - DLD / max(len), between the two record
   sequences, units removed and a record's repeats after its first mention dropped (Wiseman et al.'s
-  ``dedup_triples``), over the same records as CS (``records="statistics"``: the names and the date left out, as the
-  relations Wiseman et al. order carry no names; ``records="all"``: every record, the package's earlier CO), averaged
-  over the games. The distance is the optimal string alignment variant (adjacent transpositions, no substring edited
+  ``dedup_triples``), over the same records as CS (``records="statistics"``: `NON_NUMERIC_KEYS` left out, as the
+  relations Wiseman et al. order carry numbers; ``records="all"``: every record, the package's earlier CO), averaged
+  over the games. The paper reports CS alone for plans (CO only for realized text): CO of plans is this package's
+  extension. The distance is the optimal string alignment variant (adjacent transpositions, no substring edited
   twice), which is what Wiseman et al.'s ``pyxDamerauLevenshtein`` computes: "ca" -> "abc" costs 3, where the
   unrestricted distance is 2; computed by rapidfuzz (``rapidfuzz.distance.OSA``).
 
@@ -59,6 +62,7 @@ from .scoring import bootstrap_interval
 __all__ = [
     "CS_RECORDS",
     "NAME_KEYS",
+    "NON_NUMERIC_KEYS",
     "Relation",
     "bleu",
     "bootstrap_interval",
@@ -85,9 +89,12 @@ _WIN_WORDS = frozenset({
 # The team before one of these words lost.
 _LOSS_WORDS = frozenset({"fell", "falls", "lost", "loses", "dropped", "drops", "succumbed", "loss"})
 
-# The records that only name an entity or the game: content selection as the paper defines it leaves them out.
+# The records that only name an entity or the game.
 NAME_KEYS = frozenset({"PLAYER_NAME", "TEAM-NAME", "TEAM-CITY", DATE_KEY})
-# What planning CS and CO count: "statistics" (the paper's: every record but NAME_KEYS) or "all" (every record).
+# The records that state no number (the names, the date and a starting position): the paper's extractor counts
+# numeric relations only, so content selection as the paper defines it leaves them out.
+NON_NUMERIC_KEYS = NAME_KEYS | {"START_POSITION"}
+# What planning CS and CO count: "statistics" (the paper's: every record but NON_NUMERIC_KEYS) or "all" (every record).
 CS_RECORDS = ("statistics", "all")
 
 
@@ -124,14 +131,14 @@ def _counted_records(plan: Sequence[str], records: str) -> list[str]:
         raise ValueError(f"records must be one of {', '.join(CS_RECORDS)}, got {records!r}")
     ids = _first_mentions(plan_records(plan))
     # a record id is "<entity>|<key>"
-    return ids if records == "all" else [record for record in ids if record.rpartition("|")[2] not in NAME_KEYS]
+    return ids if records == "all" else [record for record in ids if record.rpartition("|")[2] not in NON_NUMERIC_KEYS]
 
 
 def content_selection(plan: Sequence[str], reference_plan: Sequence[str], records: str = "statistics") -> dict:
     """CS of `plan` against `reference_plan` over distinct record ids, units ignored: ``precision``, ``recall``,
     ``f1`` (0.0 where undefined: nothing predicted, or nothing to find) and the counts ``overlap``, ``predicted``,
-    ``reference`` (for `pooled_content_selection`). `records`: "statistics" (the paper's definition, the names and
-    the date left out: `NAME_KEYS`) or "all"."""
+    ``reference`` (for `pooled_content_selection`). `records`: "statistics" (the paper's definition, the records
+    that state no number left out: `NON_NUMERIC_KEYS`) or "all"."""
     return _selection(set(_counted_records(plan, records)), set(_counted_records(reference_plan, records)))
 
 

@@ -77,8 +77,9 @@ def planning_evaluation(tokenizer, games: list[dict], num_sentences: int):
         plans = [output["plan"] for output in planner(games, num_sentences=num_sentences)]
         scores = plan_scores(plans, [oracle_plan(parse_game(game)) for game in games])
         scores.pop("per_game")
-        return scores, (f"{len(games)} dev games, greedy plans of at most {num_sentences} units, CS (micro-averaged) "
-                        "and CO over the records without the names and the date as in the paper")
+        return scores, (f"{len(games)} dev games, greedy plans of at most {num_sentences} units, CS (micro-averaged, "
+                        "the paper's) and CO (this package's extension for plans) over the records that state a "
+                        "number (not the names, the date or the starting positions)")
 
     return evaluate
 

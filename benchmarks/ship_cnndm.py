@@ -12,6 +12,10 @@ summaries the GPU call decoded (quality_cnndm.py's cache) instead of decoding he
         --device cuda --call "three models side by side on the GPU within its 560 s" --development "..."
     python benchmarks/ship_cnndm.py --model ETCSum --source runs/etc_cpu/run/final --hardware cpu \
         --command "python training_scripts/train_stepwise.py ..." --development "..."
+
+A run that continued a shipped checkpoint (`train_stepwise.py --init_from`) keeps that checkpoint's run on the card
+and adds its own (`--continued_from`, with `--hardware cpu --command`); read the starting card before shipping
+over it.
 """
 
 import argparse
@@ -96,6 +100,8 @@ def parse_args():
                         help="what the GPU call trained beside this model")
     parser.add_argument("--hardware", choices=list(HARDWARE), default="h200", help="where the run trained")
     parser.add_argument("--command", default=None, help="with --hardware cpu: the training command, for the card")
+    parser.add_argument("--continued_from", default=None,
+                        help="the checkpoint --source continued (--init_from): its run stays on the card")
     parser.add_argument("--device", default="cpu", help="cuda: the held-out summaries the GPU call decoded")
     parser.add_argument("--results", default="benchmarks/results/quality_cnndm_gpu.md",
                         help="the quality_cnndm.py table that holds this model's rows")
@@ -121,17 +127,26 @@ def held_out_scores(folder: Path, name: str, threads: int, device: str) -> dict:
     return {key: round(value, 2) for key, value in scores.items()}
 
 
-def card_training_text(args, run: str) -> str:
+def card_training_text(args, run: str, started: str | None = None) -> str:
     """The shipped card's training text: the data (all articles, or the run's subset), the model, where and how it
-    trained (`run`: the training script's own account, which starts with its document count), the deviations."""
+    trained (`run`: the training script's own account, which starts with its document count), the deviations. With
+    `started` (the training text of the checkpoint the run continued, trained on the H200), that run first, then
+    this one as its continuation."""
     _, encoder, deviations, _ = MODELS[args.model]
+    hardware, continuation = args.hardware, ""
+    if started is not None:
+        if "Trained on one NVIDIA H200" not in started:
+            raise SystemExit("--continued_from: only a checkpoint the GPU recipe trained is continued here")
+        continuation = (f" Then continued on 2 CPU cores over its own frozen sentence vectors (`{args.command}`): "
+                        f"{run}")
+        hardware, run = "h200", re.search(r"Run: (.*?) Deviations from the paper", started).group(1)
     documents = int(re.match(r"(\d+) documents", run).group(1))
     articles = "The 39,563" if documents == 39563 else f"{documents:,} of the 39,563"
     # the GPU call carried a MiniLM with an int8 word table; a CPU run used the installed one
-    carried = CARRIED if args.hardware == "h200" else ""
-    trained = HARDWARE[args.hardware].format(run=run, command=args.command, call=args.call)
-    return (f"{DATA.format(articles=articles)} {encoder}{carried} {trained} Deviations from the paper, each with its "
-            f"reason: {deviations.format(end_bias=args.end_bias, pooling=args.pooling)}.")
+    carried = CARRIED if hardware == "h200" else ""
+    trained = HARDWARE[hardware].format(run=run, command=args.command, call=args.call)
+    return (f"{DATA.format(articles=articles)} {encoder}{carried} {trained}{continuation} Deviations from the paper, "
+            f"each with its reason: {deviations.format(end_bias=args.end_bias, pooling=args.pooling)}.")
 
 
 def ship(args) -> Path:
@@ -147,7 +162,8 @@ def ship(args) -> Path:
         raise SystemExit("--command is for (and needed by) --hardware cpu")
     if stepwise:
         config_updates = dict(config_updates, end_bias=args.end_bias)
-    training = card_training_text(args, read_card_info(args.source)["training"])
+    started = read_card_info(args.continued_from)["training"] if args.continued_from else None
+    training = card_training_text(args, read_card_info(args.source)["training"], started)
     target = REPO / "checkpoints" / name
     ship_adapter_checkpoint(args.source, target, [], args.hardware, "Training run", config_updates=config_updates)
     (target / "training_log.txt").unlink(missing_ok=True)

@@ -320,7 +320,8 @@ def plot(results, device, lengths, path):
 KERNEL_LENGTHS = (4096, 16384, 65536)
 # name -> label; each row gives (build, forward, forward + backward) callables (build None: nothing to build)
 KERNEL_ROWS = {
-    "flex": "ours: flex_attention (BlockMask from the layout)",
+    "flex": "ours: flex_attention (BlockMask from the layout, built uncached)",
+    "flex_per_call": "ours: flex_attention, pattern made per call (BlockMask from the cache)",
     "blocked": "ours: blocked",
     "sdpa_dense": "dense SDPA with the pattern's bool mask",
     "flash": "SDPA without mask (FlashAttention), the per-block reference",
@@ -357,14 +358,15 @@ def timer(device):
 
 
 def kernel_rows(length, device, dtype, window, num_global, heads):
-    """{row: (build, forward, forward_backward)} at `length` tokens; build makes the row's mask afresh."""
+    """{row: (build, forward, forward_backward)} at `length` tokens; build makes the row's mask (afresh, or for
+    `flex_per_call` from the cache, as a model's repeated forward does)."""
     import torch
     import torch.nn.functional as F
     from transformers import LongformerConfig
     from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
 
     from sumformers.modeling.attention import sparse_attention
-    from sumformers.modeling.attention_patterns import SlidingWindowPattern
+    from sumformers.modeling.attention_patterns import SlidingWindowPattern, clear_block_mask_cache
 
     generator = torch.Generator(device="cpu").manual_seed(0)
 
@@ -379,6 +381,10 @@ def kernel_rows(length, device, dtype, window, num_global, heads):
     def pattern():
         return SlidingWindowPattern(window, attention_mask, global_mask)
 
+    def uncached_block_mask():  # what a new shape or new padding costs
+        clear_block_mask_cache()
+        return pattern().flex_block_mask()
+
     built = {"flex": pattern(), "blocked": pattern()}
     built["flex"].flex_block_mask()
     built["blocked"].layout()
@@ -392,12 +398,17 @@ def kernel_rows(length, device, dtype, window, num_global, heads):
         return forward_only, lambda: forward().float().sum().backward()
 
     rows = {
-        "flex": (lambda: pattern().flex_block_mask(),
+        "flex": (uncached_block_mask,
                  # detached for the forward: CPU flex refuses inputs that require gradients even under no_grad
                  lambda: sparse_attention(q.detach(), k.detach(), v.detach(), built["flex"], "flex_attention"),
                  # no FlexAttention backward on CPU (sumformers would run "blocked" there)
                  forward_and_backward(lambda: sparse_attention(q, k, v, built["flex"], "flex_attention"))[1]
                  if device == "cuda" else None),
+        # a model's repeated forward: the pattern made again from the same inputs, the BlockMask a cache hit
+        "flex_per_call": (lambda: pattern().flex_block_mask(),
+                          lambda: sparse_attention(q.detach(), k.detach(), v.detach(), pattern(), "flex_attention"),
+                          forward_and_backward(lambda: sparse_attention(q, k, v, pattern(), "flex_attention"))[1]
+                          if device == "cuda" else None),
         "blocked": (lambda: pattern().layout(),
                     *forward_and_backward(lambda: sparse_attention(q, k, v, built["blocked"], "blocked"))),
         "sdpa_dense": (lambda: pattern().dense_mask(),
@@ -425,6 +436,36 @@ def kernel_table(device, lengths, iterations, warmup, output_dir, tiny=False):
     window, num_global, heads = (16, 4, 2) if tiny else (WINDOW, NUM_GLOBAL, HEADS)
     timed = timer(device)
     cells = {name: {} for name in KERNEL_ROWS}
+    machine = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / f"attention_{device}_kernels.md" if device != "cuda" else output_dir / "attention_cuda.md"
+
+    def write_table():  # after every row, so that a call cut by its time limit keeps what it measured
+        lines = [
+            f"# Sparse attention kernels ({device}: {machine})",
+            "",
+            command_line("attention.py"),
+            "",
+            f"torch {torch.__version__}, transformers {transformers.__version__}, CUDA {torch.version.cuda}, Python "
+            f"{platform.python_version()}; {dtype}, batch 1, {heads} heads, head size {HEAD_DIM}, window {window} "
+            f"(two-sided), {num_global} global tokens. Each cell: median milliseconds of {iterations} runs after "
+            f"{warmup} warm-up runs, mask build / forward / forward+backward (the kernel with the mask already "
+            "built, except where the row says the pattern is made per call).",
+            "",
+            "| case | " + " | ".join(f"{n:,} tokens" for n in lengths) + " |",
+            "|" + "---|" * (len(lengths) + 1),
+        ]
+        for name, label in KERNEL_ROWS.items():
+            row = []
+            for n in lengths:
+                cell = cells[name].get(n, "not reached")
+                row.append(
+                    cell if isinstance(cell, str) else " / ".join("-" if t is None else f"{t:.2f}" for t in cell)
+                )
+            lines.append(f"| {label} | " + " | ".join(row) + " |")
+        path.write_text("\n".join(lines) + "\n")
+        return path.read_text()
+
     for length in lengths:
         for name, (build, forward, forward_backward) in kernel_rows(
             length, device, dtype, window, num_global, heads
@@ -436,31 +477,8 @@ def kernel_table(device, lengths, iterations, warmup, output_dir, tiny=False):
                 cells[name][length] = "out of memory"
                 torch.cuda.empty_cache()
             print(f"{length:>6} {KERNEL_ROWS[name]}: {cells[name][length]}", flush=True)
-    machine = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
-    lines = [
-        f"# Sparse attention kernels ({device}: {machine})",
-        "",
-        command_line("attention.py"),
-        "",
-        f"torch {torch.__version__}, transformers {transformers.__version__}, CUDA {torch.version.cuda}, Python "
-        f"{platform.python_version()}; {dtype}, batch 1, {heads} heads, head size {HEAD_DIM}, window {window} "
-        f"(two-sided), {num_global} global tokens. Each cell: median milliseconds of {iterations} runs after "
-        f"{warmup} warm-up runs, mask build / forward / forward+backward (the kernel with the mask already built).",
-        "",
-        "| case | " + " | ".join(f"{n:,} tokens" for n in lengths) + " |",
-        "|" + "---|" * (len(lengths) + 1),
-    ]
-    for name, label in KERNEL_ROWS.items():
-        row = []
-        for n in lengths:
-            cell = cells[name][n]
-            row.append(cell if isinstance(cell, str) else " / ".join("-" if t is None else f"{t:.2f}" for t in cell))
-        lines.append(f"| {label} | " + " | ".join(row) + " |")
-    table = "\n".join(lines) + "\n"
-    output_dir.mkdir(parents=True, exist_ok=True)
-    path = output_dir / f"attention_{device}_kernels.md" if device != "cuda" else output_dir / "attention_cuda.md"
-    path.write_text(table)
-    print(table + f"wrote {path}")
+            write_table()
+    print(write_table() + f"wrote {path}")
     return cells
 
 

@@ -37,7 +37,7 @@ from torch.nn.attention.flex_attention import flex_attention
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions
+from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions, raise_recompile_limit
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "blocked")
 # A dense layer of a model set to "blocked" runs SDPA, so transformers' mask builders (`create_causal_mask`, ...) give
@@ -111,16 +111,16 @@ def _sdpa_pattern_attention(query, key, value, pattern, scaling, dropout_p):
     return _masked_sdpa(query, key, value, pattern.dense_mask(), bias, scaling, dropout_p)
 
 
+# Compiled once; Dynamo's recompile limit is raised then (`raise_recompile_limit`): flex_attention's code object is
+# shared by every pattern kind, bucket and even transformers' own flex models, and past the default 8 entries Dynamo
+# would silently run the unfused, quadratic-memory flex.
 _compiled_flex_attention = None
-# Dynamo caches compiled kernels per code object (flex_attention's, shared by every pattern, bucket and even
-# transformers' own flex models) and silently falls back to the unfused, quadratic-memory flex after 8 entries.
-# Each (pattern kind, bucket) pair needs one entry, so our calls allow more.
-_FLEX_RECOMPILE_LIMIT = 64
 
 
 def _flex_attention(query, key, value, pattern, scaling):
     """Compiled flex_attention at the pattern's bucket lengths; padded keys are masked, padded queries dropped."""
     global _compiled_flex_attention
+    block_mask = pattern.flex_block_mask()  # before `for_query`: a cached mask must not keep this query's tables
     pattern = pattern.for_query(query, scaling)
     query_pad = pattern.flex_query_length - pattern.query_length
     key_pad = pattern.flex_key_length - pattern.key_length
@@ -133,17 +133,14 @@ def _flex_attention(query, key, value, pattern, scaling):
         key=prepare(key, key_pad),
         value=prepare(value, key_pad),
         score_mod=pattern.score_mod,
-        block_mask=pattern.flex_block_mask(),
+        block_mask=block_mask,
         scale=scaling,
     )
     if torch.compiler.is_compiling():  # inside the caller's compiled model: its graph fuses flex itself
         output = flex_attention(**arguments)
     else:
         if _compiled_flex_attention is None:
-            # set once, not patched around every call (a config patch is a context entered and left per call); only
-            # raised, so that a caller's higher limit stands
-            dynamo_config = torch._dynamo.config
-            dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, _FLEX_RECOMPILE_LIMIT)
+            raise_recompile_limit()
             _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
         output = _compiled_flex_attention(**arguments)
     return output[:, :, : pattern.query_length]

@@ -25,6 +25,8 @@ The module is copied into exported Hub repos: it imports only torch and the stan
 """
 
 import copy
+import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -54,6 +56,12 @@ def flex_bucket(length: int, buckets_per_doubling: int = 4) -> int:
     shift = int(buckets_per_doubling).bit_length()  # 4 -> 3: a quarter of the power of two
     granularity = max(_FLEX_BLOCK, 2 ** max(0, int(length).bit_length() - shift))
     return max(_FLEX_BLOCK, -(-length // granularity) * granularity)
+
+
+def device_scalar(value: int, device) -> torch.Tensor:
+    """A 0-d long tensor on `device`, filled there: `torch.tensor(value, device=...)` copies from the host, which
+    waits for the device on a GPU."""
+    return torch.full((), value, dtype=torch.long, device=device)
 
 
 def pad_last(tensor: torch.Tensor, length: int, value) -> torch.Tensor:
@@ -88,7 +96,10 @@ def _prefix_band(q_idx, last_key: Callable):
 
 
 def true_positions(flags: torch.Tensor) -> torch.Tensor:
-    """[batch, n] bool -> [batch, max count] positions of the True entries, ascending, padded with -1."""
+    """[batch, n] bool -> [batch, max count] positions of the True entries, ascending, padded with -1.
+
+    The width is read back from the device: the BlockMask builder never calls this (patterns give it flags instead,
+    `AttentionPattern.block_flags`)."""
     counts = flags.sum(-1)
     width = int(counts.max()) if flags.numel() else 0
     order = torch.argsort((~flags).to(torch.int8), dim=-1, stable=True)[:, :width]
@@ -154,6 +165,15 @@ class AttentionPattern:
     def __init__(self):
         # layout and BlockMask, computed once; a dict so that `copy.copy` clones (one per layer) share it
         self._cache: dict = {}
+        # what the mask is made of (see `_remember_mask_inputs`); None: the BlockMask is not shared across patterns
+        self._mask_inputs: tuple | None = None
+
+    def _remember_mask_inputs(self, *inputs) -> None:
+        """Record the constructor's arguments that decide the mask (tensors and plain values), so that another
+        pattern built from the same ones reuses this one's BlockMask (`flex_block_mask`). Each tensor's version
+        counter is noted now: one changed in place before the BlockMask is built makes the pattern uncached."""
+        versions = tuple(_version_of(x) for x in inputs)
+        self._mask_inputs = (inputs, versions)
 
     def mask_mod(self, b, h, q_idx, kv_idx) -> torch.Tensor:
         raise NotImplementedError
@@ -224,14 +244,46 @@ class AttentionPattern:
         return self.score_mod(zero, b, heads, q_idx, kv_idx)
 
     def block_flags(self) -> dict[str, torch.Tensor]:
-        """[batch, length] bool flags standing for `layout()`'s `extra_keys` and `dense_rows` when the BlockMask is
-        built (a pattern that has them skips the layout's positions, whose number is read back from the device)."""
+        """[batch, length] bool flags standing for `layout()`'s `extra_keys`, `dense_rows` and `dense_row_keys` when
+        the BlockMask is built (a pattern that has them skips the layout's positions, whose number is read back from
+        the device)."""
         return {}
 
+    def mask_key(self) -> tuple | None:
+        """A hashable key equal for two patterns with the same mask, without reading anything back from an
+        accelerator, or None where none can be given: the pattern's class, lengths, device and its recorded inputs,
+        each tensor on the CPU by a digest of its bytes, elsewhere by its identity and version (the cache entry then
+        keeps it alive, so the identity is not reused)."""
+        if self._mask_inputs is None or torch.compiler.is_compiling():
+            return None
+        inputs, versions = self._mask_inputs
+        if versions != tuple(_version_of(x) for x in inputs):
+            return None  # changed in place since the pattern was built
+        tokens = []
+        for x in inputs:
+            if not isinstance(x, torch.Tensor):
+                tokens.append(x)
+            elif x.device.type == "cpu":
+                data = x.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+                tokens.append((x.dtype, tuple(x.shape), hashlib.blake2b(data, digest_size=16).digest()))
+            elif x.is_inference():
+                return None  # no version counter: an in-place change would go unseen
+            else:
+                tokens.append((x.dtype, tuple(x.shape), id(x), x._version))
+        lengths = (self.batch_size, self.query_length, self.key_length, self.flex_query_length, self.flex_key_length)
+        return (type(self), lengths, str(self.device), tuple(tokens))
+
     def flex_block_mask(self) -> BlockMask:
-        """BlockMask over the flex bucket lengths, built from `layout()` (computed once per pattern)."""
+        """BlockMask over the flex bucket lengths, built from `layout()` once per pattern and shared through a small
+        cache with later patterns of the same `mask_key` (a model's repeated forward with the same inputs)."""
         if "block_mask" not in self._cache:
-            self._cache["block_mask"] = _block_mask_from_layout(self)
+            key = self.mask_key()
+            block_mask = _BLOCK_MASK_CACHE.get(key) if key is not None else None
+            if block_mask is None:
+                block_mask = _block_mask_from_layout(self)
+                if key is not None:
+                    _BLOCK_MASK_CACHE.put(key, block_mask, self._mask_inputs)
+            self._cache["block_mask"] = block_mask
         return self._cache["block_mask"]
 
     def _check_inputs(self, query: torch.Tensor, key: torch.Tensor) -> None:
@@ -279,7 +331,8 @@ class SlidingWindowPattern(AttentionPattern):
         # measurably faster inside the flex kernel
         self.kind = pad_last(valid.to(torch.int8) * (1 + is_global.to(torch.int8)), self.flex_query_length, 0)
         # a 0-d tensor rather than an int, so that each window size does not compile its own flex kernel
-        self.half_window = torch.tensor(window // 2, device=self.device)
+        self.half_window = device_scalar(window // 2, self.device)
+        self._remember_mask_inputs(window, attention_mask, global_attention_mask)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         q_kind, kv_kind = self.kind[b, q_idx], self.kind[b, kv_idx]
@@ -385,12 +438,12 @@ class GlobalLocalPattern(AttentionPattern):
         )
         padded = self.flex_query_length
         self.valid = pad_last(torch.cat([global_valid, long_valid], dim=1), padded, False)
-        self.is_global = pad_last(
-            torch.cat([torch.ones_like(global_valid), torch.zeros_like(long_valid)], dim=1), padded, False
-        )
+        # the global tokens are the first `num_global` positions: tested by index arithmetic, not a look-up (a 0-d
+        # tensor, so that each count does not compile its own flex kernel)
+        self.global_count = device_scalar(self.num_global, self.device)
         self.sentence = pad_last(torch.cat([global_ids, long_ids], dim=1), padded, -1)
-        self.radius = torch.tensor(local_radius, device=self.device)
-        self.max_distance = torch.tensor(relative_pos_max_distance, device=self.device)
+        self.radius = device_scalar(local_radius, self.device)
+        self.max_distance = device_scalar(relative_pos_max_distance, self.device)
         if relative_bias is not None:
             self._check_bias(relative_bias)
         if relative_keys is not None:
@@ -399,6 +452,10 @@ class GlobalLocalPattern(AttentionPattern):
         self.relative_keys = relative_keys
         # q R^T * scaling, [batch, heads, flex query length, vocab]: set by `for_query`
         self.query_relative_scores = None
+        self._remember_mask_inputs(
+            local_radius, hard_g2l_masking, hard_l2g_masking,
+            long_sentence_ids, global_sentence_ids, long_attention_mask, global_attention_mask,
+        )  # fmt: skip
 
     # Stepwise decoding re-encodes long documents several times per summary: eight flex buckets per doubling of
     # length (at most 12.5% padding) instead of four, trading a few more compiles for a shorter kernel.
@@ -457,24 +514,28 @@ class GlobalLocalPattern(AttentionPattern):
         clone.query_relative_scores = scores
         return clone
 
+    def is_global(self, idx) -> torch.Tensor:
+        return idx < self.global_count
+
     def relative_ids(self, b, q_idx, kv_idx) -> torch.Tensor:
-        q_global, kv_global = self.is_global[b, q_idx], self.is_global[b, kv_idx]
+        q_global, kv_global = self.is_global(q_idx), self.is_global(kv_idx)
         distance = (kv_idx - q_idx).clamp(-self.max_distance, self.max_distance) + self.max_distance
         same_sentence = self.sentence[b, q_idx] == self.sentence[b, kv_idx]
         cross_label = 2 * self.max_distance + 1 + same_sentence.long()
         return torch.where(q_global != kv_global, cross_label, distance)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
-        q_global, kv_global = self.is_global[b, q_idx], self.is_global[b, kv_idx]
-        same_sentence = self.sentence[b, q_idx] == self.sentence[b, kv_idx]
+        q_global, kv_global = self.is_global(q_idx), self.is_global(kv_idx)
         l2l = ~q_global & ~kv_global & ((q_idx - kv_idx).abs() <= self.radius)
         g2g = q_global & kv_global
         l2g = ~q_global & kv_global
         g2l = q_global & ~kv_global
-        if self.hard_l2g_masking:
-            l2g = l2g & same_sentence
-        if self.hard_g2l_masking:
-            g2l = g2l & same_sentence
+        if self.hard_l2g_masking or self.hard_g2l_masking:  # the only parts that read the sentence ids
+            same_sentence = self.sentence[b, q_idx] == self.sentence[b, kv_idx]
+            if self.hard_l2g_masking:
+                l2g = l2g & same_sentence
+            if self.hard_g2l_masking:
+                g2l = g2l & same_sentence
         return self.valid[b, q_idx] & self.valid[b, kv_idx] & (l2l | g2g | l2g | g2l)
 
     def _relative_score_mod(self, score, b, h, q_idx, kv_idx):
@@ -511,7 +572,7 @@ class GlobalLocalPattern(AttentionPattern):
     def _layout(self):
         global_positions = torch.arange(self.num_global, device=self.device).expand(self.batch_size, -1)
         band = partial(symmetric_band, radius=self.local_radius)
-        real_long = self.valid & ~self.is_global
+        real_long = self.valid & ~self.is_global(torch.arange(self.valid.shape[1], device=self.device))
         return SparseLayout(
             band=band,
             band_block=max(1, self.local_radius),
@@ -540,6 +601,7 @@ class CausalPattern(AttentionPattern):
         valid = attention_mask != 0
         self.causal_without_padding = bool(valid.all())
         self.valid = pad_last(valid, self.flex_query_length, False)
+        self._remember_mask_inputs(attention_mask)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         return self.valid[b, q_idx] & self.valid[b, kv_idx] & (kv_idx <= q_idx)
@@ -579,7 +641,8 @@ class BlockLocalCausalPattern(AttentionPattern):
         self.key_length = self.query_length
         self.device = attention_mask.device
         self.valid = pad_last(attention_mask != 0, self.flex_query_length, False)
-        self.block = torch.tensor(block_size, device=self.device)
+        self.block = device_scalar(block_size, self.device)
+        self._remember_mask_inputs(block_size, attention_mask)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         causal = kv_idx <= q_idx
@@ -640,7 +703,8 @@ class MemoryCompressedCausalPattern(AttentionPattern):
         slot_valid = covered.view(self.batch_size, self.num_slots, compression_stride).any(-1)
         null_slot = torch.ones(self.batch_size, 1, dtype=torch.bool, device=self.device)
         self.key_valid = pad_last(torch.cat([null_slot, slot_valid], dim=1), self.flex_key_length, False)
-        self.stride = torch.tensor(compression_stride, device=self.device)
+        self.stride = device_scalar(compression_stride, self.device)
+        self._remember_mask_inputs(self.num_slots, compression_stride, attention_mask)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         # key kv_idx >= 1 is slot kv_idx - 1, whose last position is kv_idx * stride - 1
@@ -662,16 +726,105 @@ class MemoryCompressedCausalPattern(AttentionPattern):
 
 
 
+def _version_of(value):
+    """A tensor's version counter (bumped by every in-place change), None for anything else or a tensor made
+    under `torch.inference_mode` (which keeps none)."""
+    if not isinstance(value, torch.Tensor) or value.is_inference():
+        return None
+    return value._version
+
+
+class _BlockMaskCache:
+    """The last `size` BlockMasks by `AttentionPattern.mask_key`, the least recently used dropped first. Each entry
+    also keeps the pattern inputs its key names by identity alive, so that their identities are not reused."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()
+
+    def get(self, key) -> BlockMask | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, key, block_mask: BlockMask, keep_alive) -> None:
+        self._entries[key] = (block_mask, keep_alive)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+# A model builds its patterns once per forward: a few entries cover the shapes of a training or decoding loop.
+_BLOCK_MASK_CACHE = _BlockMaskCache(size=8)
+
+
+def clear_block_mask_cache() -> None:
+    """Forget the cached BlockMasks (and the pattern inputs they keep alive)."""
+    _BLOCK_MASK_CACHE.clear()
+
+
+# Devices where the BlockMask's tile tensors are computed by a compiled function: on a GPU the eager builder is some
+# hundred small kernel launches; on the CPU it is a few milliseconds, less than a compile.
+COMPILED_BUILDER_DEVICES = ("cuda",)
+_compiled_tile_tensors = None
+# Dynamo keeps one compiled entry per code object and input kind (pattern kind, bucket) and silently runs the plain
+# function after 8 of them: the compiled flex kernel and mask builder allow more.
+RECOMPILE_LIMIT = 64
+
+
+def raise_recompile_limit() -> None:
+    """Raise Dynamo's recompile limit to `RECOMPILE_LIMIT`, set once by whichever compile comes first (a
+    `torch._dynamo.config.patch` context would be entered and left on every call), never lowered, so that a caller's
+    higher limit stands."""
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, RECOMPILE_LIMIT)
+
+
 def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
     """A BlockMask from the pattern's layout, built from block indices (no quadratic mask evaluation).
 
     Tiles the layout may need are present; those the layout promises fully allowed skip the mask, the others
-    apply `mask_mod`.
+    apply `mask_mod`. Nothing is read back from the device: positions come as flags (`block_flags`) where a
+    pattern has them.
     """
+    global _compiled_tile_tensors
     layout = pattern.flex_layout()
-    device = pattern.device
-    num_q_blocks = pattern.flex_query_length // _FLEX_BLOCK
-    num_kv_blocks = pattern.flex_key_length // _FLEX_BLOCK
+    flags = pattern.block_flags()
+    arguments = (
+        layout,
+        flags.get("extra_keys", layout.extra_keys),
+        flags.get("dense_rows", layout.dense_rows),
+        flags.get("dense_row_keys", layout.dense_row_keys),
+        pattern.batch_size,
+        pattern.flex_query_length // _FLEX_BLOCK,
+        pattern.flex_key_length // _FLEX_BLOCK,
+        pattern.device,
+    )
+    tile_tensors = _tile_tensors
+    if pattern.device.type in COMPILED_BUILDER_DEVICES and not torch.compiler.is_compiling():
+        if _compiled_tile_tensors is None:
+            raise_recompile_limit()
+            _compiled_tile_tensors = torch.compile(_tile_tensors, dynamic=False)
+        tile_tensors = _compiled_tile_tensors
+    # the mask function of a copy without the pattern's cached tensors (a cached BlockMask keeps it alive)
+    mask_holder = copy.copy(pattern)
+    mask_holder._cache = {}
+    return BlockMask.from_kv_blocks(
+        *tile_tensors(*arguments),
+        BLOCK_SIZE=_FLEX_BLOCK,
+        mask_mod=mask_holder.mask_mod,
+        seq_lengths=(pattern.flex_query_length, pattern.flex_key_length),
+    )
+
+
+def _tile_tensors(layout, extra_keys, dense_rows, dense_row_keys, batch_size, num_q_blocks, num_kv_blocks, device):
+    """BlockMask's count and index tensors ([batch, 1, ...]) of the partial and the full tiles. `extra_keys`,
+    `dense_rows` and `dense_row_keys` are positions ([batch, n], -1 unused) or flags ([batch, <= length] bool)."""
     q_first = torch.arange(num_q_blocks, device=device) * _FLEX_BLOCK
     q_last = q_first + _FLEX_BLOCK - 1
     kv_start = torch.arange(num_kv_blocks, device=device) * _FLEX_BLOCK
@@ -680,31 +833,27 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
     def overlaps(lo, hi):  # [num_q_blocks] key ranges [lo, hi) -> [num_q_blocks, num_kv_blocks]
         return (kv_stop[None, :] > lo[:, None]) & (kv_start[None, :] < hi[:, None])
 
-    def blocks_holding(positions, num_blocks):  # [B, n] positions (-1 unused) or [B, <= L] flags -> [B, blocks] bool
+    def blocks_holding(positions, num_blocks):  # positions or flags -> [B, blocks] bool
         if positions.dtype == torch.bool:  # flags: no positions to count, so no read-back of their number
             flags = pad_last(positions, num_blocks * _FLEX_BLOCK, False)
             return flags.view(positions.shape[0], num_blocks, _FLEX_BLOCK).any(-1)
-        flags = torch.zeros(pattern.batch_size, num_blocks + 1, dtype=torch.bool, device=device)
+        flags = torch.zeros(batch_size, num_blocks + 1, dtype=torch.bool, device=device)
         slots = torch.where(positions >= 0, positions // _FLEX_BLOCK, num_blocks)
         return flags.scatter(1, slots, True)[:, :num_blocks]
 
-    present = torch.zeros(pattern.batch_size, num_q_blocks, num_kv_blocks, dtype=torch.bool, device=device)
+    present = torch.zeros(batch_size, num_q_blocks, num_kv_blocks, dtype=torch.bool, device=device)
     if layout.band is not None:  # both ends are non-decreasing: a tile needs [first(first row), last(last row)]
         present |= overlaps(layout.band(q_first)[0], layout.band(q_last)[1] + 1)[None]
     if layout.key_prefix is not None:
         present |= overlaps(torch.zeros_like(q_last), layout.key_prefix(q_last) + 1)[None]
-    # flags where the pattern has them (`block_flags`): positions would need their number read back from the device
-    flags = pattern.block_flags()
-    extra_keys = flags.get("extra_keys", layout.extra_keys)
-    dense_rows = flags.get("dense_rows", layout.dense_rows)
     if extra_keys is not None:
         present |= blocks_holding(extra_keys, num_kv_blocks)[:, None, :]
     if dense_rows is not None:
         row_blocks = blocks_holding(dense_rows, num_q_blocks)
-        if layout.dense_row_keys is None:
-            key_blocks = torch.ones(pattern.batch_size, num_kv_blocks, dtype=torch.bool, device=device)
+        if dense_row_keys is None:
+            key_blocks = torch.ones(batch_size, num_kv_blocks, dtype=torch.bool, device=device)
         else:
-            key_blocks = blocks_holding(layout.dense_row_keys, num_kv_blocks)
+            key_blocks = blocks_holding(dense_row_keys, num_kv_blocks)
         present |= row_blocks[:, :, None] & key_blocks[:, None, :]
 
     full = torch.zeros_like(present)
@@ -713,8 +862,8 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
         inside = (kv_start[None, :] >= layout.full_band(q_last)[0][:, None]) & (
             kv_stop[None, :] - 1 <= layout.full_band(q_first)[1][:, None]
         )
-        rows_ok = layout.full_queries.view(pattern.batch_size, num_q_blocks, _FLEX_BLOCK).all(-1)
-        keys_ok = layout.full_keys.view(pattern.batch_size, num_kv_blocks, _FLEX_BLOCK).all(-1)
+        rows_ok = layout.full_queries.view(batch_size, num_q_blocks, _FLEX_BLOCK).all(-1)
+        keys_ok = layout.full_keys.view(batch_size, num_kv_blocks, _FLEX_BLOCK).all(-1)
         full = present & inside[None] & rows_ok[:, :, None] & keys_ok[:, None, :]
     partial_tiles = present & ~full
 
@@ -722,10 +871,4 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
         indices = torch.argsort((~tiles).to(torch.int8), dim=-1, stable=True).to(torch.int32)
         return tiles.sum(-1).to(torch.int32)[:, None], indices[:, None]
 
-    return BlockMask.from_kv_blocks(
-        *counts_and_indices(partial_tiles),
-        *counts_and_indices(full),
-        BLOCK_SIZE=_FLEX_BLOCK,
-        mask_mod=pattern.mask_mod,
-        seq_lengths=(pattern.flex_query_length, pattern.flex_key_length),
-    )
+    return (*counts_and_indices(partial_tiles), *counts_and_indices(full))

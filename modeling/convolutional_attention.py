@@ -32,7 +32,7 @@ from functools import partial
 import torch
 
 from .attention import attention_forward
-from .attention_patterns import AttentionPattern, SparseLayout, pad_last, symmetric_band
+from .attention_patterns import AttentionPattern, SparseLayout, device_scalar, pad_last, symmetric_band
 from .bert_blocks import BertStyleAttention
 
 CONVOLUTION_MODES = ("1d", "2d", "circular_2d")
@@ -74,13 +74,14 @@ class ConvolutionalPattern(AttentionPattern):
         slot_valid = (attention_mask != 0).repeat_interleave(self.folded_heads, dim=1)
         self.valid = pad_last(slot_valid, self.flex_query_length, False)
         # tensors rather than Python ints, so that FlexAttention compiles one kernel for every window size
-        self.heads = torch.tensor(self.folded_heads, device=self.device)
-        self.radius = torch.tensor(window // 2, device=self.device)
-        self.head_radius = torch.tensor(head_window // 2, device=self.device)
+        self.heads = device_scalar(self.folded_heads, self.device)
+        self.radius = device_scalar(window // 2, self.device)
+        self.head_radius = device_scalar(head_window // 2, self.device)
         # how far apart in the sequence two slots of one neighbourhood can lie: a circular neighbourhood can reach
         # from the first head to the last one
         head_reach = self.folded_heads - 1 if mode == "circular_2d" else min(head_window // 2, self.folded_heads - 1)
         self.slot_radius = (window // 2) * self.folded_heads + head_reach
+        self._remember_mask_inputs(mode, window, num_heads, head_window, attention_mask)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         # `h` is the attention's head axis, the same mask in every one; the folded heads live in the slot indices

@@ -14,6 +14,7 @@ from .attention_patterns import (
     SparseLayout,
     as_index_tensor,
     as_keep_mask,
+    device_scalar,
     flex_bucket,
     gather_positions,
     pad_last,
@@ -76,6 +77,8 @@ class HeterogeneousGraph:
         if document_ids is None:
             document_ids = torch.zeros_like(types)
         self.document_ids = pad_last(as_index_tensor(document_ids, "document_ids", shape), padded, -1)
+        # what the masks are made of, for the BlockMask cache (`AttentionPattern.mask_key`)
+        self.inputs = (node_types, attention_mask, entity_ids, document_ids, keep_documents_apart)
 
     def token_window(self, window: int) -> "TokenWindowPattern":
         return TokenWindowPattern(self, window)
@@ -96,6 +99,7 @@ class _HeterogeneousPattern(AttentionPattern):
         self.batch_size = graph.batch_size
         self.query_length = self.key_length = graph.length
         self.device = graph.device
+        self._remember_mask_inputs(*graph.inputs)
 
     def _is(self, b, idx, node_type):
         return self.graph.node_types[b, idx] == node_type
@@ -160,7 +164,8 @@ class TokenWindowPattern(_HeterogeneousPattern):
             raise ValueError(f"`window` must be a positive even integer (two-sided size), got {window!r}.")
         super().__init__(graph)
         self.window = window
-        self.half_window = torch.tensor(window // 2, device=self.device)
+        self.half_window = device_scalar(window // 2, self.device)
+        self._remember_mask_inputs(window, *graph.inputs)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         token = HeterogeneousGraph.TOKEN
@@ -290,10 +295,19 @@ class NodePattern(_HeterogeneousPattern):
         node_node = ~q_token & ~kv_token  # s2s, s2d, d2s, d2d
         return self._both_valid(b, q_idx, kv_idx) & (sentence_token | document_token | node_node)
 
+    def _is_node(self):
+        return (self.graph.node_types != HeterogeneousGraph.TOKEN) & self.graph.valid
+
     def _layout(self):
-        is_node = (self.graph.node_types != HeterogeneousGraph.TOKEN) & self.graph.valid
-        node_positions = true_positions(is_node[:, : self.query_length])
+        node_positions = true_positions(self._is_node()[:, : self.query_length])
         return SparseLayout(extra_keys=node_positions, dense_rows=node_positions)
+
+    def flex_layout(self):
+        return SparseLayout()
+
+    def block_flags(self):
+        is_node = self._is_node()
+        return {"extra_keys": is_node, "dense_rows": is_node}
 
     def _all_allowed(self) -> bool:
         """Whether every position sees every node and every node every position: sentence nodes only, no padding,
@@ -335,10 +349,19 @@ class EntityPattern(_HeterogeneousPattern):
         q_entity = self.graph.entity_ids[b, q_idx]
         return self._both_valid(b, q_idx, kv_idx) & (q_entity >= 0) & (q_entity == self.graph.entity_ids[b, kv_idx])
 
+    def _is_mention(self):
+        return (self.graph.entity_ids >= 0) & self.graph.valid
+
     def _layout(self):
-        is_mention = (self.graph.entity_ids >= 0) & self.graph.valid
-        mentions = true_positions(is_mention[:, : self.query_length])
+        mentions = true_positions(self._is_mention()[:, : self.query_length])
         return SparseLayout(dense_rows=mentions, dense_row_keys=mentions)
+
+    def flex_layout(self):
+        return SparseLayout()
+
+    def block_flags(self):
+        is_mention = self._is_mention()
+        return {"dense_rows": is_mention, "dense_row_keys": is_mention}
 
     def blocked_attention(self, query, key, value, scaling, dropout_p):
         """The mentions against the mentions (mask built once per pattern); every other row gives zeros."""

@@ -828,22 +828,98 @@ def test_transformers_models_refuse_blocked(implementation):
         BertModel(config).set_attn_implementation(implementation)
 
 
-def test_window_block_mask_is_built_without_reading_positions_back(monkeypatch):
-    """The sliding window's BlockMask comes from its global flags: building it never counts the global positions
-    (`true_positions`, whose width is read back from the device), and it equals the one built from those positions."""
+def _same_tiles(got, expected):
+    """Two BlockMasks with equal tile tensors (counts and indices, partial and full, both directions)."""
+    return all(torch.equal(a, b) for a, b in zip(got.as_tuple()[2:10], expected.as_tuple()[2:10]))
+
+
+@pytest.mark.parametrize("name", PATTERNS)
+def test_block_masks_are_built_without_reading_anything_back(name, monkeypatch):
+    """Building a BlockMask reads no tensor back to the host (`.item()`, `int(tensor)`, `bool(tensor)`, ...: each a
+    device sync on a GPU); patterns with positions give flags instead, and the mask equals the one built from the
+    positions."""
     from sumformers.modeling import attention_patterns
 
-    pattern, _ = _window_global(_valid())
+    pattern, _ = PATTERNS[name](_valid())  # constructors may check their arguments on the host
     from_positions = attention_patterns._block_mask_from_layout(_PositionsOnly(pattern))
+    attention_patterns.clear_block_mask_cache()
 
-    def refuse(flags):
-        raise AssertionError("positions counted while building the BlockMask")
+    def refuse(*args, **kwargs):
+        raise AssertionError("a tensor was read back to the host while building the BlockMask")
 
-    monkeypatch.setattr(attention_patterns, "true_positions", refuse)
-    fresh, _ = _window_global(_valid())
-    from_flags = fresh.flex_block_mask()
-    for got, expected in zip(from_flags.as_tuple()[2:6], from_positions.as_tuple()[2:6]):
-        assert torch.equal(got, expected)
+    with monkeypatch.context() as patch:
+        for method in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
+            patch.setattr(torch.Tensor, method, refuse)
+        built = pattern.flex_block_mask()
+    assert _same_tiles(built, from_positions)
+
+
+def test_block_mask_cache_reuses_the_mask_of_equal_inputs_only():
+    """A pattern built again from equal inputs gets the very same BlockMask (no rebuild); other padding, length or
+    window, or an input changed in place, gets its own, equal to an uncached build; outputs equal the uncached
+    path's."""
+    from sumformers.modeling import attention_patterns
+
+    attention_patterns.clear_block_mask_cache()
+    first, _ = _window_global(_valid())
+    mask = first.flex_block_mask()
+    again, _ = _window_global(_valid())  # new tensors, equal values: on the CPU the key is their bytes
+    assert again.flex_block_mask() is mask
+    q, k, v = _inputs(again)
+    cached_output = _run("flex_attention", q, k, v, again)
+    attention_patterns.clear_block_mask_cache()
+    uncached, _ = _window_global(_valid())
+    assert uncached.flex_block_mask() is not mask
+    assert torch.equal(cached_output, _run("flex_attention", q, k, v, uncached))
+    assert (cached_output - sparse_attention(q, k, v, again, "eager")).abs().max() <= TOL
+
+    other_padding = _valid()
+    other_padding[0, 190:] = False
+    changed = _valid().long()
+    changed_in_place = SlidingWindowPattern(16, changed)
+    changed[0, :3] = 0  # after the pattern was built: its key is refused, not computed from the new values
+    assert changed_in_place.mask_key() is None
+    others = [
+        _window_global(other_padding)[0],
+        SlidingWindowPattern(16, torch.ones(BATCH, 300, dtype=torch.bool)),
+        SlidingWindowPattern(32, _valid()),
+        SlidingWindowPattern(16, _valid()),
+        changed_in_place,
+    ]
+    masks = [pattern.flex_block_mask() for pattern in others]
+    assert len({id(m) for m in [mask, *masks]}) == len(others) + 1
+    for pattern, got in zip(others, masks):
+        assert _same_tiles(got, attention_patterns._block_mask_from_layout(pattern))
+
+
+def test_block_mask_key_off_the_cpu_is_the_inputs_identity_and_version():
+    """Off the CPU the key reads no values (that would be a device sync): the same input tensors, unchanged, give
+    the same key; another tensor or an in-place change another one; tensors without a version counter none."""
+    valid = torch.ones(BATCH, LENGTH, dtype=torch.bool, device="meta")
+    key = SlidingWindowPattern(16, valid).mask_key()
+    assert key is not None and SlidingWindowPattern(16, valid).mask_key() == key
+    assert SlidingWindowPattern(16, valid.clone()).mask_key() != key
+    assert SlidingWindowPattern(8, valid).mask_key() != key
+    valid.logical_not_()
+    assert SlidingWindowPattern(16, valid).mask_key() not in (key, None)
+    with torch.inference_mode():
+        assert SlidingWindowPattern(16, torch.ones(BATCH, LENGTH, device="meta")).mask_key() is None
+
+
+@pytest.mark.slow
+def test_compiled_block_mask_builder_equals_the_eager_one(monkeypatch):
+    """The builder compiled (as on a GPU), forced on the CPU, gives the eager builder's tiles."""
+    from sumformers.modeling import attention_patterns
+
+    monkeypatch.setattr(attention_patterns, "_compiled_tile_tensors", None)
+    for name in ("window_global", "etc_hard_g2l_bias", "het_nodes", "het_entities", "memory_compressed"):
+        pattern, _ = PATTERNS[name](_valid())
+        eager = attention_patterns._block_mask_from_layout(pattern)
+        with monkeypatch.context() as patch:
+            patch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ("cpu",))
+            compiled = attention_patterns._block_mask_from_layout(pattern)
+        assert attention_patterns._compiled_tile_tensors is not None
+        assert _same_tiles(compiled, eager), name
 
 
 class _PositionsOnly:
@@ -853,6 +929,8 @@ class _PositionsOnly:
         self._pattern = pattern
 
     def __getattr__(self, name):
+        if name == "_pattern":  # a copy being made: not set yet
+            raise AttributeError(name)
         return getattr(self._pattern, name)
 
     def block_flags(self):
@@ -874,3 +952,51 @@ def test_flex_on_cuda_matches_eager(name):
     with torch.no_grad():
         got = sparse_attention(q.cuda(), k.cuda(), v.cuda(), on_gpu, "flex_attention").cpu()
     assert (got - expected).abs().max() <= 1e-4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's sync debug mode needs a CUDA GPU")
+@pytest.mark.parametrize("name", ["window_global", "etc_hard_g2l_bias", "het_nodes", "het_entities", "causal"])
+def test_block_mask_build_does_not_sync_on_cuda(name):
+    """On the GPU, building a BlockMask (the compiled builder, once compiled for the kind and shape) and its cache
+    key make no device-to-host synchronization, and the mask equals the first one's."""
+    from sumformers.modeling import attention_patterns
+
+    with torch.device("cuda"):
+        warm, _ = PATTERNS[name](_valid())
+        fresh, _ = PATTERNS[name](_valid())  # other tensors: by identity a cache miss, so a real build
+    first = warm.flex_block_mask()  # compiles the builder
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        built = fresh.flex_block_mask()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert built is not first and _same_tiles(built, first)
+    assert attention_patterns._compiled_tile_tensors is not None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's sync debug mode needs a CUDA GPU")
+def test_window_and_etc_patterns_are_made_and_built_without_a_sync_on_cuda():
+    """A model's per-forward work for these patterns, making the pattern and building its BlockMask, makes no
+    device-to-host synchronization on the GPU (once the builder is compiled for the shape)."""
+    with torch.device("cuda"):
+        valid = _valid()
+        is_global = (torch.arange(LENGTH) % 50 == 3).expand(BATCH, -1)
+        long_sentences = (torch.arange(LENGTH - 12) // 16).expand(BATCH, -1)
+        global_sentences = torch.arange(12).expand(BATCH, -1)
+    makers = {
+        "window": lambda valid, is_global, long_ids, global_ids: SlidingWindowPattern(16, valid, is_global),
+        "etc": lambda valid, is_global, long_ids, global_ids: GlobalLocalPattern(
+            long_ids, global_ids, 6, 4, valid[:, 12:], valid[:, :12], hard_g2l_masking=True
+        ),
+    }
+    inputs = (valid, is_global, long_sentences, global_sentences)
+    for name, make in makers.items():
+        first = make(*inputs).flex_block_mask()  # compiles the builder for this kind and shape
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            built = make(*(x.clone() for x in inputs)).flex_block_mask()  # new tensors: a cache miss, a real build
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert built is not first and _same_tiles(built, first), name

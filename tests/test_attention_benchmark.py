@@ -19,6 +19,6 @@ def test_kernel_table_dry_run_on_cpu(attention_benchmark, tmp_path):
         build, forward, forward_backward = cells[name][256]
         assert forward > 0
         # a mask to build for our patterns and the dense mask only; no FlexAttention backward on CPU
-        assert (build is not None) == (name in ("flex", "blocked", "sdpa_dense"))
-        assert (forward_backward is None) == (name == "flex")
+        assert (build is not None) == (name in ("flex", "flex_per_call", "blocked", "sdpa_dense"))
+        assert (forward_backward is None) == (name in ("flex", "flex_per_call"))
     assert "torch " in table and "transformers " in table  # the machine's versions

@@ -426,6 +426,20 @@ def kernel_rows(length, device, dtype, window, num_global, heads):
     return rows
 
 
+def computed_tile_share(length, device, window, num_global):
+    """The share of the 128 x 128 tiles flex computes (partial or full) for the benchmark's pattern at `length`."""
+    import torch
+
+    from sumformers.modeling.attention_patterns import SlidingWindowPattern
+
+    attention_mask = torch.ones(1, length, dtype=torch.long, device=device)
+    global_mask = torch.zeros(1, length, dtype=torch.long, device=device)
+    global_mask[:, :num_global] = 1
+    block_mask = SlidingWindowPattern(window, attention_mask, global_mask).flex_block_mask()
+    computed = block_mask.kv_num_blocks.sum() + block_mask.full_kv_num_blocks.sum()
+    return float(computed) / (block_mask.kv_indices.shape[-2] * block_mask.kv_indices.shape[-1])
+
+
 def kernel_table(device, lengths, iterations, warmup, output_dir, tiny=False):
     import platform
 
@@ -436,6 +450,7 @@ def kernel_table(device, lengths, iterations, warmup, output_dir, tiny=False):
     window, num_global, heads = (16, 4, 2) if tiny else (WINDOW, NUM_GLOBAL, HEADS)
     timed = timer(device)
     cells = {name: {} for name in KERNEL_ROWS}
+    shares = {n: computed_tile_share(n, device, window, num_global) for n in lengths}
     machine = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
     output_dir.mkdir(parents=True, exist_ok=True)
     path = output_dir / f"attention_{device}_kernels.md" if device != "cuda" else output_dir / "attention_cuda.md"
@@ -463,6 +478,20 @@ def kernel_table(device, lengths, iterations, warmup, output_dir, tiny=False):
                     cell if isinstance(cell, str) else " / ".join("-" if t is None else f"{t:.2f}" for t in cell)
                 )
             lines.append(f"| {label} | " + " | ".join(row) + " |")
+        # issue 61's target: per computed tile, flex at least 85% of FlashAttention's dense throughput
+        lines += [
+            "",
+            "Per computed tile, flex's throughput over FlashAttention's (FlashAttention's time x the share of tiles "
+            "flex computes / flex's time; target at least 0.85):",
+            "",
+        ]
+        for n in lengths:
+            efficiency = []
+            for kind, column in (("forward", 1), ("forward+backward", 2)):
+                flex, flash = cells["flex"].get(n), cells["flash"].get(n)
+                if isinstance(flex, tuple) and isinstance(flash, tuple) and flex[column] and flash[column]:
+                    efficiency.append(f"{kind} {flash[column] * shares[n] / flex[column]:.2f}")
+            lines.append(f"- {n:,} tokens: {shares[n]:.1%} of the tiles computed; " + (", ".join(efficiency) or "-"))
         path.write_text("\n".join(lines) + "\n")
         return path.read_text()
 

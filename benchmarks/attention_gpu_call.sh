@@ -22,7 +22,7 @@ torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.versi
 
 # from another folder: `python -m` puts the working folder first on sys.path, where sumformers/ is only the face
 repo=$PWD
-(cd /tmp && timeout "$TEST_SECONDS" python3 -m pytest -q -p no:cacheprovider "$repo/tests/test_attention.py" \
+(cd /tmp && timeout "$TEST_SECONDS" python3 -m pytest -v -p no:cacheprovider "$repo/tests/test_attention.py" \
     -k "cuda or gpu") > "$OUT/log_tests.txt" 2>&1
 status=$?
 tail -n 3 "$OUT/log_tests.txt"

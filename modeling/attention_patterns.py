@@ -790,18 +790,33 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
 
     Tiles the layout may need are present; those the layout promises fully allowed skip the mask, the others
     apply `mask_mod`. Nothing is read back from the device: positions come as flags (`block_flags`) where a
-    pattern has them.
+    pattern has them. The layout's functions are evaluated here, at the query blocks' first and last rows, so that
+    the compiled part takes only tensors and sizes (and recompiles only for a new shape, not for a new pattern).
     """
     global _compiled_tile_tensors
     layout = pattern.flex_layout()
     flags = pattern.block_flags()
+    num_q_blocks = pattern.flex_query_length // _FLEX_BLOCK
+    q_first = torch.arange(num_q_blocks, device=pattern.device) * _FLEX_BLOCK
+    q_last = q_first + _FLEX_BLOCK - 1
+    # [num_q_blocks] key ranges [lo, hi) a query block may need; both ends are non-decreasing in the query, so a
+    # block needs [first(its first row), last(its last row)]
+    key_ranges = []
+    if layout.band is not None:
+        key_ranges.append((layout.band(q_first)[0], layout.band(q_last)[1] + 1))
+    if layout.key_prefix is not None:
+        key_ranges.append((torch.zeros_like(q_last), layout.key_prefix(q_last) + 1))
+    full = None
+    if layout.full_band is not None:  # keys promised to every row of the block: [first(last row), last(first row)]
+        full = (layout.full_band(q_last)[0], layout.full_band(q_first)[1] + 1, layout.full_queries, layout.full_keys)
     arguments = (
-        layout,
+        tuple(key_ranges),
+        full,
         flags.get("extra_keys", layout.extra_keys),
         flags.get("dense_rows", layout.dense_rows),
         flags.get("dense_row_keys", layout.dense_row_keys),
         pattern.batch_size,
-        pattern.flex_query_length // _FLEX_BLOCK,
+        num_q_blocks,
         pattern.flex_key_length // _FLEX_BLOCK,
         pattern.device,
     )
@@ -822,16 +837,17 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
     )
 
 
-def _tile_tensors(layout, extra_keys, dense_rows, dense_row_keys, batch_size, num_q_blocks, num_kv_blocks, device):
-    """BlockMask's count and index tensors ([batch, 1, ...]) of the partial and the full tiles. `extra_keys`,
-    `dense_rows` and `dense_row_keys` are positions ([batch, n], -1 unused) or flags ([batch, <= length] bool)."""
-    q_first = torch.arange(num_q_blocks, device=device) * _FLEX_BLOCK
-    q_last = q_first + _FLEX_BLOCK - 1
+def _tile_tensors(
+    key_ranges, full, extra_keys, dense_rows, dense_row_keys, batch_size, num_q_blocks, num_kv_blocks, device
+):
+    """BlockMask's count and index tensors ([batch, 1, ...]) of the partial and the full tiles.
+
+    `key_ranges`: ([num_q_blocks] lo, hi) pairs of keys [lo, hi) each query block may need; `full`: None or (lo, hi,
+    full_queries, full_keys), keys [lo, hi) allowed to every flagged query of the block when flagged themselves;
+    `extra_keys`, `dense_rows` and `dense_row_keys`: positions ([batch, n], -1 unused) or flags ([batch, <= length]
+    bool), or None."""
     kv_start = torch.arange(num_kv_blocks, device=device) * _FLEX_BLOCK
     kv_stop = kv_start + _FLEX_BLOCK
-
-    def overlaps(lo, hi):  # [num_q_blocks] key ranges [lo, hi) -> [num_q_blocks, num_kv_blocks]
-        return (kv_stop[None, :] > lo[:, None]) & (kv_start[None, :] < hi[:, None])
 
     def blocks_holding(positions, num_blocks):  # positions or flags -> [B, blocks] bool
         if positions.dtype == torch.bool:  # flags: no positions to count, so no read-back of their number
@@ -842,10 +858,8 @@ def _tile_tensors(layout, extra_keys, dense_rows, dense_row_keys, batch_size, nu
         return flags.scatter(1, slots, True)[:, :num_blocks]
 
     present = torch.zeros(batch_size, num_q_blocks, num_kv_blocks, dtype=torch.bool, device=device)
-    if layout.band is not None:  # both ends are non-decreasing: a tile needs [first(first row), last(last row)]
-        present |= overlaps(layout.band(q_first)[0], layout.band(q_last)[1] + 1)[None]
-    if layout.key_prefix is not None:
-        present |= overlaps(torch.zeros_like(q_last), layout.key_prefix(q_last) + 1)[None]
+    for lo, hi in key_ranges:
+        present |= ((kv_stop[None, :] > lo[:, None]) & (kv_start[None, :] < hi[:, None]))[None]
     if extra_keys is not None:
         present |= blocks_holding(extra_keys, num_kv_blocks)[:, None, :]
     if dense_rows is not None:
@@ -856,19 +870,18 @@ def _tile_tensors(layout, extra_keys, dense_rows, dense_row_keys, batch_size, nu
             key_blocks = blocks_holding(dense_row_keys, num_kv_blocks)
         present |= row_blocks[:, :, None] & key_blocks[:, None, :]
 
-    full = torch.zeros_like(present)
-    if layout.full_band is not None:
-        # inside the promised band for every row of the tile (ends are non-decreasing), and only flagged positions
-        inside = (kv_start[None, :] >= layout.full_band(q_last)[0][:, None]) & (
-            kv_stop[None, :] - 1 <= layout.full_band(q_first)[1][:, None]
-        )
-        rows_ok = layout.full_queries.view(batch_size, num_q_blocks, _FLEX_BLOCK).all(-1)
-        keys_ok = layout.full_keys.view(batch_size, num_kv_blocks, _FLEX_BLOCK).all(-1)
-        full = present & inside[None] & rows_ok[:, :, None] & keys_ok[:, None, :]
-    partial_tiles = present & ~full
+    if full is None:
+        full_tiles = torch.zeros_like(present)
+    else:
+        lo, hi, full_queries, full_keys = full
+        inside = (kv_start[None, :] >= lo[:, None]) & (kv_stop[None, :] <= hi[:, None])
+        rows_ok = full_queries.view(batch_size, num_q_blocks, _FLEX_BLOCK).all(-1)
+        keys_ok = full_keys.view(batch_size, num_kv_blocks, _FLEX_BLOCK).all(-1)
+        full_tiles = present & inside[None] & rows_ok[:, :, None] & keys_ok[:, None, :]
+    partial_tiles = present & ~full_tiles
 
     def counts_and_indices(tiles):  # [B, q blocks, kv blocks] -> BlockMask's [B, 1, ...] count and index tensors
         indices = torch.argsort((~tiles).to(torch.int8), dim=-1, stable=True).to(torch.int32)
         return tiles.sum(-1).to(torch.int32)[:, None], indices[:, None]
 
-    return (*counts_and_indices(partial_tiles), *counts_and_indices(full))
+    return (*counts_and_indices(partial_tiles), *counts_and_indices(full_tiles))

@@ -906,6 +906,32 @@ def test_block_mask_key_off_the_cpu_is_the_inputs_identity_and_version():
         assert SlidingWindowPattern(16, torch.ones(BATCH, LENGTH, device="meta")).mask_key() is None
 
 
+def test_compiled_block_mask_builder_traces_once_per_shape(monkeypatch):
+    """The compiled part of the builder takes tensors and sizes only: a second pattern of the same kind and shape
+    (other padding) reuses the first one's graph instead of recompiling (Dynamo's counting backend, no inductor)."""
+    from torch._dynamo.testing import CompileCounter
+
+    from sumformers.modeling import attention_patterns
+
+    counter = CompileCounter()
+    compiled = torch.compile(attention_patterns._tile_tensors, backend=counter, dynamic=False)
+    monkeypatch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ("cpu",))
+    monkeypatch.setattr(attention_patterns, "_compiled_tile_tensors", compiled)
+    other_padding = _valid()
+    other_padding[0, 150:] = False
+    for name in ("window_global", "etc_hard_g2l_bias", "block_local_causal", "memory_compressed", "het_nodes"):
+        first, second = PATTERNS[name](_valid())[0], PATTERNS[name](other_padding)[0]
+        built = attention_patterns._block_mask_from_layout(first)
+        frames = counter.frame_count
+        built_again = attention_patterns._block_mask_from_layout(second)
+        assert counter.frame_count == frames, name
+        with monkeypatch.context() as patch:
+            patch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ())
+            assert _same_tiles(built, attention_patterns._block_mask_from_layout(first)), name
+            assert _same_tiles(built_again, attention_patterns._block_mask_from_layout(second)), name
+    assert counter.frame_count >= 1
+
+
 @pytest.mark.slow
 def test_compiled_block_mask_builder_equals_the_eager_one(monkeypatch):
     """The builder compiled (as on a GPU), forced on the CPU, gives the eager builder's tiles."""

@@ -182,9 +182,10 @@ def main():
         max_length = min(max_length, read_header(het_args.features_file)["max_length"])
         features = [from_sentence_layout(feature, model.config) for feature in training_subset(
             load_features(het_args.features_file, max_length=max_length), data_args)]
-        trained_on = read_header(het_args.features_file)["source"] + subset_description(data_args)
+        trained_on = (f"{len(features)} inputs of {read_header(het_args.features_file)['source']}"
+                      f"{subset_description(data_args)}")
     elif training_args.do_train and train_dataset is not None:
-        trained_on = training_source(data_args)
+        trained_on = f"{len(train_dataset)} inputs of {training_source(data_args)}"
         with training_args.main_process_first(desc="sentences and entities"):
             prepared = train_dataset.map(
                 prepare,
@@ -216,7 +217,7 @@ def main():
     if result is not None:
         continued = f", continuing the LoRA adapter of {Path(source).parent.name}" if het_args.continue_adapter else ""
         card_info["training"] = (
-            f"{len(features)} training examples (inputs of {trained_on}, "
+            f"{len(features)} training examples ({trained_on}, "
             f"cut into chunks of at most {max_length} tokens), "
             f"{trained_length(trainer)}, batch "
             f"{training_args.per_device_train_batch_size} x {training_args.world_size} processes x "

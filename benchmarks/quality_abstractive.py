@@ -110,7 +110,9 @@ def parse_args():
     parser.add_argument("--llama_base", default=None, help="the base of --wikisum_llama (default: the one it names)")
     parser.add_argument("--llama_max_new_tokens", type=int, default=120)
     parser.add_argument("--llama_repetition_penalty", type=float, default=1.1,
-                        help="on the generated tokens only (GeneratedRepetitionPenalty)")
+                        help="on the generated tokens only (transformers' RepetitionPenaltyLogitsProcessor)")
+    parser.add_argument("--llama_no_repeat_word_ngram_size", type=int, default=0,
+                        help="block repeated word n-grams of this size in the generated tokens (0: off)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="where the abstractive pipelines decode (cpu, cuda, ...)")
@@ -231,18 +233,22 @@ def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], arg
 
 
 def llama_summaries(flag: str, path: str, documents: list[str], args) -> tuple[list[str], str]:
-    """Summaries by WikiSum over a Llama-family decoder (`processing_wikisum_llama.WikiSumLlamaSummarizer`: the
-    article's sentences ranked into the prompt, greedy, one prompt at a time), cached."""
+    """Summaries by WikiSum over a Llama-family decoder through `pipeline("wikisum-llama")` (the article's sentences
+    ranked into the prompt, greedy, one prompt at a time), cached."""
     options = {"max_new_tokens": args.llama_max_new_tokens, "repetition_penalty": args.llama_repetition_penalty}
+    if args.llama_no_repeat_word_ngram_size:  # (off: the key of the summaries cached before the option existed)
+        options["no_repeat_word_ngram_size"] = args.llama_no_repeat_word_ngram_size
 
     def load_summarizer():
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer, pipeline
 
         from sumformers.modeling.modeling_wikisum_llama import load_wikisum_llama
-        from sumformers.processing.processing_wikisum_llama import WikiSumLlamaSummarizer
 
         model = load_wikisum_llama(path, base_model=args.llama_base).to(getattr(args, "device", "cpu"))
-        return WikiSumLlamaSummarizer(model, AutoTokenizer.from_pretrained(model.config.base_model_name_or_path))
+        tokenizer_folder = path if (Path(path) / "tokenizer.json").is_file() else model.config.base_model_name_or_path
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
+        # blocking 0 and the repetition penalty as given: the zero-shot row's config has the defaults
+        return pipeline("wikisum-llama", model=model, tokenizer=tokenizer, no_repeat_word_ngram_size=0)
 
     key = ["wikisum-llama", checkpoint_key(Path(path)), options]
     return cached_summaries(args.cache_dir, flag, key, documents, load_summarizer, args.threads, **options)
@@ -334,8 +340,10 @@ def main():
                 continue
             checkpoints[flag] = display_path(path)
             summaries, seconds = llama_summaries(flag, str(path), documents, args)
+            blocking = args.llama_no_repeat_word_ngram_size
             decoding = (f"greedy, {args.llama_max_new_tokens} new tokens, repetition penalty "
-                        f"{args.llama_repetition_penalty} (generated tokens)")
+                        f"{args.llama_repetition_penalty}" + (f", repeated word {blocking}-grams blocked" if blocking
+                                                              else "") + " (generated tokens)")
             rows.append(row(name, decoding, summaries, seconds))
             examples_lines += format_examples(name, examples, summaries)
 

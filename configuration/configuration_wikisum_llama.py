@@ -45,6 +45,10 @@ class WikiSumLlamaConfig(LlamaConfig):
         instruction (`str`, *optional*): the request before the ranked text in the prompt (the base model's chat
             template, when its tokenizer has one, frames the two; the assistant header is the separator).
         base_model_name_or_path (`str`, *optional*): the Llama-family folder or Hub id the weights came from.
+        generated_repetition_penalty (`float`, *optional*, defaults to 1.1): CTRL's repetition penalty over the
+            generated tokens only (over the prompt too it keeps the summary from writing the article's names).
+        no_repeat_word_ngram_size (`int`, *optional*, defaults to 0): block repeated word n-grams of this size inside
+            a summary (the prompt left out; 0: off, the base model's own decoding).
     """
 
     model_type = "wikisum_llama"
@@ -57,6 +61,8 @@ class WikiSumLlamaConfig(LlamaConfig):
     input_order: str = "article"
     instruction: str = DEFAULT_INSTRUCTION
     base_model_name_or_path: str | None = None
+    generated_repetition_penalty: float = 1.1
+    no_repeat_word_ngram_size: int = 0
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)

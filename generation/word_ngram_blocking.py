@@ -6,7 +6,8 @@ spans fewer than three words), while a repeated id trigram inside one long word 
 [`NoRepeatWordNGramLogitsProcessor`] reads each hypothesis as words instead.
 """
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 
 import torch
 from transformers import LogitsProcessor
@@ -16,6 +17,9 @@ from transformers.utils import add_start_docstrings
 # A vocabulary is taken to use a marker when at least this share of its tokens carry it: a few literal "##" or "Ġ..."
 # strings (markdown headings, say) in a vocabulary of another kind must not decide the scheme.
 _MIN_MARKER_SHARE = 0.05
+# a word as the summaries' repeated-trigram count reads one: word characters, with inner apostrophes ("it's")
+_TEXT_WORD = re.compile(r"\w+(?:'\w+)*")
+_CONTINUES_A_WORD = re.compile(r"\w|'\w")
 
 
 def word_start_mask(tokenizer) -> torch.BoolTensor:
@@ -65,6 +69,18 @@ def word_start_mask(tokenizer) -> torch.BoolTensor:
     return mask
 
 
+def text_word_starts(tokenizer) -> tuple[torch.BoolTensor, list[str]]:
+    """For `NoRepeatWordNGramLogitsProcessor(token_texts=...)`, any tokenizer: what each token id decodes to, and
+    which tokens end a word when appended to one (a text that does not begin with a word character: a space, a
+    no-break or zero-width mark, punctuation, a newline; and every special token). A decoder that spells a word in
+    other pieces, or ends it with a mark other than a space, is read by the text it writes."""
+    size = len(tokenizer)
+    texts = tokenizer.batch_decode([[token_id] for token_id in range(size)])
+    ends = torch.tensor([_CONTINUES_A_WORD.match(text) is None for text in texts], dtype=torch.bool)
+    ends[[i for i in tokenizer.all_special_ids if 0 <= i < size]] = True
+    return ends, texts
+
+
 class NoRepeatWordNGramLogitsProcessor(LogitsProcessor):
     r"""
     [`LogitsProcessor`] that blocks repeated n-grams of *words* in a sequence of subword tokens, as PreSumm's trigram
@@ -92,6 +108,14 @@ class NoRepeatWordNGramLogitsProcessor(LogitsProcessor):
         ignored_token_ids (`Iterable[int]`, *optional*):
             Tokens that are not text, such as the decoder start token or padding: they are skipped when the sequence is
             read as words. Whether they are banned is up to `word_starts`, like any other token.
+        token_texts (`Sequence[str]`, *optional*):
+            What each token id decodes to (`text_word_starts`, whose mask is then `word_starts`: the tokens that end
+            a word). Given, the row is read as the words of its text (lowercased word characters, inner apostrophes
+            kept; punctuation and spaces between them), however a decoder spells them in pieces or separates them:
+            "released." and "released" are one word, and "from,which" two.
+        prompt_ignore_length (`int`, *optional*, defaults to 0):
+            The first tokens of each row that are left out, as transformers' [`RepetitionPenaltyLogitsProcessor`]
+            names it: a decoder-only model's rows start with its prompt, whose word n-grams a summary may repeat.
 
     Examples:
 
@@ -107,7 +131,14 @@ class NoRepeatWordNGramLogitsProcessor(LogitsProcessor):
     ```
     """
 
-    def __init__(self, ngram_size: int, word_starts: torch.BoolTensor, ignored_token_ids: Iterable[int] = ()):
+    def __init__(
+        self,
+        ngram_size: int,
+        word_starts: torch.BoolTensor,
+        ignored_token_ids: Iterable[int] = (),
+        token_texts: Sequence[str] | None = None,
+        prompt_ignore_length: int = 0,
+    ):
         if not isinstance(ngram_size, int) or isinstance(ngram_size, bool) or ngram_size <= 0:
             raise ValueError(f"`ngram_size` has to be a strictly positive integer, but is {ngram_size!r}")
         word_starts = torch.as_tensor(word_starts)
@@ -117,6 +148,8 @@ class NoRepeatWordNGramLogitsProcessor(LogitsProcessor):
         self.ngram_size = ngram_size
         self.word_starts = word_starts.cpu()
         self.ignored_token_ids = frozenset(int(i) for i in ignored_token_ids)
+        self.token_texts = token_texts
+        self.prompt_ignore_length = prompt_ignore_length
         # Reading rows runs in plain Python: a list indexes far faster than a tensor there.
         self._word_start_list = self.word_starts.tolist()
 
@@ -136,12 +169,21 @@ class NoRepeatWordNGramLogitsProcessor(LogitsProcessor):
             words.append(tuple(current))
         return words
 
+    def _text_words(self, token_ids: list[int]) -> list[str] | None:
+        """The row's words as text (`token_texts`), the last one growing; None when the text does not end inside a
+        word (the last word is closed already: nothing new to block)."""
+        known = len(self.token_texts)
+        text = "".join(self.token_texts[i] for i in token_ids if i < known and i not in self.ignored_token_ids)
+        if not text or _CONTINUES_A_WORD.match(text[-1]) is None:
+            return None
+        return _TEXT_WORD.findall(text.lower())
+
     def _closing_repeats(self, token_ids: list[int]) -> bool:
         """Whether closing the last word now completes a word n-gram that occurs earlier in the row."""
-        words = self._read_words(token_ids)
+        words = self._read_words(token_ids) if self.token_texts is None else self._text_words(token_ids)
         n = self.ngram_size
         # An earlier n-gram needs n completed words besides the last one.
-        if len(words) <= n:
+        if words is None or len(words) <= n:
             return False
         last = words[len(words) - n :]
         # Earlier n-grams lie within the completed words (all but the last), i.e. start before len(words) - n.
@@ -149,7 +191,7 @@ class NoRepeatWordNGramLogitsProcessor(LogitsProcessor):
 
     @add_start_docstrings(LOGITS_PROCESSOR_INPUTS_DOCSTRING)
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        blocked = [self._closing_repeats(row) for row in input_ids.tolist()]
+        blocked = [self._closing_repeats(row) for row in input_ids[:, self.prompt_ignore_length :].tolist()]
         if not any(blocked):
             return scores
 

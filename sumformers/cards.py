@@ -146,6 +146,7 @@ USAGE = {
  'plan_text': ['The Rockets were the visiting team. The Hawks were the home team. ...', ...],
  'score': -86.2}""",
     ),
+    "wikisum-llama": Usage(options="max_new_tokens=120"),
     "table-to-text": Usage(
         input="game",
         imports="import json",
@@ -203,18 +204,22 @@ def build_model_card(config, card_info: dict) -> ModelCard:
     """`card_info` (all optional): `model_name`, `repo_id`, `datasets` (Hub ids), `dataset_name`, `split`,
     `results` ({metric: value x 100}), `training` (markdown), `decoding` (markdown: the generation config's settings
     where a template shows them), `evaluation` (markdown), `comparisons` (markdown: benchmark tables beyond the model's
-    own scores, where a template shows them), `quality_note` (one sentence: how a demonstration model compares with
+    own scores, where a template shows them), `deviations` (markdown: where the model departs from its paper, and
+    why, where a template shows them), `quality_note` (one sentence: how a demonstration model compares with
     the simple baseline it does not beat, with the numbers of its evaluation; the card's first line).
     `training_seconds` and `training_hardware` are not shown: a run's training time and hardware as data, for a
     card whose `training` text does not say them in the training scripts' words (`benchmarks/quality_cnndm.py`)."""
-    encoder = portable_encoder_name(getattr(config, "encoder_name_or_path", None))
+    # the pretrained model the weights start from: the encoder, or the decoder WikiSum over Llama adapts
+    encoder = getattr(config, "base_model_name_or_path", None) or portable_encoder_name(
+        getattr(config, "encoder_name_or_path", None)
+    )
     results = card_info.get("results", {})
     eval_results = [result for _, result in measured_results(card_info)]
     model_name = card_info.get("model_name", f"sumformers-{config.model_type}")
     repo_id = card_info.get("repo_id", f"your-name/{model_name}")
     # WikiSum and the encoder-decoders write new text; every other architecture picks sentences of the input
     task = architecture_for(config).task
-    writes = task in ("abstractive-summarization", "wikisum", "table-to-text")
+    writes = task in ("abstractive-summarization", "wikisum", "wikisum-llama", "table-to-text")
     style = "abstractive-summarization" if writes else "extractive-summarization"
     # What the Hub shows a reader comes from `library_name` and `pipeline_tag`. With `library_name: transformers`
     # and `pipeline_tag: summarization` its "Use this model" snippet is `pipeline("summarization", ...)`, a task
@@ -254,6 +259,7 @@ def build_model_card(config, card_info: dict) -> ModelCard:
         decoding=card_info.get("decoding"),
         evaluation=card_info.get("evaluation"),
         comparisons=card_info.get("comparisons"),
+        deviations=card_info.get("deviations"),
         config=config,
     )
     if card_info.get("quality_note"):

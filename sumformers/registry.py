@@ -149,6 +149,14 @@ ARCHITECTURES = {
         "wikisum.WikiSumPipeline",
         auto_class_name="AutoModelForCausalLM",
     ),
+    "wikisum_llama": Architecture(
+        "configuration_wikisum_llama.WikiSumLlamaConfig",
+        "modeling_wikisum_llama.WikiSumLlamaForCausalLM",
+        "processing_wikisum_llama.WikiSumLlamaProcessor",
+        "wikisum-llama",
+        "wikisum_llama.WikiSumLlamaPipeline",
+        auto_class_name="AutoModelForCausalLM",
+    ),
 }
 
 # Each task's default model: what `pipeline(task)` loads when no model is given (transformers' `default=` of
@@ -162,6 +170,7 @@ DEFAULT_CHECKPOINTS = {
     "abstractive-summarization": "copytransformer-circular2d-cnndm",
     "table-to-text": "realizer-minilm-rotowire",
     "wikisum": "wikisum-tdmca-copy-minilm-cnndm",
+    "wikisum-llama": "wikisum-smollm2-td-cnndm",  # needs its base installed (modeling/pretrained_decoder.py)
 }
 
 

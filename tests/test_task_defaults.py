@@ -10,7 +10,7 @@ from transformers import pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 import sumformers
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, skip_without_installed_base
 from sumformers.checkpoints import shipped_checkpoints
 from sumformers.registry import ARCHITECTURES, DEFAULT_CHECKPOINTS, register_all, task_of_model_folder
 
@@ -46,6 +46,7 @@ def real_example(task, request):
 def test_pipeline_without_a_model_answers_as_its_shipped_default(task, request):
     example = real_example(task, request)
     folder = str(shipped_checkpoints()[DEFAULT_CHECKPOINTS[task]])
+    skip_without_installed_base(folder)
     by_default = pipeline(task)
     assert by_default.model.name_or_path == folder
     options = ROTOWIRE_OPTIONS.get(task, {})

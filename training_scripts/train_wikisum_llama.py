@@ -10,7 +10,9 @@ folder (`load_wikisum_llama` puts it over the base again).
 Each example is the prompt (`processing_wikisum_llama.prompt_ids`: the article's sentences ranked and cut at
 --max_input_tokens, in the base model's chat template), then the summary and its end token; the loss is on the
 summary tokens. Prompts are tokenized once and cached in `<output_dir>/prompts.json`. Training stops at --max_steps
-or --max_minutes, whichever comes first, and the adapter is saved then (and every --save_steps).
+or --max_minutes, whichever comes first, and the adapter is saved then (and every --save_steps). --resume continues
+the adapter in `<output_dir>/final` where its training log ends: the same examples in the same order (the seed's),
+the learning-rate schedule at its step; the optimizer's moments start again (they are not saved).
 """
 
 import argparse
@@ -51,6 +53,7 @@ def parse_args(argv=None):
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--resume", action="store_true", help="continue the adapter in <output_dir>/final")
     return parser.parse_args(argv)
 
 
@@ -89,7 +92,7 @@ def batch_tensors(examples: list[dict], pad_id: int) -> dict:
 
 def main(argv=None):
     args = parse_args(argv)
-    from peft import LoraConfig, get_peft_model
+    from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoTokenizer
 
     from sumformers.configuration.configuration_wikisum_llama import WikiSumLlamaConfig, attention_layout
@@ -112,18 +115,27 @@ def main(argv=None):
     lora = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0,
                       target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
                       modules_to_save=["compression"] if args.variant != "T-D" else None)
-    model = get_peft_model(model, lora).to(args.device)
+    log = []
+    if args.resume:
+        model = PeftModel.from_pretrained(model, output / "final", is_trainable=True).to(args.device)
+        log = json.loads((output / "final" / "training_log.json").read_text())["log"]
+    else:
+        model = get_peft_model(model, lora).to(args.device)
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     print(f"{len(examples)} examples, {trainable:,} trainable parameters, variant {args.variant}", flush=True)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.learning_rate)
     per_step = args.batch_size * args.gradient_accumulation_steps
     total_steps = math.ceil(len(examples) * args.epochs / per_step)
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: max(0.0, 1 - step / max(total_steps, 1)))
+    done = len(log)  # steps of the run resumed (0 for a new one)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: max(0.0, 1 - (done + step) / max(total_steps, 1))
+    )
     order = [index for _ in range(math.ceil(args.epochs)) for index in random.sample(range(len(examples)),
                                                                                       len(examples))]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else examples[0]["summary"][-1]
-    started, step, log = time.perf_counter(), 0, []
+    started, step = time.perf_counter(), done
+    earlier_seconds = log[-1]["seconds"] if log else 0.0
     model.train()
     while step < total_steps and time.perf_counter() - started < 60 * args.max_minutes:
         losses = []
@@ -140,12 +152,13 @@ def main(argv=None):
         optimizer.zero_grad()
         step += 1
         log.append({"step": step, "loss": sum(losses) / len(losses),
-                    "seconds": round(time.perf_counter() - started, 1)})
+                    "seconds": round(earlier_seconds + time.perf_counter() - started, 1)})
         print(json.dumps(log[-1]), flush=True)
         if step % args.save_steps == 0:
             save(model, output / "final", log, args, len(examples))
     save(model, output / "final", log, args, len(examples))
-    print(f"trained {step} steps ({step * per_step} examples) in {time.perf_counter() - started:.0f} s", flush=True)
+    print(f"trained {step - done} steps to step {step} ({step * per_step} examples in all) in "
+          f"{time.perf_counter() - started:.0f} s", flush=True)
 
 
 def save(model, folder: Path, log: list[dict], args, num_examples: int) -> None:

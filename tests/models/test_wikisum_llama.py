@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, imported_benchmark
 from sumformers.configuration.configuration_wikisum_llama import WikiSumLlamaConfig, attention_layout
 from sumformers.modeling.modeling_wikisum_llama import WikiSumLlamaForCausalLM, load_wikisum_llama
 
@@ -177,14 +177,51 @@ def test_adapter_folder_loads_over_its_base_with_the_trained_convolutions(base, 
     assert (loaded(ids).logits - over(base, "T-DMCA", local_block_size=4)(ids).logits).abs().max() > 1e-3
 
 
-def test_generated_repetition_penalty_spares_the_prompt():
-    from sumformers.processing.processing_wikisum_llama import GeneratedRepetitionPenalty
+class ByteLevelVocabulary:
+    """What `text_word_starts` reads of a tokenizer, for a byte-level BPE vocabulary of ten tokens (SmolLM2's kind:
+    a word starts with its space; the no-break space and the newline are tokens of their own)."""
+
+    texts = ["<eos>", " the", " cat", " sat", " on", "\xa0", "s", ".", "\n", "The", ",", "cat"]
+    all_special_ids = [0]
+
+    def __len__(self):
+        return len(self.texts)
+
+    def batch_decode(self, sequences):
+        return ["".join(self.texts[i] for i in ids) for ids in sequences]
+
+
+def test_generated_text_processors_spare_the_prompt():
+    """The repetition penalty (transformers' processor, prompt ignored) divides the logits of generated tokens only;
+    word trigram blocking bans closing a word trigram the summary already wrote, not one of the prompt's, and reads
+    words by their text: after a no-break space or with punctuation they are the same words."""
+    from sumformers.processing.processing_wikisum_llama import generated_text_processors
 
     scores = torch.tensor([[2.0, -1.0, 3.0, 0.5]])
     input_ids = torch.tensor([[2, 2, 0, 1]])  # prompt: tokens 2, 2; generated: 0, 1
-    penalised = GeneratedRepetitionPenalty(2.0, prompt_length=2)(input_ids, scores.clone())
-    assert penalised.tolist() == [[1.0, -2.0, 3.0, 0.5]]
-    assert torch.equal(GeneratedRepetitionPenalty(2.0, 4)(input_ids, scores.clone()), scores)
+    (penalty,) = generated_text_processors(None, 2, repetition_penalty=2.0, no_repeat_word_ngram_size=0)
+    assert penalty(input_ids, scores.clone()).tolist() == [[1.0, -2.0, 3.0, 0.5]]
+    (penalty,) = generated_text_processors(None, 4, repetition_penalty=2.0, no_repeat_word_ngram_size=0)
+    assert torch.equal(penalty(input_ids, scores.clone()), scores)
+
+    vocabulary = ByteLevelVocabulary()
+    the, cat, sat, on, no_break, s, stop, newline, capital_the, comma, glued_cat = range(1, 12)
+    prompt = [the, cat, sat]
+    (blocking,) = generated_text_processors(vocabulary, len(prompt), 1.0, no_repeat_word_ngram_size=3)
+
+    def banned(generated):
+        return torch.isinf(blocking(torch.tensor([prompt + generated]), torch.zeros(1, len(vocabulary))))[0].tolist()
+
+    assert not any(banned([the, cat, sat]))  # "the cat sat" is the prompt's only: the summary may write it
+    # written once: closing it again is banned (every token that does not continue the word: a space, a no-break
+    # space, punctuation, the end); a continuation ("sats") stays allowed
+    ends = [True, True, True, True, True, True, False, True, True, False, True, False]
+    assert banned([the, cat, sat, on, the, cat, sat]) == ends
+    # the same words after a newline, a no-break space and punctuation without a space
+    assert banned([the, cat, sat, stop, newline, capital_the, no_break, cat, sat]) == ends
+    assert banned([the, cat, sat, stop, capital_the, comma, glued_cat, sat]) == ends
+    assert not any(banned([the, cat, sat, stop, newline, capital_the, cat, on]))
+    assert not any(banned([the, cat, sat, on, the, cat, sat, stop]))  # the last word is closed: nothing to block
 
 
 def test_prompt_keeps_the_best_sentences_within_the_budget_in_article_order(minilm_tokenizer):
@@ -217,3 +254,47 @@ def test_smollm2_tdmca_without_compression_is_smollm2(one_thread):
     tdmca = WikiSumLlamaForCausalLM.from_pretrained(SMOLLM2, config=config).eval()
     ids = torch.tensor([prompt_ids(tokenizer, config, "The council met on Monday. It approved the bridge.")])
     torch.testing.assert_close(tdmca(ids).logits, plain(ids).logits, atol=1e-4, rtol=1e-4)
+
+
+SHIPPED = "wikisum-smollm2-td-cnndm"
+quality_script = imported_benchmark("quality_abstractive", "quality_script")
+
+
+def test_the_shipped_adapter_summarizes_as_recorded_without_repeating_a_word_trigram(quality_script):
+    """`pipeline("wikisum-llama", model=folder)` loads the shipped adapter over the installed SmolLM2 (through
+    `AutoModelForCausalLM`), decodes with the shipped defaults (repeated word trigrams blocked, the prompt left out)
+    and writes the recorded summary of the bundled article: no word trigram twice, every number and name in the
+    article."""
+    import json
+
+    from test_shipped_outputs import SNAPSHOTS
+    from transformers import pipeline
+
+    from conftest import ARTICLE, skip_without_installed_base
+    from sumformers.hub import shipped_checkpoints
+    from sumformers.text.sentences import source_facts
+
+    folder = shipped_checkpoints()[SHIPPED]
+    skip_without_installed_base(folder)
+    summarizer = pipeline("wikisum-llama", model=str(folder))
+    assert type(summarizer.model) is WikiSumLlamaForCausalLM and summarizer.model.config.no_repeat_word_ngram_size == 3
+    result = summarizer(ARTICLE, max_new_tokens=60)
+    assert result == json.loads(SNAPSHOTS.read_text())[SHIPPED]["output"]
+    assert result["summary"].split() and not quality_script.has_repeated_trigram_anywhere(result["summary"])
+    supported, stated = source_facts(result["summary"], ARTICLE)
+    assert supported == stated
+
+
+def test_an_adapter_whose_base_is_missing_says_how_to_install_it(tmp_path, monkeypatch):
+    from sumformers.hub import shipped_checkpoints
+    from sumformers.modeling.pretrained_decoder import SMOLLM2_FOLDER_VARIABLE, SMOLLM2_HUB_ID, resolve_decoder
+
+    monkeypatch.setenv(SMOLLM2_FOLDER_VARIABLE, str(tmp_path / "nowhere"))
+    assert resolve_decoder(SMOLLM2_HUB_ID) == SMOLLM2_HUB_ID == resolve_decoder(None)
+    monkeypatch.setenv(SMOLLM2_FOLDER_VARIABLE, str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_decoder(SMOLLM2_HUB_ID) == str(tmp_path) and resolve_decoder("other/llama") == "other/llama"
+    with pytest.raises(OSError) as error:
+        WikiSumLlamaForCausalLM.from_pretrained(shipped_checkpoints()[SHIPPED], base_model=str(tmp_path / "empty"))
+    message = str(error.value)
+    assert "\n" not in message and "install_smollm2.py" in message and "base_model=" in message

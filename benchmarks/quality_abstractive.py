@@ -105,8 +105,8 @@ def parse_args():
                         help="block repeated word n-grams of this size (default: the model's config)")
     parser.add_argument("--zero_shot_llama", default=None,
                         help="a Llama-family folder (SmolLM2-135M-Instruct) prompted as WikiSum T-D, no training")
-    parser.add_argument("--wikisum_llama", default=None,
-                        help="a WikiSum-over-Llama adapter folder (train_wikisum_llama.py) or a layout's folder")
+    parser.add_argument("--wikisum_llama", default=None, nargs="+",
+                        help="WikiSum-over-Llama adapter folders (train_wikisum_llama.py): a row each")
     parser.add_argument("--llama_base", default=None, help="the base of --wikisum_llama (default: the one it names)")
     parser.add_argument("--llama_max_new_tokens", type=int, default=120)
     parser.add_argument("--llama_repetition_penalty", type=float, default=1.1,
@@ -333,19 +333,22 @@ def main():
         examples_lines += format_examples(name, examples, summaries)
 
     for flag, name in LLAMA_ROWS.items():
-        if getattr(args, flag):
-            path = find_checkpoint([getattr(args, flag)])
+        given = getattr(args, flag) or []
+        folders = [given] if isinstance(given, str) else list(given)
+        for index, folder in enumerate(folders):
+            path = find_checkpoint([folder])
+            row_name = name if len(folders) == 1 else f"{name}: `{folder}`"
             if path is None:
-                rows.append((name, "-", f"checkpoint not found (`{getattr(args, flag)}`)"))
+                rows.append((row_name, "-", f"checkpoint not found (`{folder}`)"))
                 continue
-            checkpoints[flag] = display_path(path)
+            checkpoints[flag if index == 0 else f"{flag} {index + 1}"] = display_path(path)
             summaries, seconds = llama_summaries(flag, str(path), documents, args)
             blocking = args.llama_no_repeat_word_ngram_size
             decoding = (f"greedy, {args.llama_max_new_tokens} new tokens, repetition penalty "
                         f"{args.llama_repetition_penalty}" + (f", repeated word {blocking}-grams blocked" if blocking
                                                               else "") + " (generated tokens)")
-            rows.append(row(name, decoding, summaries, seconds))
-            examples_lines += format_examples(name, examples, summaries)
+            rows.append(row(row_name, decoding, summaries, seconds))
+            examples_lines += format_examples(row_name, examples, summaries)
 
     title = f"{data_file.name}[{args.start}:{args.start + len(examples)}]"
     body = [

@@ -31,6 +31,8 @@ def test_every_task_registers_a_shipped_default_of_that_task_at_the_package_vers
 # What a Rotowire game is asked, to keep each test well under 20 s (a full plan and its realization take about 80 s
 # here): a plan of two units, and one plan sentence (of that game's records) to realize.
 ROTOWIRE_OPTIONS = {"content-planning": {"num_sentences": 2, "beam_size": 1}}
+# and a short summary of the article from WikiSum over SmolLM2 (about 2 s a sentence here)
+OPTIONS = ROTOWIRE_OPTIONS | {"wikisum-llama": {"max_new_tokens": 30}}
 ONE_PLAN_SENTENCE = ["Rockets|TEAM-NAME", "Hawks|TEAM-NAME", "Rockets|TEAM-WINS", "Hawks|TEAM-WINS", "<EOT>"]
 
 
@@ -49,7 +51,7 @@ def test_pipeline_without_a_model_answers_as_its_shipped_default(task, request):
     skip_without_installed_base(folder)
     by_default = pipeline(task)
     assert by_default.model.name_or_path == folder
-    options = ROTOWIRE_OPTIONS.get(task, {})
+    options = OPTIONS.get(task, {})
     result = by_default(example, **options)
     assert result == pipeline(task, model=folder)(example, **options)
     # a real answer: a summary of words, or a plan of record ids ending the game's plan

@@ -64,6 +64,7 @@ TABLE_TO_TEXT = "table-to-text"
 _TABLE_TO_TEXT_OPTIONS = {"planner": "--planner", "plan": "--plan", **_ABSTRACTIVE_OPTIONS}
 _TASK_OPTIONS = {
     "wikisum": _WIKISUM_OPTIONS,
+    "wikisum-llama": {"max_new_tokens": "--max-new-tokens"},
     "abstractive-summarization": _ABSTRACTIVE_OPTIONS,
     TABLE_TO_TEXT: _TABLE_TO_TEXT_OPTIONS,
 }

@@ -127,7 +127,10 @@ def main(argv=None) -> int:
                     f"{f'{drift[name]:.1e}' if name in drift else '-'} | {cpu_share:.0%} |"
                 )
 
-    command = "python benchmarks/onnx_speed.py {0}".format(shlex.join(argv if argv is not None else sys.argv[1:]))
+    # the environment's thread defaults, as run (the benchmark sets each thread count itself)
+    environment = "".join(f"{name}={os.environ[name]} " for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                          if name in os.environ)
+    command = f"{environment}python benchmarks/onnx_speed.py {shlex.join(argv if argv is not None else sys.argv[1:])}"
     verdicts = []
     for threads in args.threads:
         for precision in ("float32", "int8"):

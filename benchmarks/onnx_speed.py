@@ -1,15 +1,17 @@
 """Documents per second on CPU: a model's pipeline on ONNX Runtime (`sumformers export --onnx`) against the same
 pipeline on PyTorch, in one run, with the same number of threads for both (torch intra-op threads, ONNX Runtime
-intra-op threads; one inter-op thread each).
+intra-op threads; one inter-op thread each), for each thread count asked.
 
 Each document is summarized by every back end in turn (the order rotates from one document to the next, so that a
 burst of load on a shared machine falls on all of them alike) after one warm-up document each; every call is the
 whole pipeline (sentence splitting, tokenization, model, search). Wall-clock and process CPU seconds are both
-reported: on a machine others share, CPU seconds are the steadier measure. The ONNX Runtime rows differ in its
-graph optimization level (the graphs themselves already hold the fused attention, skip-layer-norm and bias-GELU
-kernels the export writes). The summaries of every back end are compared with PyTorch's.
+reported: on a machine others share, CPU seconds are the steadier measure. The float32 ONNX Runtime rows differ in
+its graph optimization level (the graphs themselves already hold the fused attention, skip-layer-norm and bias-GELU
+kernels the export writes); the int8 row is the opt-in `--quantize int8` export. The summaries of every back end
+are compared with PyTorch's, and so are its scores (the first step's next-choice probabilities of a stepwise model,
+the sentence probabilities of the others).
 
-    python benchmarks/onnx_speed.py --threads 1 --documents 50    # writes benchmarks/results/onnx_speed.md
+    python benchmarks/onnx_speed.py --threads 1 2 --documents 50    # writes benchmarks/results/onnx_speed.md
 """
 
 import argparse
@@ -33,7 +35,7 @@ def parse_args(argv=None):
         "--onnx-folder", default=None, help="its ONNX export (default: exported into a temporary folder)"
     )
     parser.add_argument("--documents", type=int, default=50, help="development articles to summarize")
-    parser.add_argument("--threads", type=int, default=1, help="threads for both back ends")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts, each for both back ends")
     parser.add_argument("--data-file", default=None, help="JSONL with `document` (default: CNN/DM validation.jsonl)")
     parser.add_argument("--output", default=str(DEFAULT_OUTPUT), help="Markdown report")
     return parser.parse_args(argv)
@@ -44,6 +46,18 @@ def onnx_levels():
 
     level = onnxruntime.GraphOptimizationLevel
     return {"ORT_ENABLE_ALL": level.ORT_ENABLE_ALL, "ORT_ENABLE_BASIC": level.ORT_ENABLE_BASIC}
+
+
+def scores(pipeline, document: str) -> list[float]:
+    """The probabilities the search reads: a stepwise model's first next-choice distribution, or every sentence's."""
+    if pipeline.model.is_stepwise:
+        return pipeline(document, return_steps=True)["steps"][0]["distribution"]
+    return pipeline(document, return_sentences=True)["sentence_scores"]
+
+
+def largest_score_difference(pipeline, reference, documents: list[str]) -> float:
+    return max(abs(a - b) for document in documents
+               for a, b in zip(scores(pipeline, document), scores(reference, document), strict=True))
 
 
 def time_backends(pipelines: dict, documents: list[str]) -> dict:
@@ -75,54 +89,74 @@ def main(argv=None) -> int:
     from sumformers.onnx_export import export_onnx
     from sumformers.onnx_runtime import default_session_options
 
-    torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
     warnings.filterwarnings("ignore")
     model = args.model or DEFAULT_MODEL
     data_file = Path(args.data_file or REPO.parent / "shared" / "data" / "cnn_dailymail" / "validation.jsonl")
     lines = data_file.read_text().splitlines()[: args.documents]
     documents = [json.loads(line)["document"] for line in lines]
+    rows, ratios, drift = [], {}, {}
     with tempfile.TemporaryDirectory() as scratch:
-        folder = Path(args.onnx_folder) if args.onnx_folder else export_onnx(model, Path(scratch) / "onnx")
-        pipelines = {"PyTorch": load_pipeline(model)}
-        for label, level in onnx_levels().items():
-            options = default_session_options(args.threads)
-            options.graph_optimization_level = level
-            pipelines[f"ONNX Runtime, {label}"] = load_pipeline(str(folder), session_options=options)
-        totals = time_backends(pipelines, documents)
+        folders = {
+            "float32": Path(args.onnx_folder) if args.onnx_folder else export_onnx(model, Path(scratch) / "float32"),
+            "int8": export_onnx(model, Path(scratch) / "int8", quantize="int8"),
+        }
+        for threads in args.threads:
+            torch.set_num_threads(threads)
+            pipelines = {"PyTorch": load_pipeline(model)}
+            for label, level in onnx_levels().items():
+                options = default_session_options(threads)
+                options.graph_optimization_level = level
+                pipelines[f"ONNX Runtime float32, {label}"] = load_pipeline(str(folders["float32"]),
+                                                                           session_options=options)
+            pipelines["ONNX Runtime int8 (--quantize int8), ORT_ENABLE_ALL"] = load_pipeline(
+                str(folders["int8"]), session_options=default_session_options(threads))
+            if not drift:  # scores do not depend on the thread count: measured once, outside the timing
+                drift = {name: largest_score_difference(pipeline, pipelines["PyTorch"], documents)
+                         for name, pipeline in pipelines.items() if name != "PyTorch"}
+            totals = time_backends(pipelines, documents)
+            reference = totals["PyTorch"]
+            cpu_share = sum(total["cpu"] for total in totals.values()) / sum(total["wall"] for total in totals.values())
+            for name, total in totals.items():
+                same = sum(a == b for a, b in zip(total["summaries"], reference["summaries"]))
+                ratios[threads, name] = reference["cpu"] / total["cpu"]
+                rows.append(
+                    f"| {threads} | {name} | {len(documents) / total['wall']:.2f} | "
+                    f"{reference['wall'] / total['wall']:.2f}x | {len(documents) / total['cpu']:.2f} | "
+                    f"{ratios[threads, name]:.2f}x | {same}/{len(documents)} | "
+                    f"{f'{drift[name]:.1e}' if name in drift else '-'} | {cpu_share:.0%} |"
+                )
 
-    reference = totals["PyTorch"]
-    command = "OMP_NUM_THREADS={0} python benchmarks/onnx_speed.py {1}".format(
-        args.threads, shlex.join(argv if argv is not None else sys.argv[1:]))
-    rows = []
-    for name, total in totals.items():
-        same = sum(a == b for a, b in zip(total["summaries"], reference["summaries"]))
-        rows.append(
-            f"| {name} | {len(documents) / total['wall']:.2f} | {reference['wall'] / total['wall']:.2f}x | "
-            f"{len(documents) / total['cpu']:.2f} | {reference['cpu'] / total['cpu']:.2f}x | {same}/{len(documents)} |"
-        )
-    best = max((name for name in totals if name != "PyTorch"), key=lambda name: reference["cpu"] / totals[name]["cpu"])
-    ratio = reference["wall"] / totals[best]["wall"]
-    verdict = "met" if ratio >= TARGET else "**not met**"
-    cpu_share = sum(total["cpu"] for total in totals.values()) / sum(total["wall"] for total in totals.values())
+    # the environment's thread defaults, as run (the benchmark sets each thread count itself)
+    environment = "".join(f"{name}={os.environ[name]} " for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+                          if name in os.environ)
+    command = f"{environment}python benchmarks/onnx_speed.py {shlex.join(argv if argv is not None else sys.argv[1:])}"
+    verdicts = []
+    for threads in args.threads:
+        for precision in ("float32", "int8"):
+            name, ratio = max(((name, ratio) for (count, name), ratio in ratios.items()
+                               if count == threads and precision in name), key=lambda item: item[1])
+            verdicts.append(f"{threads} thread(s), {precision}: {ratio:.2f}x ({name}; the target of {TARGET}x "
+                            f"{'met' if ratio >= TARGET else '**not met**'})")
     report = "\n".join([
         "# ONNX Runtime against PyTorch, documents per second on CPU",
         "",
         f"Command: `{command}`. Model: {model}; {len(documents)} articles of `{data_file.name}` (CNN/DM "
-        f"validation, the first {len(documents)}); {args.threads} thread(s) for both back ends (torch intra-op, "
-        f"ONNX Runtime intra-op; one inter-op thread each); torch {torch.__version__}, onnxruntime "
-        f"{onnxruntime.__version__}. Every call is the whole pipeline (splitting, tokenization, model, search); "
-        "the back ends take the documents in turn, the order rotating.",
+        f"validation, the first {len(documents)}); for each thread count, the same number of threads for every back "
+        f"end (torch intra-op, ONNX Runtime intra-op; one inter-op thread each); torch {torch.__version__}, "
+        f"onnxruntime {onnxruntime.__version__}. Every call is the whole pipeline (splitting, tokenization, model, "
+        "search); the back ends take the documents in turn, the order rotating. Score difference: the largest "
+        "difference from PyTorch's probabilities over the documents (a stepwise model's first next-choice "
+        "distribution, the others' sentence probabilities). CPU share: the CPU seconds the process had per "
+        "wall-clock second, in that thread count's run (others share the machine; the CPU-time columns are the "
+        "steadier measure).",
         "",
-        "| back end | docs/s (wall) | vs PyTorch (wall) | docs/s (CPU time) | vs PyTorch (CPU time) "
-        "| summaries as PyTorch's |",
-        "|---|---|---|---|---|---|",
+        "| threads | back end | docs/s (wall) | vs PyTorch (wall) | docs/s (CPU time) | vs PyTorch (CPU time) "
+        "| summaries as PyTorch's | score difference | CPU share |",
+        "|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
-        f"Best ONNX Runtime setting: {best}, {ratio:.2f}x PyTorch in wall-clock time "
-        f"({reference['cpu'] / totals[best]['cpu']:.2f}x in CPU time); the target of {TARGET}x is {verdict}. "
-        f"This process had a CPU for {cpu_share:.0%} of the wall-clock time (others share the machine): the "
-        "CPU-time columns are the steadier measure.",
+        "Best ONNX Runtime setting against PyTorch in CPU time: " + "; ".join(verdicts) + ".",
         "",
     ])
     Path(args.output).write_text(report)

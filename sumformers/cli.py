@@ -282,7 +282,9 @@ def export_command(args) -> int:
         write = functools.partial(write_space, games_file=args.games)
     if args.onnx:
         try:
-            from .onnx_export import export_onnx as write
+            from .onnx_export import export_onnx
+
+            write = functools.partial(export_onnx, quantize=args.quantize)
         except ImportError as error:
             _fail(f'ONNX export needs onnxscript and onnxruntime ({one_line(error)}): pip install "sumformers[onnx]"')
     try:

@@ -19,6 +19,8 @@ from .registry import architecture_for
 # The graphs of an ONNX folder (`onnx_export`): what runs once per document, and a stepwise model's per-step scorer.
 DOCUMENT_GRAPH = "model.onnx"
 STEP_GRAPH = "step_model.onnx"
+# The graphs' metadata entry naming their quantization (`sumformers export --onnx --quantize int8`); absent: float32.
+QUANTIZATION_KEY = "sumformers.quantization"
 
 
 def is_onnx_folder(path) -> bool:
@@ -58,6 +60,7 @@ class _Graph:
 
         self.session = onnxruntime.InferenceSession(str(path), sess_options=session_options, providers=providers)
         self.input_names = [item.name for item in self.session.get_inputs()]
+        self.quantization = self.session.get_modelmeta().custom_metadata_map.get(QUANTIZATION_KEY)
 
     def __call__(self, **tensors) -> torch.Tensor:
         feed = {name: np.ascontiguousarray(tensors[name].cpu().numpy()) for name in self.input_names}
@@ -89,6 +92,8 @@ class OnnxSummarizer:
         providers = providers or ["CPUExecutionProvider"]
         self.document_graph = _Graph(folder / DOCUMENT_GRAPH, session_options, providers)
         self.step_graph = _Graph(folder / STEP_GRAPH, session_options, providers) if self.is_stepwise else None
+        # None (float32, the graphs checked against PyTorch within 1e-4) or "int8"
+        self.quantization = self.document_graph.quantization
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, **kwargs) -> "OnnxSummarizer":
@@ -141,6 +146,7 @@ __all__ = [
     "STEP_GRAPH",
     "OnnxSummarizer",
     "OnnxSummarizerOutput",
+    "QUANTIZATION_KEY",
     "default_session_options",
     "is_onnx_folder",
     "load_onnx_pipeline",

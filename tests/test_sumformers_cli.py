@@ -133,6 +133,8 @@ def test_missing_paths_are_errors(capsys, tmp_path):
         (["export", tmp_path / "out", "--games", THREE_ARTICLES], "--games goes with --space"),
         (["export", tmp_path / "out", "--space", "--games", missing / "games.jsonl"], "--games"),
         (["export", tmp_path / "out", "--onnx", "--space"], "--onnx writes a model folder, --space a Space"),
+        (["export", tmp_path / "out", "--quantize", "int8"], "--quantize goes with --onnx"),
+        (["export", tmp_path / "out", "--onnx", "--quantize", "int4"], "argument --quantize"),
         (["demo", "--games", missing / "games.jsonl"], "no such file"),
         (["summarise", ARTICLE], "invalid choice"),
     ]

@@ -366,7 +366,8 @@ def kernel_rows(length, device, dtype, window, num_global, heads):
     from transformers.models.longformer.modeling_longformer import LongformerSelfAttention
 
     from sumformers.modeling.attention import sparse_attention
-    from sumformers.modeling.attention_patterns import SlidingWindowPattern, clear_block_mask_cache
+    from sumformers.modeling.attention_patterns import SlidingWindowPattern
+    from sumformers.modeling.block_masks import clear_block_mask_cache
 
     generator = torch.Generator(device="cpu").manual_seed(0)
 

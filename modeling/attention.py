@@ -37,7 +37,8 @@ from torch.nn.attention.flex_attention import flex_attention
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions, raise_recompile_limit
+from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions
+from .block_masks import raise_recompile_limit
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "blocked")
 # A dense layer of a model set to "blocked" runs SDPA, so transformers' mask builders (`create_causal_mask`, ...) give

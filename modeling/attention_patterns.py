@@ -26,7 +26,6 @@ The module is copied into exported Hub repos: it imports only torch and the stan
 
 import copy
 import hashlib
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -35,8 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask
 
-# FlexAttention tile size; sequence lengths given to flex are padded to multiples of it.
-_FLEX_BLOCK = 128
+from .block_masks import BLOCK_MASK_CACHE, FLEX_BLOCK, raise_recompile_limit, tile_tensors, version_of
+
 # Smallest query block of the blocked backend: tiny bands are merged into blocks at least this long so that
 # each batched matmul does real work.
 MIN_QUERY_BLOCK = 64
@@ -54,8 +53,8 @@ def flex_bucket(length: int, buckets_per_doubling: int = 4) -> int:
     whose kernel time matters more than its compile count may ask for 8 (at most 12.5% padding).
     """
     shift = int(buckets_per_doubling).bit_length()  # 4 -> 3: a quarter of the power of two
-    granularity = max(_FLEX_BLOCK, 2 ** max(0, int(length).bit_length() - shift))
-    return max(_FLEX_BLOCK, -(-length // granularity) * granularity)
+    granularity = max(FLEX_BLOCK, 2 ** max(0, int(length).bit_length() - shift))
+    return max(FLEX_BLOCK, -(-length // granularity) * granularity)
 
 
 def device_scalar(value: int, device) -> torch.Tensor:
@@ -172,7 +171,7 @@ class AttentionPattern:
         """Record the constructor's arguments that decide the mask (tensors and plain values), so that another
         pattern built from the same ones reuses this one's BlockMask (`flex_block_mask`). Each tensor's version
         counter is noted now: one changed in place before the BlockMask is built makes the pattern uncached."""
-        versions = tuple(_version_of(x) for x in inputs)
+        versions = tuple(version_of(x) for x in inputs)
         self._mask_inputs = (inputs, versions)
 
     def mask_mod(self, b, h, q_idx, kv_idx) -> torch.Tensor:
@@ -257,7 +256,7 @@ class AttentionPattern:
         if self._mask_inputs is None or torch.compiler.is_compiling():
             return None
         inputs, versions = self._mask_inputs
-        if versions != tuple(_version_of(x) for x in inputs):
+        if versions != tuple(version_of(x) for x in inputs):
             return None  # changed in place since the pattern was built
         tokens = []
         for x in inputs:
@@ -278,11 +277,11 @@ class AttentionPattern:
         cache with later patterns of the same `mask_key` (a model's repeated forward with the same inputs)."""
         if "block_mask" not in self._cache:
             key = self.mask_key()
-            block_mask = _BLOCK_MASK_CACHE.get(key) if key is not None else None
+            block_mask = BLOCK_MASK_CACHE.get(key) if key is not None else None
             if block_mask is None:
                 block_mask = _block_mask_from_layout(self)
                 if key is not None:
-                    _BLOCK_MASK_CACHE.put(key, block_mask, self._mask_inputs)
+                    BLOCK_MASK_CACHE.put(key, block_mask, self._mask_inputs)
             self._cache["block_mask"] = block_mask
         return self._cache["block_mask"]
 
@@ -726,63 +725,10 @@ class MemoryCompressedCausalPattern(AttentionPattern):
 
 
 
-def _version_of(value):
-    """A tensor's version counter (bumped by every in-place change), None for anything else or a tensor made
-    under `torch.inference_mode` (which keeps none)."""
-    if not isinstance(value, torch.Tensor) or value.is_inference():
-        return None
-    return value._version
-
-
-class _BlockMaskCache:
-    """The last `size` BlockMasks by `AttentionPattern.mask_key`, the least recently used dropped first. Each entry
-    also keeps the pattern inputs its key names by identity alive, so that their identities are not reused."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._entries: OrderedDict = OrderedDict()
-
-    def get(self, key) -> BlockMask | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return None
-        self._entries.move_to_end(key)
-        return entry[0]
-
-    def put(self, key, block_mask: BlockMask, keep_alive) -> None:
-        self._entries[key] = (block_mask, keep_alive)
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-
-# A model builds its patterns once per forward: a few entries cover the shapes of a training or decoding loop.
-_BLOCK_MASK_CACHE = _BlockMaskCache(size=8)
-
-
-def clear_block_mask_cache() -> None:
-    """Forget the cached BlockMasks (and the pattern inputs they keep alive)."""
-    _BLOCK_MASK_CACHE.clear()
-
-
 # Devices where the BlockMask's tile tensors are computed by a compiled function: on a GPU the eager builder is some
 # hundred small kernel launches; on the CPU it is a few milliseconds, less than a compile.
 COMPILED_BUILDER_DEVICES = ("cuda",)
 _compiled_tile_tensors = None
-# Dynamo keeps one compiled entry per code object and input kind (pattern kind, bucket) and silently runs the plain
-# function after 8 of them: the compiled flex kernel and mask builder allow more.
-RECOMPILE_LIMIT = 64
-
-
-def raise_recompile_limit() -> None:
-    """Raise Dynamo's recompile limit to `RECOMPILE_LIMIT`, set once by whichever compile comes first (a
-    `torch._dynamo.config.patch` context would be entered and left on every call), never lowered, so that a caller's
-    higher limit stands."""
-    config = torch._dynamo.config
-    config.recompile_limit = max(config.recompile_limit, RECOMPILE_LIMIT)
 
 
 def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
@@ -796,9 +742,9 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
     global _compiled_tile_tensors
     layout = pattern.flex_layout()
     flags = pattern.block_flags()
-    num_q_blocks = pattern.flex_query_length // _FLEX_BLOCK
-    q_first = torch.arange(num_q_blocks, device=pattern.device) * _FLEX_BLOCK
-    q_last = q_first + _FLEX_BLOCK - 1
+    num_q_blocks = pattern.flex_query_length // FLEX_BLOCK
+    q_first = torch.arange(num_q_blocks, device=pattern.device) * FLEX_BLOCK
+    q_last = q_first + FLEX_BLOCK - 1
     # [num_q_blocks] key ranges [lo, hi) a query block may need; both ends are non-decreasing in the query, so a
     # block needs [first(its first row), last(its last row)]
     key_ranges = []
@@ -817,71 +763,21 @@ def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
         flags.get("dense_row_keys", layout.dense_row_keys),
         pattern.batch_size,
         num_q_blocks,
-        pattern.flex_key_length // _FLEX_BLOCK,
+        pattern.flex_key_length // FLEX_BLOCK,
         pattern.device,
     )
-    tile_tensors = _tile_tensors
+    tiles = tile_tensors
     if pattern.device.type in COMPILED_BUILDER_DEVICES and not torch.compiler.is_compiling():
         if _compiled_tile_tensors is None:
             raise_recompile_limit()
-            _compiled_tile_tensors = torch.compile(_tile_tensors, dynamic=False)
-        tile_tensors = _compiled_tile_tensors
+            _compiled_tile_tensors = torch.compile(tile_tensors, dynamic=False)
+        tiles = _compiled_tile_tensors
     # the mask function of a copy without the pattern's cached tensors (a cached BlockMask keeps it alive)
     mask_holder = copy.copy(pattern)
     mask_holder._cache = {}
     return BlockMask.from_kv_blocks(
-        *tile_tensors(*arguments),
-        BLOCK_SIZE=_FLEX_BLOCK,
+        *tiles(*arguments),
+        BLOCK_SIZE=FLEX_BLOCK,
         mask_mod=mask_holder.mask_mod,
         seq_lengths=(pattern.flex_query_length, pattern.flex_key_length),
     )
-
-
-def _tile_tensors(
-    key_ranges, full, extra_keys, dense_rows, dense_row_keys, batch_size, num_q_blocks, num_kv_blocks, device
-):
-    """BlockMask's count and index tensors ([batch, 1, ...]) of the partial and the full tiles.
-
-    `key_ranges`: ([num_q_blocks] lo, hi) pairs of keys [lo, hi) each query block may need; `full`: None or (lo, hi,
-    full_queries, full_keys), keys [lo, hi) allowed to every flagged query of the block when flagged themselves;
-    `extra_keys`, `dense_rows` and `dense_row_keys`: positions ([batch, n], -1 unused) or flags ([batch, <= length]
-    bool), or None."""
-    kv_start = torch.arange(num_kv_blocks, device=device) * _FLEX_BLOCK
-    kv_stop = kv_start + _FLEX_BLOCK
-
-    def blocks_holding(positions, num_blocks):  # positions or flags -> [B, blocks] bool
-        if positions.dtype == torch.bool:  # flags: no positions to count, so no read-back of their number
-            flags = pad_last(positions, num_blocks * _FLEX_BLOCK, False)
-            return flags.view(positions.shape[0], num_blocks, _FLEX_BLOCK).any(-1)
-        flags = torch.zeros(batch_size, num_blocks + 1, dtype=torch.bool, device=device)
-        slots = torch.where(positions >= 0, positions // _FLEX_BLOCK, num_blocks)
-        return flags.scatter(1, slots, True)[:, :num_blocks]
-
-    present = torch.zeros(batch_size, num_q_blocks, num_kv_blocks, dtype=torch.bool, device=device)
-    for lo, hi in key_ranges:
-        present |= ((kv_stop[None, :] > lo[:, None]) & (kv_start[None, :] < hi[:, None]))[None]
-    if extra_keys is not None:
-        present |= blocks_holding(extra_keys, num_kv_blocks)[:, None, :]
-    if dense_rows is not None:
-        row_blocks = blocks_holding(dense_rows, num_q_blocks)
-        if dense_row_keys is None:
-            key_blocks = torch.ones(batch_size, num_kv_blocks, dtype=torch.bool, device=device)
-        else:
-            key_blocks = blocks_holding(dense_row_keys, num_kv_blocks)
-        present |= row_blocks[:, :, None] & key_blocks[:, None, :]
-
-    if full is None:
-        full_tiles = torch.zeros_like(present)
-    else:
-        lo, hi, full_queries, full_keys = full
-        inside = (kv_start[None, :] >= lo[:, None]) & (kv_stop[None, :] <= hi[:, None])
-        rows_ok = full_queries.view(batch_size, num_q_blocks, _FLEX_BLOCK).all(-1)
-        keys_ok = full_keys.view(batch_size, num_kv_blocks, _FLEX_BLOCK).all(-1)
-        full_tiles = present & inside[None] & rows_ok[:, :, None] & keys_ok[:, None, :]
-    partial_tiles = present & ~full_tiles
-
-    def counts_and_indices(tiles):  # [B, q blocks, kv blocks] -> BlockMask's [B, 1, ...] count and index tensors
-        indices = torch.argsort((~tiles).to(torch.int8), dim=-1, stable=True).to(torch.int32)
-        return tiles.sum(-1).to(torch.int32)[:, None], indices[:, None]
-
-    return (*counts_and_indices(partial_tiles), *counts_and_indices(full_tiles))

@@ -838,11 +838,11 @@ def test_block_masks_are_built_without_reading_anything_back(name, monkeypatch):
     """Building a BlockMask reads no tensor back to the host (`.item()`, `int(tensor)`, `bool(tensor)`, ...: each a
     device sync on a GPU); patterns with positions give flags instead, and the mask equals the one built from the
     positions."""
-    from sumformers.modeling import attention_patterns
+    from sumformers.modeling import attention_patterns, block_masks
 
     pattern, _ = PATTERNS[name](_valid())  # constructors may check their arguments on the host
     from_positions = attention_patterns._block_mask_from_layout(_PositionsOnly(pattern))
-    attention_patterns.clear_block_mask_cache()
+    block_masks.clear_block_mask_cache()
 
     def refuse(*args, **kwargs):
         raise AssertionError("a tensor was read back to the host while building the BlockMask")
@@ -858,16 +858,16 @@ def test_block_mask_cache_reuses_the_mask_of_equal_inputs_only():
     """A pattern built again from equal inputs gets the very same BlockMask (no rebuild); other padding, length or
     window, or an input changed in place, gets its own, equal to an uncached build; outputs equal the uncached
     path's."""
-    from sumformers.modeling import attention_patterns
+    from sumformers.modeling import attention_patterns, block_masks
 
-    attention_patterns.clear_block_mask_cache()
+    block_masks.clear_block_mask_cache()
     first, _ = _window_global(_valid())
     mask = first.flex_block_mask()
     again, _ = _window_global(_valid())  # new tensors, equal values: on the CPU the key is their bytes
     assert again.flex_block_mask() is mask
     q, k, v = _inputs(again)
     cached_output = _run("flex_attention", q, k, v, again)
-    attention_patterns.clear_block_mask_cache()
+    block_masks.clear_block_mask_cache()
     uncached, _ = _window_global(_valid())
     assert uncached.flex_block_mask() is not mask
     assert torch.equal(cached_output, _run("flex_attention", q, k, v, uncached))
@@ -911,10 +911,10 @@ def test_compiled_block_mask_builder_traces_once_per_shape(monkeypatch):
     (other padding) reuses the first one's graph instead of recompiling (Dynamo's counting backend, no inductor)."""
     from torch._dynamo.testing import CompileCounter
 
-    from sumformers.modeling import attention_patterns
+    from sumformers.modeling import attention_patterns, block_masks
 
     counter = CompileCounter()
-    compiled = torch.compile(attention_patterns._tile_tensors, backend=counter, dynamic=False)
+    compiled = torch.compile(block_masks.tile_tensors, backend=counter, dynamic=False)
     monkeypatch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ("cpu",))
     monkeypatch.setattr(attention_patterns, "_compiled_tile_tensors", compiled)
     other_padding = _valid()

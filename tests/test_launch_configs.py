@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, tiny_bert_config
+from conftest import REPO_ROOT, skip_without_installed_base, tiny_bert_config
 
 CONFIGS = REPO_ROOT / "training_scripts" / "accelerate"
 SCRIPT = str(REPO_ROOT / "training_scripts" / "train_stepwise.py")
@@ -82,6 +82,7 @@ WRAPPED = {
     "stepwise-etcsum-minilm-cnndm": {"ETCLayer": 6},
     "stepwise-hibert-minilm-cnndm": {"BertEmbeddings": 1, "BertLayer": 6, "HiBertDocumentLayer": 2},
     "stepwise-hibert-planner-minilm-rotowire": {"BertEmbeddings": 1, "BertLayer": 6, "HiBertDocumentLayer": 2},
+    "wikisum-smollm2-td-cnndm": {"LlamaDecoderLayer": 30},
     "wikisum-tdmca-copy-minilm-cnndm": {"WikiSumDecoderLayer": 5},
 }
 
@@ -107,6 +108,7 @@ def test_the_fsdp_wrap_policy_puts_each_layer_of_every_shipped_model_in_its_own_
 
     import sumformers
 
+    skip_without_installed_base(REPO_ROOT / "checkpoints" / checkpoint)
     model = sumformers.load_pipeline(str(REPO_ROOT / "checkpoints" / checkpoint)).model
     plugin = FullyShardedDataParallelPlugin()  # from the environment the launcher gives each process
     assert plugin.fsdp_version == 2 and plugin.transformer_cls_names_to_wrap is None

@@ -1,0 +1,119 @@
+"""What every flex_attention pattern's BlockMask shares (`attention_patterns` builds them): the tile size, the cache of
+built masks, Dynamo's recompile limit and the count and index tensors a BlockMask is made of.
+
+The module is copied into exported Hub repos: it imports only torch and the standard library.
+"""
+
+from collections import OrderedDict
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.flex_attention import BlockMask
+
+# FlexAttention tile size; sequence lengths given to flex are padded to multiples of it.
+FLEX_BLOCK = 128
+
+
+def version_of(value):
+    """A tensor's version counter (bumped by every in-place change), None for anything else or a tensor made
+    under `torch.inference_mode` (which keeps none)."""
+    if not isinstance(value, torch.Tensor) or value.is_inference():
+        return None
+    return value._version
+
+
+class BlockMaskCache:
+    """The last `size` BlockMasks by `AttentionPattern.mask_key`, the least recently used dropped first. Each entry
+    also keeps the pattern inputs its key names by identity alive, so that their identities are not reused."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._entries: OrderedDict = OrderedDict()
+
+    def get(self, key) -> BlockMask | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        self._entries.move_to_end(key)
+        return entry[0]
+
+    def put(self, key, block_mask: BlockMask, keep_alive) -> None:
+        self._entries[key] = (block_mask, keep_alive)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+# A model builds its patterns once per forward: a few entries cover the shapes of a training or decoding loop.
+BLOCK_MASK_CACHE = BlockMaskCache(size=8)
+
+
+def clear_block_mask_cache() -> None:
+    """Forget the cached BlockMasks (and the pattern inputs they keep alive)."""
+    BLOCK_MASK_CACHE.clear()
+
+
+# Dynamo keeps one compiled entry per code object and input kind (pattern kind, bucket) and silently runs the plain
+# function after 8 of them: the compiled flex kernel and mask builder allow more.
+RECOMPILE_LIMIT = 64
+
+
+def raise_recompile_limit() -> None:
+    """Raise Dynamo's recompile limit to `RECOMPILE_LIMIT`, set once by whichever compile comes first (a
+    `torch._dynamo.config.patch` context would be entered and left on every call), never lowered, so that a caller's
+    higher limit stands."""
+    config = torch._dynamo.config
+    config.recompile_limit = max(config.recompile_limit, RECOMPILE_LIMIT)
+
+
+def tile_tensors(
+    key_ranges, full, extra_keys, dense_rows, dense_row_keys, batch_size, num_q_blocks, num_kv_blocks, device
+):
+    """BlockMask's count and index tensors ([batch, 1, ...]) of the partial and the full tiles.
+
+    `key_ranges`: ([num_q_blocks] lo, hi) pairs of keys [lo, hi) each query block may need; `full`: None or (lo, hi,
+    full_queries, full_keys), keys [lo, hi) allowed to every flagged query of the block when flagged themselves;
+    `extra_keys`, `dense_rows` and `dense_row_keys`: positions ([batch, n], -1 unused) or flags ([batch, <= length]
+    bool), or None."""
+    kv_start = torch.arange(num_kv_blocks, device=device) * FLEX_BLOCK
+    kv_stop = kv_start + FLEX_BLOCK
+
+    def blocks_holding(positions, num_blocks):  # positions or flags -> [B, blocks] bool
+        if positions.dtype == torch.bool:  # flags: no positions to count, so no read-back of their number
+            flags = F.pad(positions, (0, num_blocks * FLEX_BLOCK - positions.shape[-1]), value=False)
+            return flags.view(positions.shape[0], num_blocks, FLEX_BLOCK).any(-1)
+        flags = torch.zeros(batch_size, num_blocks + 1, dtype=torch.bool, device=device)
+        slots = torch.where(positions >= 0, positions // FLEX_BLOCK, num_blocks)
+        return flags.scatter(1, slots, True)[:, :num_blocks]
+
+    present = torch.zeros(batch_size, num_q_blocks, num_kv_blocks, dtype=torch.bool, device=device)
+    for lo, hi in key_ranges:
+        present |= ((kv_stop[None, :] > lo[:, None]) & (kv_start[None, :] < hi[:, None]))[None]
+    if extra_keys is not None:
+        present |= blocks_holding(extra_keys, num_kv_blocks)[:, None, :]
+    if dense_rows is not None:
+        row_blocks = blocks_holding(dense_rows, num_q_blocks)
+        if dense_row_keys is None:
+            key_blocks = torch.ones(batch_size, num_kv_blocks, dtype=torch.bool, device=device)
+        else:
+            key_blocks = blocks_holding(dense_row_keys, num_kv_blocks)
+        present |= row_blocks[:, :, None] & key_blocks[:, None, :]
+
+    if full is None:
+        full_tiles = torch.zeros_like(present)
+    else:
+        lo, hi, full_queries, full_keys = full
+        inside = (kv_start[None, :] >= lo[:, None]) & (kv_stop[None, :] <= hi[:, None])
+        rows_ok = full_queries.view(batch_size, num_q_blocks, FLEX_BLOCK).all(-1)
+        keys_ok = full_keys.view(batch_size, num_kv_blocks, FLEX_BLOCK).all(-1)
+        full_tiles = present & inside[None] & rows_ok[:, :, None] & keys_ok[:, None, :]
+    partial_tiles = present & ~full_tiles
+
+    def counts_and_indices(tiles):  # [B, q blocks, kv blocks] -> BlockMask's [B, 1, ...] count and index tensors
+        indices = torch.argsort((~tiles).to(torch.int8), dim=-1, stable=True).to(torch.int32)
+        return tiles.sum(-1).to(torch.int32)[:, None], indices[:, None]
+
+    return (*counts_and_indices(partial_tiles), *counts_and_indices(full_tiles))

@@ -109,6 +109,8 @@ def parse_args():
                         help="WikiSum-over-Llama adapter folders (train_wikisum_llama.py): a row each")
     parser.add_argument("--llama_base", default=None, help="the base of --wikisum_llama (default: the one it names)")
     parser.add_argument("--llama_max_new_tokens", type=int, default=120)
+    parser.add_argument("--llama_min_new_tokens", type=int, default=0,
+                        help="the end of the summary is not allowed before this many new tokens (0: any time)")
     parser.add_argument("--llama_repetition_penalty", type=float, default=1.1,
                         help="on the generated tokens only (transformers' RepetitionPenaltyLogitsProcessor)")
     parser.add_argument("--llama_no_repeat_word_ngram_size", type=int, default=0,
@@ -238,6 +240,8 @@ def llama_summaries(flag: str, path: str, documents: list[str], args) -> tuple[l
     options = {"max_new_tokens": args.llama_max_new_tokens, "repetition_penalty": args.llama_repetition_penalty}
     if args.llama_no_repeat_word_ngram_size:  # (off: the key of the summaries cached before the option existed)
         options["no_repeat_word_ngram_size"] = args.llama_no_repeat_word_ngram_size
+    if args.llama_min_new_tokens:  # (off: likewise)
+        options["min_new_tokens"] = args.llama_min_new_tokens
 
     def load_summarizer():
         from transformers import AutoTokenizer, pipeline
@@ -344,7 +348,8 @@ def main():
             checkpoints[flag if index == 0 else f"{flag} {index + 1}"] = display_path(path)
             summaries, seconds = llama_summaries(flag, str(path), documents, args)
             blocking = args.llama_no_repeat_word_ngram_size
-            decoding = (f"greedy, {args.llama_max_new_tokens} new tokens, repetition penalty "
+            at_least = f"at least {args.llama_min_new_tokens}, " if args.llama_min_new_tokens else ""
+            decoding = (f"greedy, {at_least}{args.llama_max_new_tokens} new tokens, repetition penalty "
                         f"{args.llama_repetition_penalty}" + (f", repeated word {blocking}-grams blocked" if blocking
                                                               else "") + " (generated tokens)")
             rows.append(row(row_name, decoding, summaries, seconds))

@@ -608,7 +608,10 @@ class CopyTransformerForConditionalGeneration(CopyTransformerPreTrainedModel, Ge
             if past_length + token_ids.shape[1] > self.config.max_target_positions:
                 raise ValueError(f"a summary of {past_length + token_ids.shape[1]} tokens is longer than the model's "
                                  f"{self.config.max_target_positions}")
-            return projection(self.frozen_bert.embeddings(input_ids=token_ids, past_key_values_length=past_length))
+            # positions given, not the cached length: transformers renamed that argument (5.24: cache_length)
+            positions = torch.arange(past_length, past_length + token_ids.shape[1], device=token_ids.device)
+            embeddings = self.frozen_bert.embeddings(input_ids=token_ids, position_ids=positions.expand_as(token_ids))
+            return projection(embeddings)
         embeddings = self.frozen_bert.get_input_embeddings()(token_ids)
         return self.encoder.embed_scale * (projection(embeddings) if projection is not None else embeddings)
 

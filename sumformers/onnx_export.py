@@ -6,10 +6,14 @@ exported is what runs once per tensor batch; the search stays in Python, in the 
   sentence (the model's own `forward`);
 - a stepwise model (`stepwise-summarization`): `model.onnx`, the BERTSum-layout inputs to the sentence vectors
   (computed once per document), and `step_model.onnx`, the sentence vectors and partial summaries to the next-choice
-  logits (run at every beam step).
+  logits (run at every beam step); Stepwise ETCSum, which encodes the document together with each partial summary,
+  has only `step_model.onnx`: the BERTSum-layout inputs and partial summaries to the next-choice logits.
+
+ETCSum families are traced on their "eager" attention back end (`DENSE_ATTENTION`); HetFormer is refused with the
+reason (`NOT_EXPORTABLE`). docs/onnx.md says why.
 
 Batch, token, sentence, row and summary axes are dynamic. The wrappers here call the models' own submodules; the
-stepwise one leaves out the forward's argument checks, which `torch.export` cannot trace (a check on tensor values)
+stepwise ones leave out the forward's argument checks, which `torch.export` cannot trace (a check on tensor values)
 and which the pipeline's search never trips.
 
 `quantize="int8"` (opt-in, never the default) then rewrites each checked float32 graph with ONNX Runtime's dynamic
@@ -34,9 +38,19 @@ from .modeling.sentence_scoring import next_choice_logits_and_loss
 from .onnx_runtime import DOCUMENT_GRAPH, QUANTIZATION_KEY, STEP_GRAPH
 
 # Families whose graphs this module knows (config `model_type`).
-SENTENCE_SCORERS = ("bertsum", "hibert")
-STEPWISE_SCORERS = ("stepwise_hibert",)
+SENTENCE_SCORERS = ("bertsum", "hibert", "etcsum")
+STEPWISE_SCORERS = ("stepwise_hibert", "stepwise_etcsum")
 EXPORTABLE = SENTENCE_SCORERS + STEPWISE_SCORERS
+# Families the export refuses, and why (the CLI prints it).
+NOT_EXPORTABLE = {
+    "hetformer": "HetFormer's graph attention picks its patterns and mention positions from the input values, "
+    "which torch.export cannot trace with dynamic axes, and its dense back end would need about 13 GB per "
+    "attention score tensor on a 16k-token meeting",
+}
+# Families whose attention the export runs on the "eager" back end (dense mask and relative-position bias): their
+# "blocked" default sizes its key blocks from tensor values and flex attention is a compiled kernel, neither of which
+# `torch.export` traces. ETCSum documents are at most `max_document_tokens` (4,096) long.
+DENSE_ATTENTION = ("etcsum", "stepwise_etcsum")
 # The largest difference from PyTorch an export may show on its example before it is refused.
 TOLERANCE = 1e-4
 # `quantize` choices: int8 weights (per output channel) and int8 activations quantized at run time.
@@ -56,6 +70,8 @@ _STEP_AXES = {
     "summary_indices": {0: "rows", 1: "summary"},
     "row_documents": {0: "rows"},
 }
+# Stepwise ETCSum's step graph re-encodes the document with each partial summary: the document inputs and the rows.
+_ETCSUM_STEP_AXES = {**_DOCUMENT_AXES, **_STEP_AXES}
 # Real prose, so that the example has several sentences of different lengths (a dynamic axis traced at size 1 would
 # be fixed at 1).
 _EXAMPLE_TEXT = (
@@ -119,6 +135,24 @@ class HiBertStepScorer(nn.Module):
         return logits
 
 
+class ETCSumStepScorer(nn.Module):
+    """Stepwise ETCSum's per-step part: `StepwiseETCSumForExtractiveSummarization.forward` (document and partial
+    summaries encoded together, as every step does) without its argument checks; summaries are given as in
+    `HiBertStepScorer` (at least one column, -1: none). There is no per-document graph: nothing is computed from the
+    document alone."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, cls_positions, sentence_mask, summary_indices, row_documents):
+        document = {"input_ids": input_ids, "attention_mask": attention_mask, "cls_positions": cls_positions,
+                    "sentence_mask": sentence_mask.bool()}
+        logits, _ = self.model.row_logits(document, summary_indices, row_documents)
+        logits, _ = next_choice_logits_and_loss(logits, document["sentence_mask"][row_documents], summary_indices)
+        return logits
+
+
 def example_inputs(model, tokenizer) -> dict:
     """The processor's inputs for two copies of the example text (batch axes of size 2, so they stay dynamic)."""
     processed = model.processor_class(tokenizer, model.config)(_EXAMPLE_TEXT)
@@ -141,6 +175,19 @@ def _quiet_exporter():
         finally:
             for logger, level in zip(loggers, levels):
                 logger.setLevel(level)
+
+
+@contextlib.contextmanager
+def _traceable_attention(model):
+    """The model on the "eager" attention back end while it is traced, if its family needs it (`DENSE_ATTENTION`);
+    its own back end again afterwards."""
+    own = model.config._attn_implementation
+    if model.config.model_type in DENSE_ATTENTION:
+        model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(own)
 
 
 def _export(module, inputs: dict, dynamic_axes: dict, path: Path) -> None:
@@ -184,6 +231,8 @@ def _quantize_int8(path: Path) -> None:
 
 
 def _check_exportable(model_type: str) -> None:
+    if model_type in NOT_EXPORTABLE:
+        raise ValueError(f"ONNX export cannot cover {model_type!r}: {NOT_EXPORTABLE[model_type]}")
     if model_type not in EXPORTABLE:
         raise ValueError(f"ONNX export covers {', '.join(EXPORTABLE)}; {model_type!r} is not one of them")
 
@@ -201,24 +250,25 @@ def export_graphs(model, tokenizer, output: Path, quantize: str | None = None) -
     _check_exportable(model_type)
     _check_quantization(quantize)
     inputs = example_inputs(model, tokenizer)
-    stepwise = model_type in STEPWISE_SCORERS
-    document_module = (HiBertSentenceVectors if stepwise else SentenceScorer)(model).eval()
-    graphs = [(document_module, inputs, _DOCUMENT_AXES, output / DOCUMENT_GRAPH)]
-    if stepwise:
+    # three rows reading the two documents, partial summaries of one and two sentences (width 2: dynamic)
+    rows = {"summary_indices": torch.tensor([[2, -1], [0, 3], [-1, -1]]), "row_documents": torch.tensor([0, 1, 1])}
+    if model_type == "stepwise_etcsum":
+        step_inputs = {name: inputs[name] for name in ("input_ids", "attention_mask", "cls_positions", "sentence_mask")}
+        graphs = [(ETCSumStepScorer(model).eval(), {**step_inputs, **rows}, _ETCSUM_STEP_AXES, output / STEP_GRAPH)]
+    elif model_type in STEPWISE_SCORERS:
+        document_module = HiBertSentenceVectors(model).eval()
         with torch.no_grad():
             vectors = document_module(**inputs)
-        # three rows reading the two documents, partial summaries of one and two sentences (width 2: dynamic)
-        step_inputs = {
-            "sentence_vectors": vectors,
-            "sentence_mask": inputs["sentence_mask"],
-            "summary_indices": torch.tensor([[2, -1], [0, 3], [-1, -1]]),
-            "row_documents": torch.tensor([0, 1, 1]),
-        }
-        graphs.append((HiBertStepScorer(model).eval(), step_inputs, _STEP_AXES, output / STEP_GRAPH))
+        step_inputs = {"sentence_vectors": vectors, "sentence_mask": inputs["sentence_mask"], **rows}
+        graphs = [(document_module, inputs, _DOCUMENT_AXES, output / DOCUMENT_GRAPH),
+                  (HiBertStepScorer(model).eval(), step_inputs, _STEP_AXES, output / STEP_GRAPH)]
+    else:
+        graphs = [(SentenceScorer(model).eval(), inputs, _DOCUMENT_AXES, output / DOCUMENT_GRAPH)]
     for module, module_inputs, axes, path in graphs:
         with torch.no_grad():
-            expected = module(**module_inputs)
-            _export(module, module_inputs, axes, path)
+            expected = module(**module_inputs)  # on the model's own attention back end
+            with _traceable_attention(model):
+                _export(module, module_inputs, axes, path)
         difference = _largest_difference(path, module_inputs, expected)
         if difference > TOLERANCE:
             raise ValueError(f"{path.name} differs from PyTorch by {difference:.2e} (more than {TOLERANCE})")

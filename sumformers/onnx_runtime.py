@@ -17,6 +17,8 @@ from transformers.utils import ModelOutput
 from .registry import architecture_for
 
 # The graphs of an ONNX folder (`onnx_export`): what runs once per document, and a stepwise model's per-step scorer.
+# A stepwise model that computes nothing from the document alone (Stepwise ETCSum, which re-encodes the document with
+# every partial summary) has only the step graph.
 DOCUMENT_GRAPH = "model.onnx"
 STEP_GRAPH = "step_model.onnx"
 # The graphs' metadata entry naming their quantization (`sumformers export --onnx --quantize int8`); absent: float32.
@@ -24,7 +26,7 @@ QUANTIZATION_KEY = "sumformers.quantization"
 
 
 def is_onnx_folder(path) -> bool:
-    return (Path(path) / DOCUMENT_GRAPH).is_file()
+    return any((Path(path) / graph).is_file() for graph in (DOCUMENT_GRAPH, STEP_GRAPH))
 
 
 @dataclass
@@ -79,7 +81,9 @@ class OnnxSummarizer:
     def __init__(self, folder: str | Path, session_options=None, providers=None, num_threads: int | None = None):
         folder = Path(folder)
         if not is_onnx_folder(folder):
-            raise FileNotFoundError(f"{folder} holds no {DOCUMENT_GRAPH} (write one with `sumformers export --onnx`)")
+            raise FileNotFoundError(
+                f"{folder} holds no {DOCUMENT_GRAPH} or {STEP_GRAPH} (write them with `sumformers export --onnx`)"
+            )
         self.name_or_path = str(folder)
         self.config = AutoConfig.from_pretrained(folder)
         architecture = architecture_for(self.config)
@@ -90,10 +94,11 @@ class OnnxSummarizer:
         self.reads_multiple_documents = architecture.model_class.reads_multiple_documents
         session_options = session_options or default_session_options(num_threads)
         providers = providers or ["CPUExecutionProvider"]
-        self.document_graph = _Graph(folder / DOCUMENT_GRAPH, session_options, providers)
-        self.step_graph = _Graph(folder / STEP_GRAPH, session_options, providers) if self.is_stepwise else None
+        graphs = [_Graph(folder / name, session_options, providers) if (folder / name).is_file() else None
+                  for name in (DOCUMENT_GRAPH, STEP_GRAPH)]
+        self.document_graph, self.step_graph = graphs
         # None (float32, the graphs checked against PyTorch within 1e-4) or "int8"
-        self.quantization = self.document_graph.quantization
+        self.quantization = next(graph for graph in graphs if graph is not None).quantization
 
     @classmethod
     def from_pretrained(cls, folder: str | Path, **kwargs) -> "OnnxSummarizer":
@@ -112,17 +117,23 @@ class OnnxSummarizer:
         return False
 
     def prepare_document(self, repeatable_mask=None, **inputs) -> dict:
-        """A stepwise model's per-document part: the sentence vectors (`StepwiseHiBert...prepare_document`)."""
+        """A stepwise model's per-document part: the sentence vectors (`StepwiseHiBert...prepare_document`), or
+        without a document graph the document's inputs, which the step graph encodes with each partial summary
+        (`StepwiseETCSum...prepare_document`)."""
         if repeatable_mask is not None:
             raise ValueError("the ONNX export covers summarizers; a content planner's repeatable units need PyTorch")
+        if self.document_graph is None:
+            if inputs.get("attention_mask") is None:
+                inputs["attention_mask"] = torch.ones_like(inputs["input_ids"])
+            return inputs
         return {"sentence_vectors": self.document_graph(**inputs), "sentence_mask": inputs["sentence_mask"]}
 
     def __call__(self, summary_indices=None, row_documents=None, **inputs) -> OnnxSummarizerOutput:
         if not self.is_stepwise:
             return OnnxSummarizerOutput(logits=self.document_graph(**inputs))
-        if "sentence_vectors" not in inputs:
+        if "sentence_vectors" not in inputs:  # the processor's tensors (a stepwise ETCSum's document always)
             inputs = self.prepare_document(**inputs)
-        documents = inputs["sentence_vectors"].shape[0]
+        documents = inputs["sentence_mask"].shape[0]
         if row_documents is None:
             row_documents = torch.arange(documents)
         if summary_indices is None or summary_indices.shape[1] == 0:

@@ -97,8 +97,8 @@ def load_pipeline(name_or_path: str | None = None, task: str | None = None, **pi
     cannot be loaded raises its own error: `pipeline()` puts the errors of its loading attempts into one message as
     tracebacks ("See the original errors: ...").
 
-    A folder written by `sumformers export --onnx` (it holds `model.onnx` or `step_model.onnx`) runs on ONNX Runtime instead
-    (`onnx_runtime.load_onnx_pipeline`: `num_threads=`, `session_options=` and `providers=` pass on to it)."""
+    A folder written by `sumformers export --onnx` (it holds `model.onnx` or `step_model.onnx`) runs on ONNX Runtime
+    instead (`onnx_runtime.load_onnx_pipeline`: `num_threads=`, `session_options=` and `providers=` pass on to it)."""
     path = resolve_model(name_or_path)
     if is_onnx_folder(path):
 

@@ -301,4 +301,4 @@ def export_onnx(name_or_path: str | None, output_dir: str, quantize: str | None 
     return output
 
 
-__all__ = ["EXPORTABLE", "QUANTIZATIONS", "export_graphs", "export_onnx"]
+__all__ = ["EXPORTABLE", "NOT_EXPORTABLE", "QUANTIZATIONS", "export_graphs", "export_onnx"]

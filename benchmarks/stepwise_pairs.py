@@ -1,8 +1,11 @@
 """Stepwise against non-stepwise at equal budgets, over seeds (issue 57): models trained on the same documents for
 the same optimizer steps from the same start, one run per seed, compared on development documents in three
 decodings: the paper's setting (each model at its own length, no trigram blocking: top 3 for HiBERT, the end unit
-for the stepwise models), matched length (exactly 3 sentences, no blocking) and the shipped decoding (own length,
-trigram blocking).
+for the stepwise models), matched length (exactly 3 sentences, no blocking), the shipped decoding (own length,
+trigram blocking) and own length with the end unit calibrated (no blocking; each stepwise model's `end_bias` chosen
+by `choose_end_bias.choose`, the rule the shipped stepwise checkpoints were calibrated by, per arm and seed, on
+tuning documents disjoint from the reported ones: raw CNN `validation[600:700]` and lowercased
+`validation_large[1300:1400]` together; HiBERT keeps its 3 sentences).
 
 Every arm must share one frozen sentence encoder (checked on each model: its vectors of the first document equal
 the cached ones), so each document's sentence vectors are computed once and the models differ only in what they
@@ -18,13 +21,18 @@ The first arm is the non-stepwise reference. Development documents only (`stepwi
 import argparse
 
 from _common import lead_words, setup_runtime, write_report
+from choose_end_bias import SUMMARY_SENTENCES, choose
 
+TUNED = "own length, end bias chosen on tuning documents"
 DECODINGS = (  # (label, stepwise summary length as (min, max) sentences, trigram blocking)
     ("own length, no blocking (the paper's)", (1, 4), False),
     ("3 sentences, no blocking (matched)", (3, 3), False),
     ("own length, trigram blocking (shipped)", (1, 4), True),
+    (TUNED, (1, 4), False),
 )
 NON_STEPWISE_SENTENCES = 3  # HiBERT's top 3 (`DEFAULT_SUMMARY_SENTENCES["extractive"]`)
+# (file under the shared cnn_dailymail folder, first document, documents): after the reported `DEV_SETS` slices
+TUNING_SETS = (("validation.jsonl", 600, 100), ("validation_large.jsonl.gz", 1300, 100))
 
 
 def parse_args():
@@ -33,6 +41,7 @@ def parse_args():
                         help="comma-separated NAME=PATH, PATH with {seed}; the first is the non-stepwise reference")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--limit", type=int, default=150, help="documents per development set")
+    parser.add_argument("--end_biases", default="0,-1,-2,-3,-4,-5", help="the candidates for the tuned end bias")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", default=None)
     return parser.parse_args()
@@ -52,9 +61,10 @@ def sentence_vectors(model, inputs: dict):
         )
 
 
-def chosen_sentences(model, vectors, inputs: dict, lengths: tuple[int, int], trigram_blocking: bool) -> list[int]:
+def chosen_sentences(model, vectors, inputs: dict, lengths: tuple[int, int], trigram_blocking: bool,
+                     end_bias: float = 0.0) -> list[int]:
     """The sentence indices a model picks over precomputed `vectors`, in document order: a non-stepwise model its
-    top `NON_STEPWISE_SENTENCES` by score, a stepwise model its beam search (beam 3, no end bias)."""
+    top `NON_STEPWISE_SENTENCES` by score, a stepwise model its beam search (beam 3, `end_bias` on the end unit)."""
     import torch
 
     from sumformers.generation.stepwise_decoding import stepwise_beam_search
@@ -78,8 +88,24 @@ def chosen_sentences(model, vectors, inputs: dict, lengths: tuple[int, int], tri
 
         low, high = lengths
         (hypothesis,) = stepwise_beam_search(score_rows, [sentences], beam_size=3, num_sentences=high,
-                                             min_sentences=low, trigram_blocking=trigram_blocking)
+                                             min_sentences=low, trigram_blocking=trigram_blocking,
+                                             end_bias=end_bias)
     return sorted(step.sentence for step in hypothesis.steps if step.sentence is not None)
+
+
+def tuned_end_bias(decode, references: list[str], biases: list[float]) -> tuple[dict, list[dict]]:
+    """The end bias `choose_end_bias.choose` takes among `biases` (the best mean ROUGE-1 among those whose mean
+    length lies in `SUMMARY_SENTENCES`, else the nearest that range), and every candidate: `decode(bias)` gives each
+    tuning document's summary as its list of sentences, scored against `references`."""
+    from sumformers.text.scoring import rouge_per_example
+
+    candidates = []
+    for bias in biases:
+        summaries = decode(bias)
+        scores = rouge_per_example(["\n".join(summary) for summary in summaries], references)
+        candidates.append({"end_bias": bias, "rouge1": sum(score["rouge1"] for score in scores) / len(scores),
+                           "mean_sentences": sum(map(len, summaries)) / len(summaries)})
+    return choose(candidates, *SUMMARY_SENTENCES), candidates
 
 
 def seed_paired(per_seed: list[list[float]], reference: list[list[float]]) -> tuple[float, tuple, tuple]:
@@ -109,6 +135,7 @@ def main():
     from sumformers.text.sentences import has_repeated_trigram
 
     seeds = [int(seed) for seed in args.seeds.split(",")]
+    biases = [float(bias) for bias in args.end_biases.split(",")]
     arms = [tuple(entry.split("=", 1)) for entry in args.arms.split(",")]
     models = {(name, seed): load_model(path.format(seed=seed)).eval() for name, path in arms for seed in seeds}
     reference_name = arms[0][0]
@@ -126,6 +153,32 @@ def main():
         "Arms (`{seed}` in " + ", ".join(map(str, seeds)) + "): "
         + "; ".join(f"{name}: `{path}`" for name, path in arms),
     ]
+    tuning = [row for name, start, count in TUNING_SETS
+              for row in read_jsonl(data_dir() / "cnn_dailymail" / name)[start : start + count]]
+    tuning_inputs = document_inputs(summarizer, [row["document"] for row in tuning])
+    tuning_vectors = [sentence_vectors(models[reference_name, seeds[0]], document) for document in tuning_inputs]
+    lines += ["", f"## End bias chosen on {len(tuning)} tuning documents", "",
+              "Raw CNN " + ", lowercased ".join(f"`{name.split('.')[0]}[{start}:{start + count}]`"
+                                               for name, start, count in TUNING_SETS)
+              + f" (disjoint from the documents below), no blocking; the rule of `choose_end_bias.py`: the best "
+              f"ROUGE-1 among the biases giving {SUMMARY_SENTENCES[0]:g}-{SUMMARY_SENTENCES[1]:g} sentences on "
+              "average, else the nearest that range. Each candidate: end bias: ROUGE-1 / mean sentences.", "",
+              "| model | seed | chosen end bias | candidates |", "|---|---|---|---|"]
+    end_biases = {}
+    for (arm, seed), model in models.items():
+        if not model.is_stepwise:
+            continue
+
+        def decode(bias, model=model):
+            picks = [chosen_sentences(model, v, document, (1, 4), False, bias)
+                     for v, document in zip(tuning_vectors, tuning_inputs)]
+            return [[document["sentences"][index] for index in pick] for pick, document in zip(picks, tuning_inputs)]
+
+        chosen, candidates = tuned_end_bias(decode, [row["summary"] for row in tuning], biases)
+        end_biases[arm, seed] = chosen["end_bias"]
+        lines.append(f"| {arm} | {seed} | {chosen['end_bias']:g} | " + "; ".join(
+            f"{c['end_bias']:g}: {c['rouge1']:.2f} / {c['mean_sentences']:.2f}" for c in candidates) + " |")
+        print(lines[-1], flush=True)
     for title, name, start, count in DEV_SETS:
         rows = read_jsonl(data_dir() / "cnn_dailymail" / name)[start : start + min(args.limit, count)]
         references = [row["summary"] for row in rows]
@@ -141,7 +194,8 @@ def main():
         for label, lengths, blocking in DECODINGS:
             scores = {}
             for (arm, seed), model in models.items():
-                picks = [chosen_sentences(model, v, document, lengths, blocking)
+                end_bias = end_biases.get((arm, seed), 0.0) if label == TUNED else 0.0
+                picks = [chosen_sentences(model, v, document, lengths, blocking, end_bias)
                          for v, document in zip(vectors, inputs)]
                 sentences = [[document["sentences"][index] for index in pick] for pick, document in zip(picks, inputs)]
                 summaries = ["\n".join(chosen) for chosen in sentences]

@@ -530,6 +530,12 @@ class StepwiseCollator:
       one with the best marginal ROUGE gain given the prefix: the features hold no reference to score the gains
       with, and the beam search needs only that some sentence the oracle wants ranks first, not which one; the
       oracle-order rows still teach the greedy order.
+    - `end_negative_weight` w: on every row whose right choice is a sentence, the end-of-summary unit is an explicit
+      negative (unlikelihood weight w). Its gradient on such rows grows from p to (1 + w) p against (1 - p) on the
+      rows that end, so at equilibrium the end unit's log-odds drop by log(1 + w) on every row: the length
+      calibration of a decoding `end_bias` of -log(1 + w), learned. Trained on the oracle-order rows alone, the end
+      unit's probability after one sentence (0.24 on development articles) beats the spread-out sentence
+      probabilities (the best about 0.07), so beam search ends nearly every summary after one sentence.
 
     With `anchor`, the batch also holds `anchor_choices` [rows, sentences + 1] (bool), where `AnchoredTrainer` keeps
     the starting model's distribution: on the oracle-order rows (those the starting model was trained on) every
@@ -547,6 +553,7 @@ class StepwiseCollator:
         max_sentences: int | None = None,
         near_duplicate_share: float = 0.0,
         anchor: bool = False,
+        end_negative_weight: float = 0.0,
     ):
         if steps_per_document is not None and steps_per_document < 1:
             raise ValueError(f"steps_per_document must be at least 1, got {steps_per_document}")
@@ -554,8 +561,8 @@ class StepwiseCollator:
             raise ValueError(f"duplicate_probability must lie in [0, 1], got {duplicate_probability}")
         if not 0.0 <= near_duplicate_share <= 1.0:
             raise ValueError(f"near_duplicate_share must lie in [0, 1], got {near_duplicate_share}")
-        if duplicate_negative_weight < 0 or prefix_orders < 0:
-            raise ValueError("duplicate_negative_weight and prefix_orders must not be negative")
+        if duplicate_negative_weight < 0 or prefix_orders < 0 or end_negative_weight < 0:
+            raise ValueError("duplicate_negative_weight, prefix_orders and end_negative_weight must not be negative")
         self.collate = collate
         self.stepwise = stepwise
         self.steps_per_document = steps_per_document
@@ -566,10 +573,12 @@ class StepwiseCollator:
         self.max_sentences = max_sentences
         self.near_duplicate_share = near_duplicate_share
         self.anchor = anchor
+        self.end_negative_weight = end_negative_weight
 
     @property
     def set_labels(self) -> bool:
-        return self.stepwise and (self.duplicate_probability > 0 or self.prefix_orders > 0)
+        return self.stepwise and (self.duplicate_probability > 0 or self.prefix_orders > 0
+                                  or self.end_negative_weight > 0)
 
     def with_duplicate(self, feature: dict) -> tuple[dict, tuple[int, int] | None]:
         """`feature`, or with probability `duplicate_probability` a copy of it whose oracle sentence t (drawn at
@@ -638,8 +647,7 @@ class StepwiseCollator:
             label[index] = 1.0
             if twins and index == twins[0]:
                 label[twins[1]] = 1.0
-        if not right:
-            label[width] = 1.0
+        label[width] = -self.end_negative_weight if right else 1.0
         return prefix, label
 
     def __call__(self, features: list[dict]) -> dict:

@@ -310,3 +310,24 @@ def test_the_anchored_trainer_adds_the_weighted_divergence_from_a_frozen_teacher
     assert divergence.item() > 1e-4
     assert loss.item() == pytest.approx(student.loss.item() + 2.0 * divergence.item(), rel=1e-5)
     assert trainer.teacher is teacher and not any(parameter.requires_grad for parameter in teacher.parameters())
+
+
+def test_an_end_negative_weight_makes_the_end_an_explicit_negative_wherever_the_summary_continues():
+    batch = StepwiseCollator(None, stepwise=True, end_negative_weight=19.0)([vector_feature([2, 0], 3)])
+    assert batch["summary_indices"].tolist() == [[-1, -1], [2, -1], [2, 0]]
+    # the paper's rows, the end (column 3) a negative of weight 19 until the oracle ends
+    assert batch["labels"].tolist() == [[0, 0, 1, -19], [1, 0, 0, -19], [0, 0, 0, 1]]
+    with pytest.raises(ValueError, match="negative"):
+        StepwiseCollator(None, stepwise=True, end_negative_weight=-1.0)
+
+
+def test_the_end_weight_scales_the_end_units_gradient_on_continuing_rows_by_one_plus_the_weight():
+    # two sentences and the end unit, probabilities 0.5, 0.3, 0.2
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.5, 0.3, 0.2]])).requires_grad_()
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    labels = torch.tensor([[1.0, 0.0, -4.0], [0.0, 0.0, 1.0]])  # row 0 continues (weight 4), row 1 ends
+    _, loss = next_choice_logits_and_loss(logits, mask, no_summary(2), labels)
+    loss.backward()
+    # d/dz_end of the mean over 2 rows: continuing (1 + 4) * 0.2 = 1.0, ending -(1 - 0.2) = -0.8, so the end's
+    # log-odds settle log(1 + w) lower than without the weight (where the continuing row gives 0.2)
+    assert logits.grad[:, 2].tolist() == pytest.approx([1.0 / 2, -0.8 / 2], abs=1e-6)

@@ -143,6 +143,14 @@ class StepwiseArguments(FeatureFileArguments):
             "proper non-empty prefix; right: any oracle sentence not yet chosen). 0: off."
         },
     )
+    end_negative_weight: float = field(
+        default=0.0,
+        metadata={
+            "help": "Stepwise HiBERT: on every row that continues the summary, the end-of-summary unit is an explicit "
+            "negative with this unlikelihood weight w, which lowers its log-odds by log(1 + w) (the length "
+            "calibration of a decoding end_bias of -log(1 + w), learned; sumformers.training.StepwiseCollator). 0: off."
+        },
+    )
     near_duplicate_share: float = field(
         default=0.0,
         metadata={
@@ -376,6 +384,11 @@ def training_signals(stepwise_args: StepwiseArguments) -> str:
             f"{stepwise_args.prefix_orders} random orders of each oracle set as extra prefixes (right: any oracle "
             "sentence not yet chosen)"
         )
+    if stepwise_args.end_negative_weight:
+        signals.append(
+            f"the end-of-summary unit an explicit negative on every row that continues the summary (unlikelihood "
+            f"weight {stepwise_args.end_negative_weight:g})"
+        )
     return "".join(f", plus {signal}" for signal in signals)
 
 
@@ -470,6 +483,7 @@ def main():
         prefix_orders=stepwise_args.prefix_orders,
         max_sentences=getattr(model.config, "max_document_sentences", None),
         near_duplicate_share=stepwise_args.near_duplicate_share,
+        end_negative_weight=stepwise_args.end_negative_weight,
         anchor=bool(stepwise_args.anchor_weight),
     )
     teacher = None

@@ -115,6 +115,9 @@ def parse_args():
                         help="on the generated tokens only (transformers' RepetitionPenaltyLogitsProcessor)")
     parser.add_argument("--llama_no_repeat_word_ngram_size", type=int, default=0,
                         help="block repeated word n-grams of this size in the generated tokens (0: off)")
+    parser.add_argument("--llama_num_beams", type=int, default=1, help="beam size (1: greedy)")
+    parser.add_argument("--llama_length_penalty", type=float, default=1.0,
+                        help="beam search's length penalty (the exponent of the length a beam's score is divided by)")
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="where the abstractive pipelines decode (cpu, cuda, ...)")
@@ -236,12 +239,14 @@ def abstractive_summaries(flag: str, checkpoint: Path, documents: list[str], arg
 
 def llama_summaries(flag: str, path: str, documents: list[str], args) -> tuple[list[str], str]:
     """Summaries by WikiSum over a Llama-family decoder through `pipeline("wikisum-llama")` (the article's sentences
-    ranked into the prompt, greedy, one prompt at a time), cached."""
+    ranked into the prompt, greedy or beam search as the flags say, one prompt at a time), cached."""
     options = {"max_new_tokens": args.llama_max_new_tokens, "repetition_penalty": args.llama_repetition_penalty}
     if args.llama_no_repeat_word_ngram_size:  # (off: the key of the summaries cached before the option existed)
         options["no_repeat_word_ngram_size"] = args.llama_no_repeat_word_ngram_size
     if args.llama_min_new_tokens:  # (off: likewise)
         options["min_new_tokens"] = args.llama_min_new_tokens
+    if args.llama_num_beams > 1:  # (greedy: likewise)
+        options.update(num_beams=args.llama_num_beams, length_penalty=args.llama_length_penalty)
 
     def load_summarizer():
         from transformers import AutoTokenizer, pipeline
@@ -251,8 +256,8 @@ def llama_summaries(flag: str, path: str, documents: list[str], args) -> tuple[l
         model = load_wikisum_llama(path, base_model=args.llama_base).to(getattr(args, "device", "cpu"))
         tokenizer_folder = path if (Path(path) / "tokenizer.json").is_file() else model.config.base_model_name_or_path
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_folder)
-        # blocking 0 and the repetition penalty as given: the zero-shot row's config has the defaults
-        return pipeline("wikisum-llama", model=model, tokenizer=tokenizer, no_repeat_word_ngram_size=0)
+        # blocking 0, greedy, and the repetition penalty as given: the settings are the flags', not the config's
+        return pipeline("wikisum-llama", model=model, tokenizer=tokenizer, no_repeat_word_ngram_size=0, num_beams=1)
 
     key = ["wikisum-llama", checkpoint_key(Path(path)), options]
     return cached_summaries(args.cache_dir, flag, key, documents, load_summarizer, args.threads, **options)
@@ -349,7 +354,9 @@ def main():
             summaries, seconds = llama_summaries(flag, str(path), documents, args)
             blocking = args.llama_no_repeat_word_ngram_size
             at_least = f"at least {args.llama_min_new_tokens}, " if args.llama_min_new_tokens else ""
-            decoding = (f"greedy, {at_least}{args.llama_max_new_tokens} new tokens, repetition penalty "
+            search = (f"{args.llama_num_beams} beams, length penalty {args.llama_length_penalty}"
+                      if args.llama_num_beams > 1 else "greedy")
+            decoding = (f"{search}, {at_least}{args.llama_max_new_tokens} new tokens, repetition penalty "
                         f"{args.llama_repetition_penalty}" + (f", repeated word {blocking}-grams blocked" if blocking
                                                               else "") + " (generated tokens)")
             rows.append(row(row_name, decoding, summaries, seconds))

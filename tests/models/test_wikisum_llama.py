@@ -249,6 +249,35 @@ def test_prompt_keeps_the_best_sentences_within_the_budget_in_article_order(mini
     assert minilm_tokenizer.decode(ids).endswith("summary :")
 
 
+@torch.no_grad()
+def test_the_pipeline_beam_searches_as_generate_does_with_the_generation_config_as_default(minilm_tokenizer):
+    """`num_beams` and `length_penalty` reach transformers' beam search with the generated-tokens processors, and
+    the model's generation config is the default: the pipeline (which reads the prompt once for all beams) writes
+    what `generate` writes by hand (which reads it once per beam)."""
+    from transformers import pipeline
+
+    from sumformers.processing.processing_wikisum_llama import generated_text_processors, prompt_ids
+
+    torch.manual_seed(0)
+    vocabulary = tiny_llama_config(vocab_size=len(minilm_tokenizer), pad_token_id=minilm_tokenizer.pad_token_id)
+    model = over(LlamaForCausalLM(vocabulary).eval(), "T-D", max_input_tokens=48, no_repeat_word_ngram_size=3)
+    summarizer = pipeline("wikisum-llama", model=model, tokenizer=minilm_tokenizer)
+    article = "The council approved the bridge budget on Monday. Rain fell all day. The mayor said work starts soon."
+    prompt = torch.tensor([prompt_ids(minilm_tokenizer, model.config, article)])
+
+    def by_hand(**search):
+        processors = generated_text_processors(minilm_tokenizer, prompt.shape[1], 1.1, 3)
+        ids = model.generate(prompt, attention_mask=torch.ones_like(prompt), logits_processor=processors,
+                             pad_token_id=minilm_tokenizer.pad_token_id, do_sample=False, max_new_tokens=12, **search)
+        return summarizer.model_processor.decode(ids[0, prompt.shape[1] :].tolist())
+
+    beams = by_hand(num_beams=3, length_penalty=2.0)
+    assert beams != by_hand(num_beams=1)  # the random model's beams find another summary than greedy's
+    assert summarizer(article, max_new_tokens=12, num_beams=3, length_penalty=2.0)["summary"] == beams
+    model.generation_config.update(num_beams=3, length_penalty=2.0)
+    assert summarizer(article, max_new_tokens=12)["summary"] == beams
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not is_smollm2_available(), reason=INSTALL_HINT)
 @torch.no_grad()

@@ -101,7 +101,8 @@ def main():
         "difference to the first row with its 95% bootstrap interval (1,000 resamples of the documents); "
         "better / worse = documents whose ROUGE-1 rose / fell against the first row; facts in article = % of the "
         "numbers and names the summaries state that their articles hold; repeated trigrams = % of summaries with a "
-        "word trigram twice; s / doc (threads) on the shared 2-core machine.",
+        "word trigram twice; s / doc (threads): as timed when the setting was decoded (the cache keeps it), on the "
+        "2-core machine shared with other jobs.",
         "",
         "| decoding | ROUGE-1 | ROUGE-1 - first row (paired) | better / worse | ROUGE-2 | ROUGE-Lsum "
         "| facts in article % | repeated trigrams % | words | s / doc (threads) |",

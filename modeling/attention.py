@@ -37,7 +37,7 @@ from torch.nn.attention.flex_attention import flex_attention
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions
+from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions, scatter_positions
 from .block_masks import raise_recompile_limit
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "blocked")
@@ -144,7 +144,13 @@ def _flex_attention(query, key, value, pattern, scaling):
             raise_recompile_limit()
             _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
         output = _compiled_flex_attention(**arguments)
-    return output[:, :, : pattern.query_length]
+    output = output[:, :, : pattern.query_length]
+    if pattern.dense_rows_outside_flex:  # flex left these rows (zeros) out: one dense SDPA over them
+        rows = pattern.layout().dense_rows
+        if rows.shape[1]:
+            row_output = _keys_subset_phase(query, key, value, pattern, rows, None, scaling, 0.0)
+            output = scatter_positions(output, rows, row_output)
+    return output
 
 
 def _mask_and_bias(pattern, num_heads, dtype, b, q_idx, kv_idx, key_ok):
@@ -294,10 +300,7 @@ def _blocked_attention(query, key, value, pattern, scaling, dropout_p):
     rows = layout.dense_rows
     if rows is not None and rows.shape[1]:
         row_output = _keys_subset_phase(query, key, value, pattern, rows, layout.dense_row_keys, scaling, dropout_p)
-        # unused row slots (-1) write into one extra trailing row that is dropped
-        length = output.shape[2]
-        target = torch.where(rows >= 0, rows, length)[:, None, :, None].expand_as(row_output)
-        output = F.pad(output, (0, 0, 0, 1)).scatter(2, target, row_output)[:, :, :length]
+        output = scatter_positions(output, rows, row_output)
     return output
 
 

@@ -18,6 +18,7 @@ from .attention_patterns import (
     flex_bucket,
     gather_positions,
     pad_last,
+    scatter_positions,
     symmetric_band,
     true_positions,
 )
@@ -139,14 +140,6 @@ def _sdpa_rows(query, key, value, attn_mask, has_key, scaling, dropout_p):
     """SDPA with an optional bool mask whose rows without a key (`has_key` False) give zeros."""
     output = F.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scaling)
     return output if has_key is None else output.masked_fill(~has_key, 0.0)
-
-
-def _scatter_rows(output, rows, row_output):
-    """`output` [B, H, L, D] with the rows at `rows` ([B, R], -1 unused) replaced by `row_output` [B, H, R, D]."""
-    length = output.shape[2]
-    # unused row slots (-1) write into one extra trailing row that is dropped
-    target = torch.where(rows >= 0, rows, length)[:, None, :, None].expand_as(row_output)
-    return F.pad(output, (0, 0, 0, 1)).scatter(2, target, row_output)[:, :, :length]
 
 
 class TokenWindowPattern(_HeterogeneousPattern):
@@ -281,7 +274,10 @@ class TokenWindowPattern(_HeterogeneousPattern):
 
 
 class NodePattern(_HeterogeneousPattern):
-    """HetFormer sentence and document node edges (see `HeterogeneousGraph`)."""
+    """HetFormer sentence and document node edges (see `HeterogeneousGraph`). Through flex, the node rows (which
+    read every key) run outside the kernel, by one dense SDPA (`dense_rows_outside_flex`)."""
+
+    dense_rows_outside_flex = True
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         token, sentence, document = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
@@ -294,6 +290,9 @@ class NodePattern(_HeterogeneousPattern):
         document_token = ((q_document & kv_token) | (q_token & kv_document)) & same_document
         node_node = ~q_token & ~kv_token  # s2s, s2d, d2s, d2d
         return self._both_valid(b, q_idx, kv_idx) & (sentence_token | document_token | node_node)
+
+    def flex_mask_mod(self, b, h, q_idx, kv_idx):  # the token rows: the node rows run outside flex
+        return self.mask_mod(b, h, q_idx, kv_idx) & self._is(b, q_idx, HeterogeneousGraph.TOKEN)
 
     def _is_node(self):
         return (self.graph.node_types != HeterogeneousGraph.TOKEN) & self.graph.valid
@@ -339,7 +338,7 @@ class NodePattern(_HeterogeneousPattern):
             gather_positions(query, nodes), key, value, *self._subset_mask("node_rows", nodes, None), scaling,
             dropout_p,
         )
-        return _scatter_rows(to_nodes, nodes, node_rows)
+        return scatter_positions(to_nodes, nodes, node_rows)
 
 
 class EntityPattern(_HeterogeneousPattern):
@@ -374,4 +373,4 @@ class EntityPattern(_HeterogeneousPattern):
         )
         if mentions.shape[1] == query.shape[2] and bool((mentions >= 0).all()):
             return rows  # every position is a mention (positions ascend): the rows are the output
-        return _scatter_rows(query.new_zeros(query.shape[:3] + (value.shape[-1],)), mentions, rows)
+        return scatter_positions(query.new_zeros(query.shape[:3] + (value.shape[-1],)), mentions, rows)

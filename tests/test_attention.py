@@ -489,12 +489,76 @@ def test_flex_block_mask_covers_the_mask_exactly(name):
     assert not (partial_tiles & full_tiles).any()
     q = torch.arange(pattern.flex_query_length).view(1, 1, -1, 1)
     kv = torch.arange(pattern.flex_key_length).view(1, 1, 1, -1)
-    mask = pattern.mask_mod(torch.arange(BATCH).view(-1, 1, 1, 1), 0, q, kv)[:, 0]  # at every padded position
+    b = torch.arange(BATCH).view(-1, 1, 1, 1)
+    mask = block_mask.mask_mod(b, 0, q, kv)[:, 0]  # the mask flex applies, at every padded position
+    full_mask = pattern.mask_mod(b, 0, q, kv)[:, 0]
+    if pattern.dense_rows_outside_flex:  # flex has every row but the dense ones, which it leaves out entirely
+        dense = torch.zeros(BATCH, q.shape[2] + 1, dtype=torch.bool)
+        rows = pattern.layout().dense_rows
+        dense.scatter_(1, torch.where(rows >= 0, rows, q.shape[2]), True)
+        assert dense.any() and not mask[dense[:, :-1]].any()
+        assert torch.equal(mask, full_mask & ~dense[:, :-1, None])
+    else:
+        assert torch.equal(mask, full_mask)
     per_tile = mask.view(BATCH, q.shape[2] // 128, 128, kv.shape[3] // 128, 128)
     assert not per_tile.any(dim=(2, 4))[~(partial_tiles | full_tiles)].any()  # nothing allowed outside the tiles
     assert per_tile.all(dim=(2, 4))[full_tiles].all()  # tiles that skip the mask are entirely allowed
     if name in ("window", "etc", "block_local", "memory_compressed", "het_window"):
         assert full_tiles.any()
+
+
+def _flex_by_definition(query, key, value, score_mod, block_mask, scale):
+    """What the flex kernel computes, written out densely with autograd (torch has no flex backward on the CPU):
+    the scaled scores, `score_mod`, the softmax over the keys the BlockMask's mask function allows; rows without
+    any give zeros."""
+    b, h = torch.arange(query.shape[0]).view(-1, 1, 1, 1), torch.arange(query.shape[1]).view(1, -1, 1, 1)
+    q, kv = torch.arange(query.shape[2]).view(1, 1, -1, 1), torch.arange(key.shape[2]).view(1, 1, 1, -1)
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    if score_mod is not None:
+        scores = score_mod(scores, b, h, q, kv)
+    mask = block_mask.mask_mod(b, h, q, kv).expand_as(scores)
+    weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
+    return torch.matmul(weights.masked_fill(~mask.any(-1, keepdim=True), 0.0), value)
+
+
+GLOBAL_ROW_PATTERNS = ["window_global", "etc_hard_g2l_bias", "etc_hard_l2g", "etc_relative_keys", "het_nodes"]
+
+
+@pytest.mark.parametrize("name", GLOBAL_ROW_PATTERNS)
+def test_flex_global_rows_by_dense_sdpa_match_eager_with_gradients(name, monkeypatch):
+    """Through flex, the rows that attend to every key (global tokens, HetFormer's nodes) are left out of the
+    BlockMask and computed by one dense SDPA: the merged output equals the eager reference, and so do its gradients
+    (the kernel replaced by its dense definition, since flex has no backward on the CPU; the real kernel's
+    gradients are checked on a GPU by `test_flex_gradients_match_eager_on_gpu`)."""
+    pattern, parameters = PATTERNS[name](_valid())
+    assert pattern.dense_rows_outside_flex
+    q, k, v = _inputs(pattern, requires_grad=True)
+    weights = torch.randn(BATCH, HEADS, pattern.query_length, HEAD_DIM, generator=torch.Generator().manual_seed(1))
+    wrt = [q, k, v, *parameters]
+    expected = sparse_attention(q, k, v, pattern, "eager")
+    reference = torch.autograd.grad((expected * weights).sum(), wrt)
+    if name in FLEX_IN_FAST_RUN:  # the real kernel, forward (the others' in the slow run of the backend test)
+        assert (_run("flex_attention", q, k, v, pattern) - expected).abs().max() <= TOL
+    monkeypatch.setattr(attention, "_compiled_flex_attention", _flex_by_definition)
+    output = attention._flex_attention(q, k, v, pattern, HEAD_DIM**-0.5)
+    assert (output - expected).abs().max() <= TOL
+    for grad, wanted in zip(torch.autograd.grad((output * weights).sum(), wrt), reference):
+        torch.testing.assert_close(grad, wanted, rtol=1e-4, atol=TOL)
+
+
+def test_global_rows_no_longer_make_the_first_query_block_visit_every_key_tile():
+    """ETC with 12 global tokens (positions 0-11) and l2l radius 64 at 1,024 positions: query block 0 (rows 0-127)
+    needs key tile 0 (the global keys and its own band) and tile 1 (the band reaches 191), not all 8 tiles."""
+    pattern = GlobalLocalPattern(
+        (torch.arange(1012) // 40).expand(BATCH, -1), torch.arange(12).expand(BATCH, -1), 64, 8
+    )
+    block_mask = pattern.flex_block_mask()
+    tiles = _tiles(block_mask.kv_num_blocks, block_mask.kv_indices) | _tiles(
+        block_mask.full_kv_num_blocks, block_mask.full_kv_indices
+    )
+    assert tiles.shape == (BATCH, 8, 8)
+    assert tiles[:, 0].nonzero()[:, 1].tolist() == [0, 1] * BATCH
+    assert tiles[:, 1:, 0].all()  # every long row still reads the global keys
 
 
 def test_flex_with_full_tiles_matches_eager():
@@ -838,10 +902,10 @@ def test_block_masks_are_built_without_reading_anything_back(name, monkeypatch):
     """Building a BlockMask reads no tensor back to the host (`.item()`, `int(tensor)`, `bool(tensor)`, ...: each a
     device sync on a GPU); patterns with positions give flags instead, and the mask equals the one built from the
     positions."""
-    from sumformers.modeling import attention_patterns, block_masks
+    from sumformers.modeling import block_masks
 
     pattern, _ = PATTERNS[name](_valid())  # constructors may check their arguments on the host
-    from_positions = attention_patterns._block_mask_from_layout(_PositionsOnly(pattern))
+    from_positions = block_masks.block_mask_from_layout(_PositionsOnly(pattern))
     block_masks.clear_block_mask_cache()
 
     def refuse(*args, **kwargs):
@@ -858,7 +922,7 @@ def test_block_mask_cache_reuses_the_mask_of_equal_inputs_only():
     """A pattern built again from equal inputs gets the very same BlockMask (no rebuild); other padding, length or
     window, or an input changed in place, gets its own, equal to an uncached build; outputs equal the uncached
     path's."""
-    from sumformers.modeling import attention_patterns, block_masks
+    from sumformers.modeling import block_masks
 
     block_masks.clear_block_mask_cache()
     first, _ = _window_global(_valid())
@@ -889,7 +953,7 @@ def test_block_mask_cache_reuses_the_mask_of_equal_inputs_only():
     masks = [pattern.flex_block_mask() for pattern in others]
     assert len({id(m) for m in [mask, *masks]}) == len(others) + 1
     for pattern, got in zip(others, masks):
-        assert _same_tiles(got, attention_patterns._block_mask_from_layout(pattern))
+        assert _same_tiles(got, block_masks.block_mask_from_layout(pattern))
 
 
 def test_block_mask_key_off_the_cpu_is_the_inputs_identity_and_version():
@@ -911,40 +975,40 @@ def test_compiled_block_mask_builder_traces_once_per_shape(monkeypatch):
     (other padding) reuses the first one's graph instead of recompiling (Dynamo's counting backend, no inductor)."""
     from torch._dynamo.testing import CompileCounter
 
-    from sumformers.modeling import attention_patterns, block_masks
+    from sumformers.modeling import block_masks
 
     counter = CompileCounter()
     compiled = torch.compile(block_masks.tile_tensors, backend=counter, dynamic=False)
-    monkeypatch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ("cpu",))
-    monkeypatch.setattr(attention_patterns, "_compiled_tile_tensors", compiled)
+    monkeypatch.setattr(block_masks, "COMPILED_BUILDER_DEVICES", ("cpu",))
+    monkeypatch.setattr(block_masks, "_compiled_tile_tensors", compiled)
     other_padding = _valid()
     other_padding[0, 150:] = False
     for name in ("window_global", "etc_hard_g2l_bias", "block_local_causal", "memory_compressed", "het_nodes"):
         first, second = PATTERNS[name](_valid())[0], PATTERNS[name](other_padding)[0]
-        built = attention_patterns._block_mask_from_layout(first)
+        built = block_masks.block_mask_from_layout(first)
         frames = counter.frame_count
-        built_again = attention_patterns._block_mask_from_layout(second)
+        built_again = block_masks.block_mask_from_layout(second)
         assert counter.frame_count == frames, name
         with monkeypatch.context() as patch:
-            patch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ())
-            assert _same_tiles(built, attention_patterns._block_mask_from_layout(first)), name
-            assert _same_tiles(built_again, attention_patterns._block_mask_from_layout(second)), name
+            patch.setattr(block_masks, "COMPILED_BUILDER_DEVICES", ())
+            assert _same_tiles(built, block_masks.block_mask_from_layout(first)), name
+            assert _same_tiles(built_again, block_masks.block_mask_from_layout(second)), name
     assert counter.frame_count >= 1
 
 
 @pytest.mark.slow
 def test_compiled_block_mask_builder_equals_the_eager_one(monkeypatch):
     """The builder compiled (as on a GPU), forced on the CPU, gives the eager builder's tiles."""
-    from sumformers.modeling import attention_patterns
+    from sumformers.modeling import block_masks
 
-    monkeypatch.setattr(attention_patterns, "_compiled_tile_tensors", None)
+    monkeypatch.setattr(block_masks, "_compiled_tile_tensors", None)
     for name in ("window_global", "etc_hard_g2l_bias", "het_nodes", "het_entities", "memory_compressed"):
         pattern, _ = PATTERNS[name](_valid())
-        eager = attention_patterns._block_mask_from_layout(pattern)
+        eager = block_masks.block_mask_from_layout(pattern)
         with monkeypatch.context() as patch:
-            patch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ("cpu",))
-            compiled = attention_patterns._block_mask_from_layout(pattern)
-        assert attention_patterns._compiled_tile_tensors is not None
+            patch.setattr(block_masks, "COMPILED_BUILDER_DEVICES", ("cpu",))
+            compiled = block_masks.block_mask_from_layout(pattern)
+        assert block_masks._compiled_tile_tensors is not None
         assert _same_tiles(compiled, eager), name
 
 
@@ -985,7 +1049,7 @@ def test_flex_on_cuda_matches_eager(name):
 def test_block_mask_build_does_not_sync_on_cuda(name):
     """On the GPU, building a BlockMask (the compiled builder, once compiled for the kind and shape) and its cache
     key make no device-to-host synchronization, and the mask equals the first one's."""
-    from sumformers.modeling import attention_patterns
+    from sumformers.modeling import block_masks
 
     with torch.device("cuda"):
         warm, _ = PATTERNS[name](_valid())
@@ -998,7 +1062,7 @@ def test_block_mask_build_does_not_sync_on_cuda(name):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert built is not first and _same_tiles(built, first)
-    assert attention_patterns._compiled_tile_tensors is not None
+    assert block_masks._compiled_tile_tensors is not None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's sync debug mode needs a CUDA GPU")

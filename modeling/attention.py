@@ -177,10 +177,10 @@ def _band_phase(query, key, value, pattern, layout, scaling, dropout_p):
     num_blocks = -(-length // block)
     device = query.device
 
-    block_first = torch.arange(num_blocks, device=device) * block
-    band_start = layout.band(block_first)[0]
-    band_stop = layout.band(block_first + block - 1)[1] + 1
-    span = int((band_stop - band_start).max())  # the same number of keys for every block, so they batch
+    # the same number of keys for every block, so they batch: the band's ends are functions of the positions alone,
+    # evaluated on Python ints, so that nothing is read back from the device
+    span = max(layout.band(first + block - 1)[1] + 1 - layout.band(first)[0] for first in range(0, length, block))
+    band_start = layout.band(torch.arange(num_blocks, device=device) * block)[0]
     kv_idx = (band_start[:, None] + torch.arange(span, device=device)).expand(batch, num_blocks, span)
     key_ok = (kv_idx >= 0) & (kv_idx < length)
     if layout.extra_keys is not None and layout.extra_keys.shape[1]:

@@ -36,6 +36,8 @@ from torch.nn.attention.flex_attention import BlockMask
 
 from .block_masks import BLOCK_MASK_CACHE, FLEX_BLOCK, block_mask_from_layout, version_of
 
+# ETC's sentence id of padding (no sentence id a caller gives is this small).
+NO_SENTENCE = torch.iinfo(torch.long).min
 # Smallest query block of the blocked backend: tiny bands are merged into blocks at least this long so that
 # each batched matmul does real work.
 MIN_QUERY_BLOCK = 64
@@ -466,11 +468,14 @@ class GlobalLocalPattern(AttentionPattern):
             else as_keep_mask(global_attention_mask, "global_attention_mask", tuple(global_ids.shape))
         )
         padded = self.flex_query_length
-        self.valid = pad_last(torch.cat([global_valid, long_valid], dim=1), padded, False)
+        real = torch.cat([global_valid, long_valid], dim=1)
+        self.valid = pad_last(real, padded, False)
         # the global tokens are the first `num_global` positions: tested by index arithmetic, not a look-up (a 0-d
         # tensor, so that each count does not compile its own flex kernel)
         self.global_count = device_scalar(self.num_global, self.device)
-        self.sentence = pad_last(torch.cat([global_ids, long_ids], dim=1), padded, -1)
+        # padding's sentence id is NO_SENTENCE: under hard masking the mask reads one tensor per side, not two
+        sentence = torch.cat([global_ids, long_ids], dim=1).masked_fill(~real, NO_SENTENCE)
+        self.sentence = pad_last(sentence, padded, NO_SENTENCE)
         self.radius = device_scalar(local_radius, self.device)
         self.max_distance = device_scalar(relative_pos_max_distance, self.device)
         if relative_bias is not None:
@@ -557,16 +562,19 @@ class GlobalLocalPattern(AttentionPattern):
     def mask_mod(self, b, h, q_idx, kv_idx):
         q_global, kv_global = self.is_global(q_idx), self.is_global(kv_idx)
         l2l = ~q_global & ~kv_global & ((q_idx - kv_idx).abs() <= self.radius)
+        if not (self.hard_l2g_masking or self.hard_g2l_masking):  # g2g, l2g and g2l in full
+            return self.valid[b, q_idx] & self.valid[b, kv_idx] & (l2l | q_global | kv_global)
+        # the only parts that read the sentence ids, whose NO_SENTENCE also marks the padding
+        q_sentence, kv_sentence = self.sentence[b, q_idx], self.sentence[b, kv_idx]
+        same_sentence = q_sentence == kv_sentence
         g2g = q_global & kv_global
         l2g = ~q_global & kv_global
         g2l = q_global & ~kv_global
-        if self.hard_l2g_masking or self.hard_g2l_masking:  # the only parts that read the sentence ids
-            same_sentence = self.sentence[b, q_idx] == self.sentence[b, kv_idx]
-            if self.hard_l2g_masking:
-                l2g = l2g & same_sentence
-            if self.hard_g2l_masking:
-                g2l = g2l & same_sentence
-        return self.valid[b, q_idx] & self.valid[b, kv_idx] & (l2l | g2g | l2g | g2l)
+        if self.hard_l2g_masking:
+            l2g = l2g & same_sentence
+        if self.hard_g2l_masking:
+            g2l = g2l & same_sentence
+        return (q_sentence != NO_SENTENCE) & (kv_sentence != NO_SENTENCE) & (l2l | g2g | l2g | g2l)
 
     def flex_mask_mod(self, b, h, q_idx, kv_idx):  # the long rows: the global ones run outside flex
         return self.mask_mod(b, h, q_idx, kv_idx) & ~self.is_global(q_idx)

@@ -23,6 +23,9 @@ from .attention_patterns import (
     true_positions,
 )
 
+# `HeterogeneousGraph.token_document` of a node or padding (no document id a caller gives is this small).
+NOT_A_TOKEN = torch.iinfo(torch.long).min
+
 
 class HeterogeneousGraph:
     """HetFormer's heterogeneous graph over one node sequence: tokens, sentence nodes, document nodes.
@@ -78,6 +81,9 @@ class HeterogeneousGraph:
         if document_ids is None:
             document_ids = torch.zeros_like(types)
         self.document_ids = pad_last(as_index_tensor(document_ids, "document_ids", shape), padded, -1)
+        # the token window's one look-up per position: a real token's document, NOT_A_TOKEN for nodes and padding
+        real_token = self.valid & (self.node_types == self.TOKEN)
+        self.token_document = torch.where(real_token, self.document_ids, NOT_A_TOKEN)
         # what the masks are made of, for the BlockMask cache (`AttentionPattern.mask_key`)
         self.inputs = (node_types, attention_mask, entity_ids, document_ids, keep_documents_apart)
 
@@ -160,12 +166,12 @@ class TokenWindowPattern(_HeterogeneousPattern):
         self.half_window = device_scalar(window // 2, self.device)
         self._remember_mask_inputs(window, *graph.inputs)
 
-    def mask_mod(self, b, h, q_idx, kv_idx):
-        token = HeterogeneousGraph.TOKEN
-        allowed = self._is(b, q_idx, token) & self._is(b, kv_idx, token) & ((q_idx - kv_idx).abs() <= self.half_window)
+    def mask_mod(self, b, h, q_idx, kv_idx):  # two look-ups per pair (`token_document`), the band by arithmetic
+        q_code, kv_code = self.graph.token_document[b, q_idx], self.graph.token_document[b, kv_idx]
+        band = (q_idx - kv_idx).abs() <= self.half_window
         if self.graph.keep_documents_apart:
-            allowed = allowed & self._same_document(b, q_idx, kv_idx)
-        return self._both_valid(b, q_idx, kv_idx) & allowed
+            return (q_code != NOT_A_TOKEN) & (q_code == kv_code) & band
+        return (q_code != NOT_A_TOKEN) & (kv_code != NOT_A_TOKEN) & band
 
     def _blocks(self) -> dict:
         """The block layout and masks, built once per pattern.
@@ -267,7 +273,7 @@ class TokenWindowPattern(_HeterogeneousPattern):
         band = partial(symmetric_band, radius=self.window // 2)
         if self.graph.keep_documents_apart:  # document borders can cut any tile: no tile is promised full
             return SparseLayout(band=band, band_block=self.window // 2)
-        real_token = self.graph.valid & (self.graph.node_types == HeterogeneousGraph.TOKEN)
+        real_token = self.graph.token_document != NOT_A_TOKEN
         return SparseLayout(
             band=band, band_block=self.window // 2, full_band=band, full_queries=real_token, full_keys=real_token
         )

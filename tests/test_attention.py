@@ -9,6 +9,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 from transformers import LongformerConfig, PretrainedConfig, PreTrainedModel  # noqa: E402
 from transformers.models.longformer.modeling_longformer import LongformerSelfAttention  # noqa: E402
 
@@ -229,6 +230,51 @@ def test_hetformer_entity_mask_by_hand():
         "0000010001",
     )
     assert torch.equal(_hetformer_tiny().entities().dense_mask()[0, 0], expected)
+
+
+def _grid(pattern):
+    b = torch.arange(pattern.batch_size).view(-1, 1, 1, 1)
+    q = torch.arange(pattern.flex_query_length).view(1, 1, -1, 1)
+    return b, q, q.view(1, 1, 1, -1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_lookup_masks_equal_the_masks_by_separate_lookups(seed):
+    """The token window's and ETC's hard-masking mask functions read one code per position and side (a real token's
+    document, a real token's sentence) instead of separate validity, type and id tensors: over random graphs and
+    ETC inputs with scattered padding, they equal the masks written with those separate look-ups."""
+    generator = torch.Generator().manual_seed(seed)
+    length = 150
+    valid = torch.rand(BATCH, length, generator=generator) > 0.15
+    nodes = torch.rand(BATCH, length, generator=generator) < 0.2
+    node_types = torch.randint(0, 3, (BATCH, length), generator=generator) * nodes
+    documents = torch.randint(0, 3, (BATCH, length), generator=generator).sort(-1).values
+    for apart in (False, True):
+        graph = HeterogeneousGraph(node_types, valid, None, documents, keep_documents_apart=apart)
+        pattern = graph.token_window(10)
+        b, q, kv = _grid(pattern)
+        token = graph.valid & (graph.node_types == HeterogeneousGraph.TOKEN)
+        expected = token[b, q] & token[b, kv] & ((q - kv).abs() <= 5)
+        if apart:
+            expected &= graph.document_ids[b, q] == graph.document_ids[b, kv]
+        assert expected.any() and torch.equal(pattern.mask_mod(b, 0, q, kv), expected), apart
+    num_global = 12
+    long_ids = torch.randint(0, num_global, (BATCH, length - num_global), generator=generator).sort(-1).values
+    global_ids = torch.randint(0, num_global, (BATCH, num_global), generator=generator)
+    both = {"hard_g2l_masking": True, "hard_l2g_masking": True}
+    for hard in ({"hard_g2l_masking": True}, {"hard_l2g_masking": True}, both):
+        pattern = GlobalLocalPattern(long_ids, global_ids, 6, 4, valid[:, num_global:], valid[:, :num_global], **hard)
+        b, q, kv = _grid(pattern)
+        padded = pattern.flex_query_length
+        real = F.pad(valid, (0, padded - length), value=False)
+        sentence = F.pad(torch.cat([global_ids, long_ids], 1), (0, padded - length), value=-1)
+        q_global, kv_global = q < num_global, kv < num_global
+        same = sentence[b, q] == sentence[b, kv]
+        l2g = ~q_global & kv_global & (same if hard.get("hard_l2g_masking") else True)
+        g2l = q_global & ~kv_global & (same if hard.get("hard_g2l_masking") else True)
+        l2l = ~q_global & ~kv_global & ((q - kv).abs() <= 6)
+        expected = real[b, q] & real[b, kv] & (l2l | (q_global & kv_global) | l2g | g2l)
+        assert torch.equal(pattern.mask_mod(b, 0, q, kv), expected), hard
 
 
 def test_block_local_causal_mask_by_hand():

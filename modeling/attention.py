@@ -116,11 +116,33 @@ def _sdpa_pattern_attention(query, key, value, pattern, scaling, dropout_p):
 # shared by every pattern kind, bucket and even transformers' own flex models, and past the default 8 entries Dynamo
 # would silently run the unfused, quadratic-memory flex.
 _compiled_flex_attention = None
+# Devices where the whole flex layer (the kernel, the dense rows' SDPA and the merge, `_flex_layer`) is one compiled
+# graph, at the bucket lengths: on a GPU each eager op around the kernel is a launch of its own. The CPU runs the
+# compiled kernel alone, with the dense rows eager.
+COMPILED_LAYER_DEVICES = ("cuda",)
+_compiled_flex_layer = None
+
+
+def dense_row_bucket(count: int) -> int:
+    """Dense rows are padded (with unused -1 slots) to a power of two, at least 8, so that each count of global
+    rows does not compile its own layer."""
+    return max(8, 1 << (count - 1).bit_length())
+
+
+def _flex_layer(query, key, value, pattern, block_mask, rows, scaling, kernel=flex_attention):
+    """`kernel` (flex_attention) over inputs padded to the pattern's bucket lengths, and the dense rows `rows` ([B, R],
+    -1 unused; None: none) it leaves out, by one SDPA over every (padded, hence masked) key, merged in."""
+    score_mod = pattern.score_mod
+    output = kernel(query=query, key=key, value=value, score_mod=score_mod, block_mask=block_mask, scale=scaling)
+    if rows is None:
+        return output
+    return scatter_positions(output, rows, _keys_subset_phase(query, key, value, pattern, rows, None, scaling, 0.0))
 
 
 def _flex_attention(query, key, value, pattern, scaling):
-    """Compiled flex_attention at the pattern's bucket lengths; padded keys are masked, padded queries dropped."""
-    global _compiled_flex_attention
+    """Compiled flex_attention at the pattern's bucket lengths; padded keys are masked, padded queries dropped; the
+    dense rows flex leaves out (`AttentionPattern.dense_rows_outside_flex`) by one SDPA, merged in."""
+    global _compiled_flex_attention, _compiled_flex_layer
     block_mask = pattern.flex_block_mask()  # before `for_query`: a cached mask must not keep this query's tables
     pattern = pattern.for_query(query, scaling)
     query_pad = pattern.flex_query_length - pattern.query_length
@@ -129,28 +151,24 @@ def _flex_attention(query, key, value, pattern, scaling):
     def prepare(x, pad):  # contiguous: the compiled kernel is specialized on strides (projections give views)
         return (F.pad(x, (0, 0, 0, pad)) if pad else x).contiguous()
 
-    arguments = dict(
-        query=prepare(query, query_pad),
-        key=prepare(key, key_pad),
-        value=prepare(value, key_pad),
-        score_mod=pattern.score_mod,
-        block_mask=block_mask,
-        scale=scaling,
-    )
-    if torch.compiler.is_compiling():  # inside the caller's compiled model: its graph fuses flex itself
-        output = flex_attention(**arguments)
+    arguments = [prepare(query, query_pad), prepare(key, key_pad), prepare(value, key_pad), pattern, block_mask]
+    rows = pattern.layout().dense_rows if pattern.dense_rows_outside_flex else None
+    rows = rows if rows is not None and rows.shape[1] else None
+    if torch.compiler.is_compiling():  # inside the caller's compiled model: its graph fuses the layer
+        output = _flex_layer(*arguments, rows, scaling)
+    elif query.device.type in COMPILED_LAYER_DEVICES:
+        if _compiled_flex_layer is None:
+            raise_recompile_limit()
+            _compiled_flex_layer = torch.compile(_flex_layer, dynamic=False)
+        if rows is not None:
+            rows = F.pad(rows, (0, dense_row_bucket(rows.shape[1]) - rows.shape[1]), value=-1)
+        output = _compiled_flex_layer(*arguments, rows, scaling)
     else:
         if _compiled_flex_attention is None:
             raise_recompile_limit()
             _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
-        output = _compiled_flex_attention(**arguments)
-    output = output[:, :, : pattern.query_length]
-    if pattern.dense_rows_outside_flex:  # flex left these rows (zeros) out: one dense SDPA over them
-        rows = pattern.layout().dense_rows
-        if rows.shape[1]:
-            row_output = _keys_subset_phase(query, key, value, pattern, rows, None, scaling, 0.0)
-            output = scatter_positions(output, rows, row_output)
-    return output
+        output = _flex_layer(*arguments, rows, scaling, kernel=_compiled_flex_attention)
+    return output[:, :, : pattern.query_length]
 
 
 def _mask_and_bias(pattern, num_heads, dtype, b, q_idx, kv_idx, key_ok):

@@ -121,6 +121,24 @@ def tile_tensors(
     return (*counts_and_indices(partial_tiles), *counts_and_indices(full_tiles))
 
 
+def _mask_holder(pattern):
+    """A copy of the pattern for the BlockMask's mask function, without its cache (which a cached BlockMask would keep
+    alive) and with tensors of its own: a compiled layer given both the pattern (its score modifier) and the
+    BlockMask then never sees the two share a tensor, whether the mask was just built or came from the cache (Dynamo
+    guards on such aliasing and would compile again). The tables that need gradients are the score modifier's, not
+    the mask's: left out. Inside a caller's compiled model (one graph, nothing to guard between calls) a shallow
+    copy."""
+    if torch.compiler.is_compiling():
+        holder = copy.copy(pattern)
+        holder._cache = {}
+        return holder
+    memo = {id(pattern._cache): {}, id(pattern._mask_inputs): None}
+    for value in vars(pattern).values():
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            memo[id(value)] = None
+    return copy.deepcopy(pattern, memo)
+
+
 # Devices where the BlockMask's tile tensors are computed by a compiled function: on a GPU the eager builder is some
 # hundred small kernel launches; on the CPU it is a few milliseconds, less than a compile.
 COMPILED_BUILDER_DEVICES = ("cuda",)
@@ -173,12 +191,9 @@ def block_mask_from_layout(pattern) -> BlockMask:
             raise_recompile_limit()
             _compiled_tile_tensors = torch.compile(tile_tensors, dynamic=False)
         tiles = _compiled_tile_tensors
-    # the mask function of a copy without the pattern's cached tensors (a cached BlockMask keeps it alive)
-    mask_holder = copy.copy(pattern)
-    mask_holder._cache = {}
     return BlockMask.from_kv_blocks(
         *tiles(*arguments),
         BLOCK_SIZE=FLEX_BLOCK,
-        mask_mod=mask_holder.flex_mask_mod,
+        mask_mod=_mask_holder(pattern).flex_mask_mod,
         seq_lengths=(pattern.flex_query_length, pattern.flex_key_length),
     )

@@ -1088,6 +1088,19 @@ def test_flex_layer_compiled_as_a_whole_traces_once_per_bucket(monkeypatch):
     assert torch._dynamo.config.recompile_limit == RECOMPILE_LIMIT  # raised once, by the layer's first compile
 
 
+@pytest.mark.slow
+def test_flex_layer_compiled_by_inductor_matches_eager(monkeypatch):
+    """The whole flex layer compiled by inductor (as on a GPU; forced here on the CPU) equals the eager reference."""
+    monkeypatch.setattr(attention, "COMPILED_LAYER_DEVICES", ("cpu",))
+    monkeypatch.setattr(attention, "_compiled_flex_layer", None)
+    for name in ("window_global", "etc_relative_keys"):
+        pattern, _ = PATTERNS[name](_valid())
+        q, k, v = _inputs(pattern)
+        with torch.no_grad():
+            got = sparse_attention(q, k, v, pattern, "flex_attention")
+        assert (got - sparse_attention(q, k, v, pattern, "eager")).abs().max() <= TOL, name
+
+
 class _PositionsOnly:
     """A pattern seen without its flags: the BlockMask builder reads the layout's positions."""
 

@@ -1179,3 +1179,37 @@ def test_window_and_etc_patterns_are_made_and_built_without_a_sync_on_cuda():
         finally:
             torch.cuda.set_sync_debug_mode("default")
         assert built is not first and _same_tiles(built, first), name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's sync debug mode needs a CUDA GPU")
+@pytest.mark.parametrize("implementation", ["blocked", "flex_attention"])
+def test_stepwise_etcsum_step_does_not_sync_on_cuda(implementation):
+    """A Stepwise ETCSum training step on the GPU (its rows, the ETC pattern, the attention, the set-label loss and
+    the backward pass) makes no device-to-host synchronization once warmed up."""
+    from conftest import tiny_bert_config
+    from sumformers import StepwiseETCSumConfig, StepwiseETCSumForExtractiveSummarization
+
+    config = StepwiseETCSumConfig(
+        encoder_config=tiny_bert_config().to_dict(), local_radius=4, relative_pos_max_distance=3,
+        max_sentence_tokens=10,
+    )  # fmt: skip
+    model = StepwiseETCSumForExtractiveSummarization(config).cuda().train()
+    model.set_attn_implementation(implementation)
+    with torch.device("cuda"):
+        sentence_mask = torch.tensor([[True] * 4, [True, True, False, False]])
+        cls_positions = torch.tensor([[0, 9, 20, 31], [0, 12, 20, 20]])
+        attention_mask = (torch.arange(40) < torch.tensor([[40], [20]])).long()
+        batch = dict(
+            input_ids=torch.randint(1000, 2000, (2, 40)) * attention_mask, attention_mask=attention_mask,
+            cls_positions=cls_positions, sentence_mask=sentence_mask,
+            summary_indices=torch.tensor([[2, 0], [1, -1], [-1, -1]]), row_documents=torch.tensor([0, 1, 1]),
+            labels=torch.tensor([[0.0, 1, 0, 1, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 1]]),
+        )  # fmt: skip
+    model(**batch).loss.backward()  # warm-up: compiles, allocates
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        model(**batch).loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())

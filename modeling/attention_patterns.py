@@ -118,7 +118,14 @@ def gather_positions(tensor, positions):
 
 
 def scatter_positions(tensor, positions, rows):
-    """[B, H, L, D] with the rows at [B, n] `positions` (-1 unused) replaced by `rows` [B, H, n, D]."""
+    """[B, H, L, D] with the rows at [B, n] `positions` (-1 unused) replaced by `rows` [B, H, n, D]; in place in
+    eager CPU code without gradients (no copy of the whole tensor; the boolean selection reads back, free there)."""
+    needs_grad = torch.is_grad_enabled() and (tensor.requires_grad or rows.requires_grad)
+    if tensor.device.type == "cpu" and not needs_grad and not torch.compiler.is_compiling():
+        used = positions >= 0
+        batch = torch.arange(positions.shape[0]).view(-1, 1).expand_as(positions)
+        tensor.transpose(1, 2)[batch[used], positions[used]] = rows.transpose(1, 2)[used]
+        return tensor
     length = tensor.shape[2]
     # unused slots (-1) write into one extra trailing row that is dropped
     target = torch.where(positions >= 0, positions, length)[:, None, :, None].expand_as(rows)

@@ -491,7 +491,6 @@ class GlobalLocalPattern(AttentionPattern):
             self._check_keys(relative_keys)
         self.relative_bias = relative_bias
         self.relative_keys = relative_keys
-        self.dense_rows_outside_flex = self.num_global > 0  # the global rows, [0, num_global): no read-back
         # q R^T * scaling, [batch, heads, flex query length, vocab]: set by `for_query`
         self.query_relative_scores = None
         self._remember_mask_inputs(
@@ -582,6 +581,10 @@ class GlobalLocalPattern(AttentionPattern):
         if self.hard_g2l_masking:
             g2l = g2l & same_sentence
         return (q_sentence != NO_SENTENCE) & (kv_sentence != NO_SENTENCE) & (l2l | g2g | l2g | g2l)
+
+    @property
+    def dense_rows_outside_flex(self) -> bool:  # the global rows, [0, num_global): no read-back
+        return self.num_global > 0
 
     def flex_mask_mod(self, b, h, q_idx, kv_idx):  # the long rows: the global ones run outside flex
         return self.mask_mod(b, h, q_idx, kv_idx) & ~self.is_global(q_idx)

@@ -1071,21 +1071,21 @@ def test_flex_layer_compiled_as_a_whole_traces_once_per_bucket(monkeypatch):
     monkeypatch.setattr(torch, "compile", lambda function, **kw: torch_compile(function, backend=counter, **kw))
     monkeypatch.setattr(attention, "COMPILED_LAYER_DEVICES", ("cpu",))
     monkeypatch.setattr(attention, "_compiled_flex_layer", None)
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)  # Dynamo's default
     other_padding = _valid()
     other_padding[0, 150:] = False  # drops batch row 0's global token at 199 (4 global rows -> 3)
-    for name in ("window_global", "etc_hard_g2l_bias", "etc_relative_keys", "het_nodes", "het_token_window"):
-        frames = None
-        for valid in (_valid(), other_padding, _valid()):  # the third: its BlockMask from the cache
-            pattern, _ = PATTERNS[name](valid)
-            q, k, v = _inputs(pattern)
-            with torch.no_grad():
-                got = sparse_attention(q, k, v, pattern, "flex_attention")
-            assert (got - sparse_attention(q, k, v, pattern, "eager")).abs().max() <= TOL, name
-            frames = counter.frame_count if frames is None else frames
-            assert counter.frame_count == frames, name
-    assert counter.frame_count == 5 and attention._compiled_flex_layer is not None  # one graph a kind: no break
-    assert torch._dynamo.config.recompile_limit == RECOMPILE_LIMIT  # raised once, by the layer's first compile
+    with torch._dynamo.config.patch(recompile_limit=8):  # Dynamo's default, restored afterwards
+        for name in ("window_global", "etc_hard_g2l_bias", "etc_relative_keys", "het_nodes", "het_token_window"):
+            frames = None
+            for valid in (_valid(), other_padding, _valid()):  # the third: its BlockMask from the cache
+                pattern, _ = PATTERNS[name](valid)
+                q, k, v = _inputs(pattern)
+                with torch.no_grad():
+                    got = sparse_attention(q, k, v, pattern, "flex_attention")
+                assert (got - sparse_attention(q, k, v, pattern, "eager")).abs().max() <= TOL, name
+                frames = counter.frame_count if frames is None else frames
+                assert counter.frame_count == frames, name
+        assert counter.frame_count == 5 and attention._compiled_flex_layer is not None  # one graph a kind: no break
+        assert torch._dynamo.config.recompile_limit == RECOMPILE_LIMIT  # raised once, by the layer's first compile
 
 
 @pytest.mark.slow

@@ -428,17 +428,23 @@ def kernel_rows(length, device, dtype, window, num_global, heads):
 
 
 def computed_tile_share(length, device, window, num_global):
-    """The share of the 128 x 128 tiles flex computes (partial or full) for the benchmark's pattern at `length`."""
+    """The share of the 128 x 128 tiles flex's layer computes for the benchmark's pattern at `length`: the BlockMask's
+    tiles (partial or full), plus the global rows' dense SDPA counted as its rows' share of a row of tiles."""
     import torch
 
     from sumformers.modeling.attention_patterns import SlidingWindowPattern
+    from sumformers.modeling.block_masks import FLEX_BLOCK
 
     attention_mask = torch.ones(1, length, dtype=torch.long, device=device)
     global_mask = torch.zeros(1, length, dtype=torch.long, device=device)
     global_mask[:, :num_global] = 1
-    block_mask = SlidingWindowPattern(window, attention_mask, global_mask).flex_block_mask()
-    computed = block_mask.kv_num_blocks.sum() + block_mask.full_kv_num_blocks.sum()
-    return float(computed) / (block_mask.kv_indices.shape[-2] * block_mask.kv_indices.shape[-1])
+    pattern = SlidingWindowPattern(window, attention_mask, global_mask)
+    block_mask = pattern.flex_block_mask()
+    query_tiles, key_tiles = block_mask.kv_indices.shape[-2:]
+    computed = float(block_mask.kv_num_blocks.sum() + block_mask.full_kv_num_blocks.sum())
+    if pattern.dense_rows_outside_flex:
+        computed += num_global / FLEX_BLOCK * key_tiles
+    return computed / (query_tiles * key_tiles)
 
 
 def kernel_table(device, lengths, iterations, warmup, output_dir, tiny=False):

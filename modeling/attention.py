@@ -37,7 +37,7 @@ from torch.nn.attention.flex_attention import flex_attention
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, sdpa_mask
 
-from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions
+from .attention_patterns import MIN_QUERY_BLOCK, AttentionPattern, gather_positions, scatter_positions
 from .block_masks import raise_recompile_limit
 
 ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flex_attention", "blocked")
@@ -116,11 +116,33 @@ def _sdpa_pattern_attention(query, key, value, pattern, scaling, dropout_p):
 # shared by every pattern kind, bucket and even transformers' own flex models, and past the default 8 entries Dynamo
 # would silently run the unfused, quadratic-memory flex.
 _compiled_flex_attention = None
+# Devices where the whole flex layer (the kernel, the dense rows' SDPA and the merge, `_flex_layer`) is one compiled
+# graph, at the bucket lengths: on a GPU each eager op around the kernel is a launch of its own. The CPU runs the
+# compiled kernel alone, with the dense rows eager.
+COMPILED_LAYER_DEVICES = ("cuda",)
+_compiled_flex_layer = None
+
+
+def dense_row_bucket(count: int) -> int:
+    """Dense rows are padded (with unused -1 slots) to a power of two, at least 8, so that each count of global
+    rows does not compile its own layer."""
+    return max(8, 1 << (count - 1).bit_length())
+
+
+def _flex_layer(query, key, value, pattern, block_mask, rows, scaling, kernel=flex_attention):
+    """`kernel` (flex_attention) over inputs padded to the pattern's bucket lengths, and the dense rows `rows` ([B, R],
+    -1 unused; None: none) it leaves out, by one SDPA over every (padded, hence masked) key, merged in."""
+    score_mod = pattern.score_mod
+    output = kernel(query=query, key=key, value=value, score_mod=score_mod, block_mask=block_mask, scale=scaling)
+    if rows is None:
+        return output
+    return scatter_positions(output, rows, _keys_subset_phase(query, key, value, pattern, rows, None, scaling, 0.0))
 
 
 def _flex_attention(query, key, value, pattern, scaling):
-    """Compiled flex_attention at the pattern's bucket lengths; padded keys are masked, padded queries dropped."""
-    global _compiled_flex_attention
+    """Compiled flex_attention at the pattern's bucket lengths; padded keys are masked, padded queries dropped; the
+    dense rows flex leaves out (`AttentionPattern.dense_rows_outside_flex`) by one SDPA, merged in."""
+    global _compiled_flex_attention, _compiled_flex_layer
     block_mask = pattern.flex_block_mask()  # before `for_query`: a cached mask must not keep this query's tables
     pattern = pattern.for_query(query, scaling)
     query_pad = pattern.flex_query_length - pattern.query_length
@@ -129,21 +151,23 @@ def _flex_attention(query, key, value, pattern, scaling):
     def prepare(x, pad):  # contiguous: the compiled kernel is specialized on strides (projections give views)
         return (F.pad(x, (0, 0, 0, pad)) if pad else x).contiguous()
 
-    arguments = dict(
-        query=prepare(query, query_pad),
-        key=prepare(key, key_pad),
-        value=prepare(value, key_pad),
-        score_mod=pattern.score_mod,
-        block_mask=block_mask,
-        scale=scaling,
-    )
-    if torch.compiler.is_compiling():  # inside the caller's compiled model: its graph fuses flex itself
-        output = flex_attention(**arguments)
+    arguments = [prepare(query, query_pad), prepare(key, key_pad), prepare(value, key_pad), pattern, block_mask]
+    rows = pattern.layout().dense_rows if pattern.dense_rows_outside_flex else None
+    rows = rows if rows is not None and rows.shape[1] else None
+    if torch.compiler.is_compiling():  # inside the caller's compiled model: its graph fuses the layer
+        output = _flex_layer(*arguments, rows, scaling)
+    elif query.device.type in COMPILED_LAYER_DEVICES:
+        if _compiled_flex_layer is None:
+            raise_recompile_limit()
+            _compiled_flex_layer = torch.compile(_flex_layer, dynamic=False)
+        if rows is not None:
+            rows = F.pad(rows, (0, dense_row_bucket(rows.shape[1]) - rows.shape[1]), value=-1)
+        output = _compiled_flex_layer(*arguments, rows, scaling)
     else:
         if _compiled_flex_attention is None:
             raise_recompile_limit()
             _compiled_flex_attention = torch.compile(flex_attention, dynamic=False)
-        output = _compiled_flex_attention(**arguments)
+        output = _flex_layer(*arguments, rows, scaling, kernel=_compiled_flex_attention)
     return output[:, :, : pattern.query_length]
 
 
@@ -171,10 +195,10 @@ def _band_phase(query, key, value, pattern, layout, scaling, dropout_p):
     num_blocks = -(-length // block)
     device = query.device
 
-    block_first = torch.arange(num_blocks, device=device) * block
-    band_start = layout.band(block_first)[0]
-    band_stop = layout.band(block_first + block - 1)[1] + 1
-    span = int((band_stop - band_start).max())  # the same number of keys for every block, so they batch
+    # the same number of keys for every block, so they batch: the band's ends are functions of the positions alone,
+    # evaluated on Python ints, so that nothing is read back from the device
+    span = max(layout.band(first + block - 1)[1] + 1 - layout.band(first)[0] for first in range(0, length, block))
+    band_start = layout.band(torch.arange(num_blocks, device=device) * block)[0]
     kv_idx = (band_start[:, None] + torch.arange(span, device=device)).expand(batch, num_blocks, span)
     key_ok = (kv_idx >= 0) & (kv_idx < length)
     if layout.extra_keys is not None and layout.extra_keys.shape[1]:
@@ -294,10 +318,7 @@ def _blocked_attention(query, key, value, pattern, scaling, dropout_p):
     rows = layout.dense_rows
     if rows is not None and rows.shape[1]:
         row_output = _keys_subset_phase(query, key, value, pattern, rows, layout.dense_row_keys, scaling, dropout_p)
-        # unused row slots (-1) write into one extra trailing row that is dropped
-        length = output.shape[2]
-        target = torch.where(rows >= 0, rows, length)[:, None, :, None].expand_as(row_output)
-        output = F.pad(output, (0, 0, 0, 1)).scatter(2, target, row_output)[:, :, :length]
+        output = scatter_positions(output, rows, row_output)
     return output
 
 

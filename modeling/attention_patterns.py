@@ -34,8 +34,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import BlockMask
 
-from .block_masks import BLOCK_MASK_CACHE, FLEX_BLOCK, raise_recompile_limit, tile_tensors, version_of
+from .block_masks import BLOCK_MASK_CACHE, FLEX_BLOCK, block_mask_from_layout, version_of
 
+# ETC's sentence id of padding (no sentence id a caller gives is this small).
+NO_SENTENCE = torch.iinfo(torch.long).min
 # Smallest query block of the blocked backend: tiny bands are merged into blocks at least this long so that
 # each batched matmul does real work.
 MIN_QUERY_BLOCK = 64
@@ -115,6 +117,21 @@ def gather_positions(tensor, positions):
     return tensor.gather(2, index)
 
 
+def scatter_positions(tensor, positions, rows):
+    """[B, H, L, D] with the rows at [B, n] `positions` (-1 unused) replaced by `rows` [B, H, n, D]; in place in
+    eager CPU code without gradients (no copy of the whole tensor; the boolean selection reads back, free there)."""
+    needs_grad = torch.is_grad_enabled() and (tensor.requires_grad or rows.requires_grad)
+    if tensor.device.type == "cpu" and not needs_grad and not torch.compiler.is_compiling():
+        used = positions >= 0
+        batch = torch.arange(positions.shape[0]).view(-1, 1).expand_as(positions)
+        tensor.transpose(1, 2)[batch[used], positions[used]] = rows.transpose(1, 2)[used]
+        return tensor
+    length = tensor.shape[2]
+    # unused slots (-1) write into one extra trailing row that is dropped
+    target = torch.where(positions >= 0, positions, length)[:, None, :, None].expand_as(rows)
+    return F.pad(tensor, (0, 0, 0, 1)).scatter(2, target, rows)[:, :, :length]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Patterns
 # ----------------------------------------------------------------------------------------------------------------
@@ -187,6 +204,14 @@ class AttentionPattern:
     blocked_attention = None
     # True where the pattern is plain causal attention over unpadded rows, which SDPA runs without a mask.
     causal_without_padding = False
+    # True where the layout's `dense_rows` attend to all keys (global tokens, graph nodes) and flex leaves them out
+    # (`flex_mask_mod`): `attention.py` computes them by one dense SDPA over those few rows and merges them, so that
+    # no query block of the BlockMask visits every key tile.
+    dense_rows_outside_flex = False
+
+    def flex_mask_mod(self, b, h, q_idx, kv_idx) -> torch.Tensor:
+        """The mask the flex kernel applies: `mask_mod`, without the dense rows where `dense_rows_outside_flex`."""
+        return self.mask_mod(b, h, q_idx, kv_idx)
 
     def for_query(self, query: torch.Tensor, scaling: float) -> "AttentionPattern":
         """The pattern ready for this query ([batch, heads, query_length, head_dim]): a pattern whose score modifier
@@ -287,7 +312,7 @@ class AttentionPattern:
             key = self.mask_key()
             block_mask = BLOCK_MASK_CACHE.get(key) if key is not None else None
             if block_mask is None:
-                block_mask = _block_mask_from_layout(self)
+                block_mask = block_mask_from_layout(self)
                 if key is not None:
                     BLOCK_MASK_CACHE.put(key, block_mask, self._mask_inputs)
             self._cache["block_mask"] = block_mask
@@ -339,6 +364,8 @@ class SlidingWindowPattern(AttentionPattern):
         self.kind = pad_last(valid.to(torch.int8) * (1 + is_global.to(torch.int8)), self.flex_query_length, 0)
         # a 0-d tensor rather than an int, so that each window size does not compile its own flex kernel
         self.half_window = device_scalar(window // 2, self.device)
+        # the global rows (their positions read back once per pattern) run outside flex; none without a global mask
+        self.dense_rows_outside_flex = global_attention_mask is not None
         self._remember_mask_inputs(window, attention_mask, global_attention_mask)
 
     def mask_mod(self, b, h, q_idx, kv_idx):
@@ -346,18 +373,22 @@ class SlidingWindowPattern(AttentionPattern):
         reach = ((q_idx - kv_idx).abs() <= self.half_window) | (q_kind == 2) | (kv_kind == 2)
         return (q_kind > 0) & (kv_kind > 0) & reach
 
+    def flex_mask_mod(self, b, h, q_idx, kv_idx):  # the real local rows: band and global keys
+        kv_kind = self.kind[b, kv_idx]
+        reach = ((q_idx - kv_idx).abs() <= self.half_window) | (kv_kind == 2)
+        return (self.kind[b, q_idx] == 1) & (kv_kind > 0) & reach
+
     def _layout(self, with_positions: bool = True):
         global_positions = true_positions(self.kind[:, : self.query_length] == 2) if with_positions else None
         band = partial(symmetric_band, radius=self.window // 2)
-        real = self.kind > 0
         return SparseLayout(
             band=band,
             band_block=self.window // 2,
             extra_keys=global_positions,
             dense_rows=global_positions,
             full_band=band,
-            full_queries=real,
-            full_keys=real,
+            full_queries=self.kind == 1,  # the global rows run outside flex
+            full_keys=self.kind > 0,
         )
 
     def flex_layout(self) -> SparseLayout:
@@ -444,11 +475,14 @@ class GlobalLocalPattern(AttentionPattern):
             else as_keep_mask(global_attention_mask, "global_attention_mask", tuple(global_ids.shape))
         )
         padded = self.flex_query_length
-        self.valid = pad_last(torch.cat([global_valid, long_valid], dim=1), padded, False)
+        real = torch.cat([global_valid, long_valid], dim=1)
+        self.valid = pad_last(real, padded, False)
         # the global tokens are the first `num_global` positions: tested by index arithmetic, not a look-up (a 0-d
         # tensor, so that each count does not compile its own flex kernel)
         self.global_count = device_scalar(self.num_global, self.device)
-        self.sentence = pad_last(torch.cat([global_ids, long_ids], dim=1), padded, -1)
+        # padding's sentence id is NO_SENTENCE: under hard masking the mask reads one tensor per side, not two
+        sentence = torch.cat([global_ids, long_ids], dim=1).masked_fill(~real, NO_SENTENCE)
+        self.sentence = pad_last(sentence, padded, NO_SENTENCE)
         self.radius = device_scalar(local_radius, self.device)
         self.max_distance = device_scalar(relative_pos_max_distance, self.device)
         if relative_bias is not None:
@@ -534,16 +568,26 @@ class GlobalLocalPattern(AttentionPattern):
     def mask_mod(self, b, h, q_idx, kv_idx):
         q_global, kv_global = self.is_global(q_idx), self.is_global(kv_idx)
         l2l = ~q_global & ~kv_global & ((q_idx - kv_idx).abs() <= self.radius)
+        if not (self.hard_l2g_masking or self.hard_g2l_masking):  # g2g, l2g and g2l in full
+            return self.valid[b, q_idx] & self.valid[b, kv_idx] & (l2l | q_global | kv_global)
+        # the only parts that read the sentence ids, whose NO_SENTENCE also marks the padding
+        q_sentence, kv_sentence = self.sentence[b, q_idx], self.sentence[b, kv_idx]
+        same_sentence = q_sentence == kv_sentence
         g2g = q_global & kv_global
         l2g = ~q_global & kv_global
         g2l = q_global & ~kv_global
-        if self.hard_l2g_masking or self.hard_g2l_masking:  # the only parts that read the sentence ids
-            same_sentence = self.sentence[b, q_idx] == self.sentence[b, kv_idx]
-            if self.hard_l2g_masking:
-                l2g = l2g & same_sentence
-            if self.hard_g2l_masking:
-                g2l = g2l & same_sentence
-        return self.valid[b, q_idx] & self.valid[b, kv_idx] & (l2l | g2g | l2g | g2l)
+        if self.hard_l2g_masking:
+            l2g = l2g & same_sentence
+        if self.hard_g2l_masking:
+            g2l = g2l & same_sentence
+        return (q_sentence != NO_SENTENCE) & (kv_sentence != NO_SENTENCE) & (l2l | g2g | l2g | g2l)
+
+    @property
+    def dense_rows_outside_flex(self) -> bool:  # the global rows, [0, num_global): no read-back
+        return self.num_global > 0
+
+    def flex_mask_mod(self, b, h, q_idx, kv_idx):  # the long rows: the global ones run outside flex
+        return self.mask_mod(b, h, q_idx, kv_idx) & ~self.is_global(q_idx)
 
     def _relative_score_mod(self, score, b, h, q_idx, kv_idx):
         return score + self.relative_bias[self.relative_ids(b, q_idx, kv_idx), h]
@@ -740,62 +784,3 @@ class MemoryCompressedCausalPattern(AttentionPattern):
             full_keys=self.key_valid,
         )
 
-
-
-
-# Devices where the BlockMask's tile tensors are computed by a compiled function: on a GPU the eager builder is some
-# hundred small kernel launches; on the CPU it is a few milliseconds, less than a compile.
-COMPILED_BUILDER_DEVICES = ("cuda",)
-_compiled_tile_tensors = None
-
-
-def _block_mask_from_layout(pattern: AttentionPattern) -> BlockMask:
-    """A BlockMask from the pattern's layout, built from block indices (no quadratic mask evaluation).
-
-    Tiles the layout may need are present; those the layout promises fully allowed skip the mask, the others
-    apply `mask_mod`. Nothing is read back from the device: positions come as flags (`block_flags`) where a
-    pattern has them. The layout's functions are evaluated here, at the query blocks' first and last rows, so that
-    the compiled part takes only tensors and sizes (and recompiles only for a new shape, not for a new pattern).
-    """
-    global _compiled_tile_tensors
-    layout = pattern.flex_layout()
-    flags = pattern.block_flags()
-    num_q_blocks = pattern.flex_query_length // FLEX_BLOCK
-    q_first = torch.arange(num_q_blocks, device=pattern.device) * FLEX_BLOCK
-    q_last = q_first + FLEX_BLOCK - 1
-    # [num_q_blocks] key ranges [lo, hi) a query block may need; both ends are non-decreasing in the query, so a
-    # block needs [first(its first row), last(its last row)]
-    key_ranges = []
-    if layout.band is not None:
-        key_ranges.append((layout.band(q_first)[0], layout.band(q_last)[1] + 1))
-    if layout.key_prefix is not None:
-        key_ranges.append((torch.zeros_like(q_last), layout.key_prefix(q_last) + 1))
-    full = None
-    if layout.full_band is not None:  # keys promised to every row of the block: [first(last row), last(first row)]
-        full = (layout.full_band(q_last)[0], layout.full_band(q_first)[1] + 1, layout.full_queries, layout.full_keys)
-    arguments = (
-        tuple(key_ranges),
-        full,
-        flags.get("extra_keys", layout.extra_keys),
-        flags.get("dense_rows", layout.dense_rows),
-        flags.get("dense_row_keys", layout.dense_row_keys),
-        pattern.batch_size,
-        num_q_blocks,
-        pattern.flex_key_length // FLEX_BLOCK,
-        pattern.device,
-    )
-    tiles = tile_tensors
-    if pattern.device.type in COMPILED_BUILDER_DEVICES and not torch.compiler.is_compiling():
-        if _compiled_tile_tensors is None:
-            raise_recompile_limit()
-            _compiled_tile_tensors = torch.compile(tile_tensors, dynamic=False)
-        tiles = _compiled_tile_tensors
-    # the mask function of a copy without the pattern's cached tensors (a cached BlockMask keeps it alive)
-    mask_holder = copy.copy(pattern)
-    mask_holder._cache = {}
-    return BlockMask.from_kv_blocks(
-        *tiles(*arguments),
-        BLOCK_SIZE=FLEX_BLOCK,
-        mask_mod=mask_holder.mask_mod,
-        seq_lengths=(pattern.flex_query_length, pattern.flex_key_length),
-    )

@@ -1,9 +1,11 @@
-"""What every flex_attention pattern's BlockMask shares (`attention_patterns` builds them): the tile size, the cache of
-built masks, Dynamo's recompile limit and the count and index tensors a BlockMask is made of.
+"""How a flex_attention pattern's BlockMask is built from its layout (`block_mask_from_layout`, which
+`attention_patterns.AttentionPattern.flex_block_mask` calls) and what every BlockMask shares: the tile size, the cache
+of built masks, Dynamo's recompile limit and the count and index tensors a BlockMask is made of.
 
 The module is copied into exported Hub repos: it imports only torch and the standard library.
 """
 
+import copy
 from collections import OrderedDict
 
 import torch
@@ -117,3 +119,81 @@ def tile_tensors(
         return tiles.sum(-1).to(torch.int32)[:, None], indices[:, None]
 
     return (*counts_and_indices(partial_tiles), *counts_and_indices(full_tiles))
+
+
+def _mask_holder(pattern):
+    """A copy of the pattern for the BlockMask's mask function, without its cache (which a cached BlockMask would keep
+    alive) and with tensors of its own: a compiled layer given both the pattern (its score modifier) and the
+    BlockMask then never sees the two share a tensor, whether the mask was just built or came from the cache (Dynamo
+    guards on such aliasing and would compile again). The tables that need gradients are the score modifier's, not
+    the mask's: left out. Inside a caller's compiled model (one graph, nothing to guard between calls) a shallow
+    copy."""
+    if torch.compiler.is_compiling():
+        holder = copy.copy(pattern)
+        holder._cache = {}
+        return holder
+    memo = {id(pattern._cache): {}, id(pattern._mask_inputs): None}
+    for value in vars(pattern).values():
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            memo[id(value)] = None
+    return copy.deepcopy(pattern, memo)
+
+
+# Devices where the BlockMask's tile tensors are computed by a compiled function: on a GPU the eager builder is some
+# hundred small kernel launches; on the CPU it is a few milliseconds, less than a compile.
+COMPILED_BUILDER_DEVICES = ("cuda",)
+_compiled_tile_tensors = None
+
+
+def block_mask_from_layout(pattern) -> BlockMask:
+    """A BlockMask from the pattern's layout, built from block indices (no quadratic mask evaluation).
+
+    Tiles the layout may need are present; those the layout promises fully allowed skip the mask, the others
+    apply `mask_mod`. Nothing is read back from the device: positions come as flags (`block_flags`) where a
+    pattern has them. The layout's functions are evaluated here, at the query blocks' first and last rows, so that
+    the compiled part takes only tensors and sizes (and recompiles only for a new shape, not for a new pattern).
+    Dense rows that run outside flex (`AttentionPattern.dense_rows_outside_flex`) get no tiles: `flex_mask_mod`
+    leaves them out.
+    """
+    global _compiled_tile_tensors
+    layout = pattern.flex_layout()
+    flags = pattern.block_flags()
+    dense_rows = flags.get("dense_rows", layout.dense_rows)
+    if pattern.dense_rows_outside_flex:
+        dense_rows = None
+    num_q_blocks = pattern.flex_query_length // FLEX_BLOCK
+    q_first = torch.arange(num_q_blocks, device=pattern.device) * FLEX_BLOCK
+    q_last = q_first + FLEX_BLOCK - 1
+    # [num_q_blocks] key ranges [lo, hi) a query block may need; both ends are non-decreasing in the query, so a
+    # block needs [first(its first row), last(its last row)]
+    key_ranges = []
+    if layout.band is not None:
+        key_ranges.append((layout.band(q_first)[0], layout.band(q_last)[1] + 1))
+    if layout.key_prefix is not None:
+        key_ranges.append((torch.zeros_like(q_last), layout.key_prefix(q_last) + 1))
+    full = None
+    if layout.full_band is not None:  # keys promised to every row of the block: [first(last row), last(first row)]
+        full = (layout.full_band(q_last)[0], layout.full_band(q_first)[1] + 1, layout.full_queries, layout.full_keys)
+    arguments = (
+        tuple(key_ranges),
+        full,
+        flags.get("extra_keys", layout.extra_keys),
+        dense_rows,
+        flags.get("dense_row_keys", layout.dense_row_keys),
+        pattern.batch_size,
+        num_q_blocks,
+        pattern.flex_key_length // FLEX_BLOCK,
+        pattern.device,
+    )
+    tiles = tile_tensors
+    if pattern.device.type in COMPILED_BUILDER_DEVICES and not torch.compiler.is_compiling():
+        if _compiled_tile_tensors is None:
+            raise_recompile_limit()
+            _compiled_tile_tensors = torch.compile(tile_tensors, dynamic=False)
+        tiles = _compiled_tile_tensors
+    return BlockMask.from_kv_blocks(
+        *tiles(*arguments),
+        BLOCK_SIZE=FLEX_BLOCK,
+        mask_mod=_mask_holder(pattern).flex_mask_mod,
+        seq_lengths=(pattern.flex_query_length, pattern.flex_key_length),
+    )

@@ -18,9 +18,13 @@ from .attention_patterns import (
     flex_bucket,
     gather_positions,
     pad_last,
+    scatter_positions,
     symmetric_band,
     true_positions,
 )
+
+# `HeterogeneousGraph.token_document` of a node or padding (no document id a caller gives is this small).
+NOT_A_TOKEN = torch.iinfo(torch.long).min
 
 
 class HeterogeneousGraph:
@@ -77,6 +81,9 @@ class HeterogeneousGraph:
         if document_ids is None:
             document_ids = torch.zeros_like(types)
         self.document_ids = pad_last(as_index_tensor(document_ids, "document_ids", shape), padded, -1)
+        # the token window's one look-up per position: a real token's document, NOT_A_TOKEN for nodes and padding
+        real_token = self.valid & (self.node_types == self.TOKEN)
+        self.token_document = torch.where(real_token, self.document_ids, NOT_A_TOKEN)
         # what the masks are made of, for the BlockMask cache (`AttentionPattern.mask_key`)
         self.inputs = (node_types, attention_mask, entity_ids, document_ids, keep_documents_apart)
 
@@ -141,14 +148,6 @@ def _sdpa_rows(query, key, value, attn_mask, has_key, scaling, dropout_p):
     return output if has_key is None else output.masked_fill(~has_key, 0.0)
 
 
-def _scatter_rows(output, rows, row_output):
-    """`output` [B, H, L, D] with the rows at `rows` ([B, R], -1 unused) replaced by `row_output` [B, H, R, D]."""
-    length = output.shape[2]
-    # unused row slots (-1) write into one extra trailing row that is dropped
-    target = torch.where(rows >= 0, rows, length)[:, None, :, None].expand_as(row_output)
-    return F.pad(output, (0, 0, 0, 1)).scatter(2, target, row_output)[:, :, :length]
-
-
 class TokenWindowPattern(_HeterogeneousPattern):
     """HetFormer token-to-token sliding window (see `HeterogeneousGraph`); node rows and keys are excluded.
 
@@ -167,12 +166,12 @@ class TokenWindowPattern(_HeterogeneousPattern):
         self.half_window = device_scalar(window // 2, self.device)
         self._remember_mask_inputs(window, *graph.inputs)
 
-    def mask_mod(self, b, h, q_idx, kv_idx):
-        token = HeterogeneousGraph.TOKEN
-        allowed = self._is(b, q_idx, token) & self._is(b, kv_idx, token) & ((q_idx - kv_idx).abs() <= self.half_window)
+    def mask_mod(self, b, h, q_idx, kv_idx):  # two look-ups per pair (`token_document`), the band by arithmetic
+        q_code, kv_code = self.graph.token_document[b, q_idx], self.graph.token_document[b, kv_idx]
+        band = (q_idx - kv_idx).abs() <= self.half_window
         if self.graph.keep_documents_apart:
-            allowed = allowed & self._same_document(b, q_idx, kv_idx)
-        return self._both_valid(b, q_idx, kv_idx) & allowed
+            return (q_code != NOT_A_TOKEN) & (q_code == kv_code) & band
+        return (q_code != NOT_A_TOKEN) & (kv_code != NOT_A_TOKEN) & band
 
     def _blocks(self) -> dict:
         """The block layout and masks, built once per pattern.
@@ -274,14 +273,17 @@ class TokenWindowPattern(_HeterogeneousPattern):
         band = partial(symmetric_band, radius=self.window // 2)
         if self.graph.keep_documents_apart:  # document borders can cut any tile: no tile is promised full
             return SparseLayout(band=band, band_block=self.window // 2)
-        real_token = self.graph.valid & (self.graph.node_types == HeterogeneousGraph.TOKEN)
+        real_token = self.graph.token_document != NOT_A_TOKEN
         return SparseLayout(
             band=band, band_block=self.window // 2, full_band=band, full_queries=real_token, full_keys=real_token
         )
 
 
 class NodePattern(_HeterogeneousPattern):
-    """HetFormer sentence and document node edges (see `HeterogeneousGraph`)."""
+    """HetFormer sentence and document node edges (see `HeterogeneousGraph`). Through flex, the node rows (which
+    read every key) run outside the kernel, by one dense SDPA (`dense_rows_outside_flex`)."""
+
+    dense_rows_outside_flex = True
 
     def mask_mod(self, b, h, q_idx, kv_idx):
         token, sentence, document = HeterogeneousGraph.TOKEN, HeterogeneousGraph.SENTENCE, HeterogeneousGraph.DOCUMENT
@@ -294,6 +296,9 @@ class NodePattern(_HeterogeneousPattern):
         document_token = ((q_document & kv_token) | (q_token & kv_document)) & same_document
         node_node = ~q_token & ~kv_token  # s2s, s2d, d2s, d2d
         return self._both_valid(b, q_idx, kv_idx) & (sentence_token | document_token | node_node)
+
+    def flex_mask_mod(self, b, h, q_idx, kv_idx):  # the token rows: the node rows run outside flex
+        return self.mask_mod(b, h, q_idx, kv_idx) & self._is(b, q_idx, HeterogeneousGraph.TOKEN)
 
     def _is_node(self):
         return (self.graph.node_types != HeterogeneousGraph.TOKEN) & self.graph.valid
@@ -339,7 +344,7 @@ class NodePattern(_HeterogeneousPattern):
             gather_positions(query, nodes), key, value, *self._subset_mask("node_rows", nodes, None), scaling,
             dropout_p,
         )
-        return _scatter_rows(to_nodes, nodes, node_rows)
+        return scatter_positions(to_nodes, nodes, node_rows)
 
 
 class EntityPattern(_HeterogeneousPattern):
@@ -374,4 +379,4 @@ class EntityPattern(_HeterogeneousPattern):
         )
         if mentions.shape[1] == query.shape[2] and bool((mentions >= 0).all()):
             return rows  # every position is a mention (positions ascend): the rows are the output
-        return _scatter_rows(query.new_zeros(query.shape[:3] + (value.shape[-1],)), mentions, rows)
+        return scatter_positions(query.new_zeros(query.shape[:3] + (value.shape[-1],)), mentions, rows)

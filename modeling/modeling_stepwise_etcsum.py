@@ -56,7 +56,13 @@ from .bert_blocks import (
     init_bert_style_weights,
     load_encoder_and_config,
 )
-from .sentence_scoring import StepwiseScoringMixin, check_sentence_slots, first_sentences, slot_logits_and_loss
+from .sentence_scoring import (
+    StepwiseScoringMixin,
+    check_sentence_slots,
+    first_sentences,
+    reads_back_freely,
+    slot_logits_and_loss,
+)
 from .summarizer_mixin import SummarizerMixin
 
 # Global token types.
@@ -281,8 +287,9 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
 
         Summary sentence k of a document with n sentences has sentence id n + k (its global token sits at global
         position n + k); the end token's id, n + len(summary), has no long token, so with hard g2l masking it reads
-        only global tokens. Built by index arithmetic on the inputs' device: the one value read back per call is the
-        pair of padded widths (the rows' shape).
+        only global tokens. Built by index arithmetic on the inputs' device; the rows' widths are exact on the CPU
+        and bounds from the inputs' shapes elsewhere, so that nothing is read back from an accelerator
+        (`sentence_scoring.HOST_READ_DEVICES`).
         """
         device = input_ids.device
         summary_indices = summary_indices.long()  # an empty summary built as torch.tensor([[]]) is float
@@ -309,12 +316,13 @@ class ETCSumPreTrainedModel(SummarizerMixin, PreTrainedModel):
         ends = sizes.cumsum(-1)  # where each summary sentence's tokens end, counted after the document's
         row_length = lengths + ends[:, -1:]
         global_length = counts + summary_length + int(end)
-        if torch.compiler.is_exporting():
-            # traced (the ONNX export): widths read from the values would fix the traced axes, so the rows take the
-            # widths the input shapes allow; the extra padding changes no score (real tokens come first)
+        if torch.compiler.is_exporting() or not reads_back_freely(device):
+            # traced (the ONNX export: widths read from the values would fix the traced axes) or on an accelerator
+            # (no step waits for the device): the widths the input shapes allow; the extra padding changes no score
+            # (real tokens come first)
             long_width = input_ids.shape[1] + summary_indices.shape[1] * (self.config.max_sentence_tokens + 2)
             global_width = cls_positions.shape[1] + summary_indices.shape[1] + int(end)
-        else:
+        else:  # the exact widths: reading a CPU tensor waits for nothing
             long_width, global_width = torch.stack([row_length.max(), global_length.max()]).tolist()
 
         position = torch.arange(long_width, device=device).expand(row_documents.shape[0], -1)

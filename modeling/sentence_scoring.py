@@ -128,14 +128,34 @@ def step_rows(summary_indices, row_documents, num_documents: int, max_summary_se
     return summary_indices, row_documents
 
 
+# Devices whose tensors the host reads without waiting for an accelerator: there the step's checks raise a clear
+# error and Stepwise ETCSum's rows are cut to their exact widths. Elsewhere (a GPU) a training or decoding step reads
+# nothing back: the checks are asserted on the device and the widths are bounds from the inputs' shapes.
+HOST_READ_DEVICES = ("cpu",)
+
+
+def reads_back_freely(device: torch.device) -> bool:
+    return device.type in HOST_READ_DEVICES
+
+
+def check_on_device(condition: torch.Tensor, message: str) -> None:
+    """`ValueError(message)` where the 0-d bool `condition` is False, read back on the CPU; on an accelerator an
+    assertion queued on the device (no synchronization; a failure surfaces as a device-side assert naming it)."""
+    if reads_back_freely(condition.device):
+        if not bool(condition):
+            raise ValueError(message)
+    else:
+        torch._assert_async(condition, message)
+
+
 def check_summary_indices(summary_indices, row_mask) -> None:
     """Every index of a row's partial summary names a real sentence of its document (`row_mask` [rows, sentences])
     or is padding (negative)."""
     named = summary_indices >= 0
-    if bool((summary_indices >= row_mask.shape[1]).any()) or not bool(
-        row_mask.gather(1, summary_indices.clamp(min=0))[named].all()
-    ):
-        raise ValueError("`summary_indices` must name real sentences of the row's document (or be -1)")
+    in_range = summary_indices < row_mask.shape[1]
+    real = row_mask.gather(1, summary_indices.clamp(min=0, max=max(0, row_mask.shape[1] - 1))) & in_range
+    message = "`summary_indices` must name real sentences of the row's document (or be -1)"
+    check_on_device((real | ~named).all(), message)
 
 
 def next_choice_logits_and_loss(logits, row_mask, summary_indices, labels=None, repeatable=None):
@@ -167,25 +187,23 @@ def target_set_loss(logits, labels):
     """The loss of `next_choice_logits_and_loss` for [rows, choices] `labels`: -log P(the positive set) plus
     |w| x -log(1 - p) for every negative entry w, mean over rows. A row needs one positive entry."""
     log_probs = torch.log_softmax(logits, dim=-1)
-    if not bool((labels > 0).any(-1).all()):
-        raise ValueError("every row of set labels needs a positive entry")
+    check_on_device((labels > 0).any(-1).all(), "every row of set labels needs a positive entry")
     set_log_prob = torch.logsumexp(log_probs.masked_fill(labels <= 0, float("-inf")), dim=-1)
-    loss = -set_log_prob
-    negatives = labels < 0
-    if bool(negatives.any()):
-        # log(1 - p), stable for p near 1; clamped so that p = 1 gives a large finite penalty
-        log_rest = torch.log1p(-log_probs.exp().clamp(max=1 - 1e-6))
-        loss = loss - (labels.clamp(max=0).abs() * log_rest.masked_fill(~negatives, 0.0)).sum(-1)
-    return loss.mean()
+    # log(1 - p) of the negatives, stable for p near 1; clamped so that p = 1 gives a large finite penalty; computed
+    # for every row (a row without negatives adds zero), so that nothing is read back to decide
+    log_rest = torch.log1p(-log_probs.exp().clamp(max=1 - 1e-6))
+    return (-set_log_prob - (labels.clamp(max=0).abs() * log_rest.masked_fill(labels >= 0, 0.0)).sum(-1)).mean()
 
 
 __all__ = [
     "ExtractiveSummarizerOutput",
     "StepwiseScoringMixin",
+    "check_on_device",
     "check_sentence_slots",
     "check_summary_indices",
     "first_sentences",
     "next_choice_logits_and_loss",
+    "reads_back_freely",
     "sentence_logits_and_loss",
     "slot_logits_and_loss",
     "step_rows",

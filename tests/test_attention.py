@@ -9,6 +9,7 @@ os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/sumformers_inductor_cache
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
 from transformers import LongformerConfig, PretrainedConfig, PreTrainedModel  # noqa: E402
 from transformers.models.longformer.modeling_longformer import LongformerSelfAttention  # noqa: E402
 
@@ -229,6 +230,51 @@ def test_hetformer_entity_mask_by_hand():
         "0000010001",
     )
     assert torch.equal(_hetformer_tiny().entities().dense_mask()[0, 0], expected)
+
+
+def _grid(pattern):
+    b = torch.arange(pattern.batch_size).view(-1, 1, 1, 1)
+    q = torch.arange(pattern.flex_query_length).view(1, 1, -1, 1)
+    return b, q, q.view(1, 1, 1, -1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_one_lookup_masks_equal_the_masks_by_separate_lookups(seed):
+    """The token window's and ETC's hard-masking mask functions read one code per position and side (a real token's
+    document, a real token's sentence) instead of separate validity, type and id tensors: over random graphs and
+    ETC inputs with scattered padding, they equal the masks written with those separate look-ups."""
+    generator = torch.Generator().manual_seed(seed)
+    length = 150
+    valid = torch.rand(BATCH, length, generator=generator) > 0.15
+    nodes = torch.rand(BATCH, length, generator=generator) < 0.2
+    node_types = torch.randint(0, 3, (BATCH, length), generator=generator) * nodes
+    documents = torch.randint(0, 3, (BATCH, length), generator=generator).sort(-1).values
+    for apart in (False, True):
+        graph = HeterogeneousGraph(node_types, valid, None, documents, keep_documents_apart=apart)
+        pattern = graph.token_window(10)
+        b, q, kv = _grid(pattern)
+        token = graph.valid & (graph.node_types == HeterogeneousGraph.TOKEN)
+        expected = token[b, q] & token[b, kv] & ((q - kv).abs() <= 5)
+        if apart:
+            expected &= graph.document_ids[b, q] == graph.document_ids[b, kv]
+        assert expected.any() and torch.equal(pattern.mask_mod(b, 0, q, kv), expected), apart
+    num_global = 12
+    long_ids = torch.randint(0, num_global, (BATCH, length - num_global), generator=generator).sort(-1).values
+    global_ids = torch.randint(0, num_global, (BATCH, num_global), generator=generator)
+    both = {"hard_g2l_masking": True, "hard_l2g_masking": True}
+    for hard in ({"hard_g2l_masking": True}, {"hard_l2g_masking": True}, both):
+        pattern = GlobalLocalPattern(long_ids, global_ids, 6, 4, valid[:, num_global:], valid[:, :num_global], **hard)
+        b, q, kv = _grid(pattern)
+        padded = pattern.flex_query_length
+        real = F.pad(valid, (0, padded - length), value=False)
+        sentence = F.pad(torch.cat([global_ids, long_ids], 1), (0, padded - length), value=-1)
+        q_global, kv_global = q < num_global, kv < num_global
+        same = sentence[b, q] == sentence[b, kv]
+        l2g = ~q_global & kv_global & (same if hard.get("hard_l2g_masking") else True)
+        g2l = q_global & ~kv_global & (same if hard.get("hard_g2l_masking") else True)
+        l2l = ~q_global & ~kv_global & ((q - kv).abs() <= 6)
+        expected = real[b, q] & real[b, kv] & (l2l | (q_global & kv_global) | l2g | g2l)
+        assert torch.equal(pattern.mask_mod(b, 0, q, kv), expected), hard
 
 
 def test_block_local_causal_mask_by_hand():
@@ -489,12 +535,76 @@ def test_flex_block_mask_covers_the_mask_exactly(name):
     assert not (partial_tiles & full_tiles).any()
     q = torch.arange(pattern.flex_query_length).view(1, 1, -1, 1)
     kv = torch.arange(pattern.flex_key_length).view(1, 1, 1, -1)
-    mask = pattern.mask_mod(torch.arange(BATCH).view(-1, 1, 1, 1), 0, q, kv)[:, 0]  # at every padded position
+    b = torch.arange(BATCH).view(-1, 1, 1, 1)
+    mask = block_mask.mask_mod(b, 0, q, kv)[:, 0]  # the mask flex applies, at every padded position
+    full_mask = pattern.mask_mod(b, 0, q, kv)[:, 0]
+    if pattern.dense_rows_outside_flex:  # flex has every row but the dense ones, which it leaves out entirely
+        dense = torch.zeros(BATCH, q.shape[2] + 1, dtype=torch.bool)
+        rows = pattern.layout().dense_rows
+        dense.scatter_(1, torch.where(rows >= 0, rows, q.shape[2]), True)
+        assert dense.any() and not mask[dense[:, :-1]].any()
+        assert torch.equal(mask, full_mask & ~dense[:, :-1, None])
+    else:
+        assert torch.equal(mask, full_mask)
     per_tile = mask.view(BATCH, q.shape[2] // 128, 128, kv.shape[3] // 128, 128)
     assert not per_tile.any(dim=(2, 4))[~(partial_tiles | full_tiles)].any()  # nothing allowed outside the tiles
     assert per_tile.all(dim=(2, 4))[full_tiles].all()  # tiles that skip the mask are entirely allowed
     if name in ("window", "etc", "block_local", "memory_compressed", "het_window"):
         assert full_tiles.any()
+
+
+def _flex_by_definition(query, key, value, score_mod, block_mask, scale):
+    """What the flex kernel computes, written out densely with autograd (torch has no flex backward on the CPU):
+    the scaled scores, `score_mod`, the softmax over the keys the BlockMask's mask function allows; rows without
+    any give zeros."""
+    b, h = torch.arange(query.shape[0]).view(-1, 1, 1, 1), torch.arange(query.shape[1]).view(1, -1, 1, 1)
+    q, kv = torch.arange(query.shape[2]).view(1, 1, -1, 1), torch.arange(key.shape[2]).view(1, 1, 1, -1)
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    if score_mod is not None:
+        scores = score_mod(scores, b, h, q, kv)
+    mask = block_mask.mask_mod(b, h, q, kv).expand_as(scores)
+    weights = torch.softmax(scores.masked_fill(~mask, torch.finfo(scores.dtype).min), dim=-1)
+    return torch.matmul(weights.masked_fill(~mask.any(-1, keepdim=True), 0.0), value)
+
+
+GLOBAL_ROW_PATTERNS = ["window_global", "etc_hard_g2l_bias", "etc_hard_l2g", "etc_relative_keys", "het_nodes"]
+
+
+@pytest.mark.parametrize("name", GLOBAL_ROW_PATTERNS)
+def test_flex_global_rows_by_dense_sdpa_match_eager_with_gradients(name, monkeypatch):
+    """Through flex, the rows that attend to every key (global tokens, HetFormer's nodes) are left out of the
+    BlockMask and computed by one dense SDPA: the merged output equals the eager reference, and so do its gradients
+    (the kernel replaced by its dense definition, since flex has no backward on the CPU; the real kernel's
+    gradients are checked on a GPU by `test_flex_gradients_match_eager_on_gpu`)."""
+    pattern, parameters = PATTERNS[name](_valid())
+    assert pattern.dense_rows_outside_flex
+    q, k, v = _inputs(pattern, requires_grad=True)
+    weights = torch.randn(BATCH, HEADS, pattern.query_length, HEAD_DIM, generator=torch.Generator().manual_seed(1))
+    wrt = [q, k, v, *parameters]
+    expected = sparse_attention(q, k, v, pattern, "eager")
+    reference = torch.autograd.grad((expected * weights).sum(), wrt)
+    if name in FLEX_IN_FAST_RUN:  # the real kernel, forward (the others' in the slow run of the backend test)
+        assert (_run("flex_attention", q, k, v, pattern) - expected).abs().max() <= TOL
+    monkeypatch.setattr(attention, "_compiled_flex_attention", _flex_by_definition)
+    output = attention._flex_attention(q, k, v, pattern, HEAD_DIM**-0.5)
+    assert (output - expected).abs().max() <= TOL
+    for grad, wanted in zip(torch.autograd.grad((output * weights).sum(), wrt), reference):
+        torch.testing.assert_close(grad, wanted, rtol=1e-4, atol=TOL)
+
+
+def test_global_rows_no_longer_make_the_first_query_block_visit_every_key_tile():
+    """ETC with 12 global tokens (positions 0-11) and l2l radius 64 at 1,024 positions: query block 0 (rows 0-127)
+    needs key tile 0 (the global keys and its own band) and tile 1 (the band reaches 191), not all 8 tiles."""
+    pattern = GlobalLocalPattern(
+        (torch.arange(1012) // 40).expand(BATCH, -1), torch.arange(12).expand(BATCH, -1), 64, 8
+    )
+    block_mask = pattern.flex_block_mask()
+    tiles = _tiles(block_mask.kv_num_blocks, block_mask.kv_indices) | _tiles(
+        block_mask.full_kv_num_blocks, block_mask.full_kv_indices
+    )
+    assert tiles.shape == (BATCH, 8, 8)
+    assert tiles[:, 0].nonzero()[:, 1].tolist() == [0, 1] * BATCH
+    assert tiles[:, 1:, 0].all()  # every long row still reads the global keys
 
 
 def test_flex_with_full_tiles_matches_eager():
@@ -838,10 +948,10 @@ def test_block_masks_are_built_without_reading_anything_back(name, monkeypatch):
     """Building a BlockMask reads no tensor back to the host (`.item()`, `int(tensor)`, `bool(tensor)`, ...: each a
     device sync on a GPU); patterns with positions give flags instead, and the mask equals the one built from the
     positions."""
-    from sumformers.modeling import attention_patterns, block_masks
+    from sumformers.modeling import block_masks
 
     pattern, _ = PATTERNS[name](_valid())  # constructors may check their arguments on the host
-    from_positions = attention_patterns._block_mask_from_layout(_PositionsOnly(pattern))
+    from_positions = block_masks.block_mask_from_layout(_PositionsOnly(pattern))
     block_masks.clear_block_mask_cache()
 
     def refuse(*args, **kwargs):
@@ -858,7 +968,7 @@ def test_block_mask_cache_reuses_the_mask_of_equal_inputs_only():
     """A pattern built again from equal inputs gets the very same BlockMask (no rebuild); other padding, length or
     window, or an input changed in place, gets its own, equal to an uncached build; outputs equal the uncached
     path's."""
-    from sumformers.modeling import attention_patterns, block_masks
+    from sumformers.modeling import block_masks
 
     block_masks.clear_block_mask_cache()
     first, _ = _window_global(_valid())
@@ -889,7 +999,7 @@ def test_block_mask_cache_reuses_the_mask_of_equal_inputs_only():
     masks = [pattern.flex_block_mask() for pattern in others]
     assert len({id(m) for m in [mask, *masks]}) == len(others) + 1
     for pattern, got in zip(others, masks):
-        assert _same_tiles(got, attention_patterns._block_mask_from_layout(pattern))
+        assert _same_tiles(got, block_masks.block_mask_from_layout(pattern))
 
 
 def test_block_mask_key_off_the_cpu_is_the_inputs_identity_and_version():
@@ -911,41 +1021,84 @@ def test_compiled_block_mask_builder_traces_once_per_shape(monkeypatch):
     (other padding) reuses the first one's graph instead of recompiling (Dynamo's counting backend, no inductor)."""
     from torch._dynamo.testing import CompileCounter
 
-    from sumformers.modeling import attention_patterns, block_masks
+    from sumformers.modeling import block_masks
 
     counter = CompileCounter()
     compiled = torch.compile(block_masks.tile_tensors, backend=counter, dynamic=False)
-    monkeypatch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ("cpu",))
-    monkeypatch.setattr(attention_patterns, "_compiled_tile_tensors", compiled)
+    monkeypatch.setattr(block_masks, "COMPILED_BUILDER_DEVICES", ("cpu",))
+    monkeypatch.setattr(block_masks, "_compiled_tile_tensors", compiled)
     other_padding = _valid()
     other_padding[0, 150:] = False
     for name in ("window_global", "etc_hard_g2l_bias", "block_local_causal", "memory_compressed", "het_nodes"):
         first, second = PATTERNS[name](_valid())[0], PATTERNS[name](other_padding)[0]
-        built = attention_patterns._block_mask_from_layout(first)
+        built = block_masks.block_mask_from_layout(first)
         frames = counter.frame_count
-        built_again = attention_patterns._block_mask_from_layout(second)
+        built_again = block_masks.block_mask_from_layout(second)
         assert counter.frame_count == frames, name
         with monkeypatch.context() as patch:
-            patch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ())
-            assert _same_tiles(built, attention_patterns._block_mask_from_layout(first)), name
-            assert _same_tiles(built_again, attention_patterns._block_mask_from_layout(second)), name
+            patch.setattr(block_masks, "COMPILED_BUILDER_DEVICES", ())
+            assert _same_tiles(built, block_masks.block_mask_from_layout(first)), name
+            assert _same_tiles(built_again, block_masks.block_mask_from_layout(second)), name
     assert counter.frame_count >= 1
 
 
 @pytest.mark.slow
 def test_compiled_block_mask_builder_equals_the_eager_one(monkeypatch):
     """The builder compiled (as on a GPU), forced on the CPU, gives the eager builder's tiles."""
-    from sumformers.modeling import attention_patterns
+    from sumformers.modeling import block_masks
 
-    monkeypatch.setattr(attention_patterns, "_compiled_tile_tensors", None)
+    monkeypatch.setattr(block_masks, "_compiled_tile_tensors", None)
     for name in ("window_global", "etc_hard_g2l_bias", "het_nodes", "het_entities", "memory_compressed"):
         pattern, _ = PATTERNS[name](_valid())
-        eager = attention_patterns._block_mask_from_layout(pattern)
+        eager = block_masks.block_mask_from_layout(pattern)
         with monkeypatch.context() as patch:
-            patch.setattr(attention_patterns, "COMPILED_BUILDER_DEVICES", ("cpu",))
-            compiled = attention_patterns._block_mask_from_layout(pattern)
-        assert attention_patterns._compiled_tile_tensors is not None
+            patch.setattr(block_masks, "COMPILED_BUILDER_DEVICES", ("cpu",))
+            compiled = block_masks.block_mask_from_layout(pattern)
+        assert block_masks._compiled_tile_tensors is not None
         assert _same_tiles(compiled, eager), name
+
+
+def test_flex_layer_compiled_as_a_whole_traces_once_per_bucket(monkeypatch):
+    """Where the whole flex layer (kernel, dense rows, merge) is one compiled graph (on a GPU; forced here on the CPU
+    with Dynamo's counting backend, no inductor): one graph per pattern kind, reused by a pattern of the same bucket
+    with other padding and another number of global rows (the same row bucket) and by one whose BlockMask comes from
+    the cache; outputs equal eager."""
+    from torch._dynamo.testing import CompileCounter
+
+    from sumformers.modeling.block_masks import RECOMPILE_LIMIT
+
+    counter, torch_compile = CompileCounter(), torch.compile
+    monkeypatch.setattr(torch, "compile", lambda function, **kw: torch_compile(function, backend=counter, **kw))
+    monkeypatch.setattr(attention, "COMPILED_LAYER_DEVICES", ("cpu",))
+    monkeypatch.setattr(attention, "_compiled_flex_layer", None)
+    other_padding = _valid()
+    other_padding[0, 150:] = False  # drops batch row 0's global token at 199 (4 global rows -> 3)
+    with torch._dynamo.config.patch(recompile_limit=8):  # Dynamo's default, restored afterwards
+        for name in ("window_global", "etc_hard_g2l_bias", "etc_relative_keys", "het_nodes", "het_token_window"):
+            frames = None
+            for valid in (_valid(), other_padding, _valid()):  # the third: its BlockMask from the cache
+                pattern, _ = PATTERNS[name](valid)
+                q, k, v = _inputs(pattern)
+                with torch.no_grad():
+                    got = sparse_attention(q, k, v, pattern, "flex_attention")
+                assert (got - sparse_attention(q, k, v, pattern, "eager")).abs().max() <= TOL, name
+                frames = counter.frame_count if frames is None else frames
+                assert counter.frame_count == frames, name
+        assert counter.frame_count == 5 and attention._compiled_flex_layer is not None  # one graph a kind: no break
+        assert torch._dynamo.config.recompile_limit == RECOMPILE_LIMIT  # raised once, by the layer's first compile
+
+
+@pytest.mark.slow
+def test_flex_layer_compiled_by_inductor_matches_eager(monkeypatch):
+    """The whole flex layer compiled by inductor (as on a GPU; forced here on the CPU) equals the eager reference."""
+    monkeypatch.setattr(attention, "COMPILED_LAYER_DEVICES", ("cpu",))
+    monkeypatch.setattr(attention, "_compiled_flex_layer", None)
+    for name in ("window_global", "etc_relative_keys"):
+        pattern, _ = PATTERNS[name](_valid())
+        q, k, v = _inputs(pattern)
+        with torch.no_grad():
+            got = sparse_attention(q, k, v, pattern, "flex_attention")
+        assert (got - sparse_attention(q, k, v, pattern, "eager")).abs().max() <= TOL, name
 
 
 class _PositionsOnly:
@@ -985,7 +1138,7 @@ def test_flex_on_cuda_matches_eager(name):
 def test_block_mask_build_does_not_sync_on_cuda(name):
     """On the GPU, building a BlockMask (the compiled builder, once compiled for the kind and shape) and its cache
     key make no device-to-host synchronization, and the mask equals the first one's."""
-    from sumformers.modeling import attention_patterns
+    from sumformers.modeling import block_masks
 
     with torch.device("cuda"):
         warm, _ = PATTERNS[name](_valid())
@@ -998,7 +1151,7 @@ def test_block_mask_build_does_not_sync_on_cuda(name):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert built is not first and _same_tiles(built, first)
-    assert attention_patterns._compiled_tile_tensors is not None
+    assert block_masks._compiled_tile_tensors is not None
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's sync debug mode needs a CUDA GPU")
@@ -1026,3 +1179,37 @@ def test_window_and_etc_patterns_are_made_and_built_without_a_sync_on_cuda():
         finally:
             torch.cuda.set_sync_debug_mode("default")
         assert built is not first and _same_tiles(built, first), name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA's sync debug mode needs a CUDA GPU")
+@pytest.mark.parametrize("implementation", ["blocked", "flex_attention"])
+def test_stepwise_etcsum_step_does_not_sync_on_cuda(implementation):
+    """A Stepwise ETCSum training step on the GPU (its rows, the ETC pattern, the attention, the set-label loss and
+    the backward pass) makes no device-to-host synchronization once warmed up."""
+    from conftest import tiny_bert_config
+    from sumformers import StepwiseETCSumConfig, StepwiseETCSumForExtractiveSummarization
+
+    config = StepwiseETCSumConfig(
+        encoder_config=tiny_bert_config().to_dict(), local_radius=4, relative_pos_max_distance=3,
+        max_sentence_tokens=10,
+    )  # fmt: skip
+    model = StepwiseETCSumForExtractiveSummarization(config).cuda().train()
+    model.set_attn_implementation(implementation)
+    with torch.device("cuda"):
+        sentence_mask = torch.tensor([[True] * 4, [True, True, False, False]])
+        cls_positions = torch.tensor([[0, 9, 20, 31], [0, 12, 20, 20]])
+        attention_mask = (torch.arange(40) < torch.tensor([[40], [20]])).long()
+        batch = dict(
+            input_ids=torch.randint(1000, 2000, (2, 40)) * attention_mask, attention_mask=attention_mask,
+            cls_positions=cls_positions, sentence_mask=sentence_mask,
+            summary_indices=torch.tensor([[2, 0], [1, -1], [-1, -1]]), row_documents=torch.tensor([0, 1, 1]),
+            labels=torch.tensor([[0.0, 1, 0, 1, 0], [1, 0, 0, 0, 0], [0, 0, 0, 0, 1]]),
+        )  # fmt: skip
+    model(**batch).loss.backward()  # warm-up: compiles, allocates
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        model(**batch).loss.backward()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())

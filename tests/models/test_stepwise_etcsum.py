@@ -410,3 +410,62 @@ def test_step_rows_built_on_tensors_equal_the_rows_written_out(seed, end):
         got = getattr(rows, name)
         assert (got is None and tensor is None) or torch.equal(got, tensor), name
     assert torch.equal(rows.position_ids, torch.arange(rows.input_ids.shape[1]).expand(7, -1))
+
+
+def test_a_step_off_the_cpu_reads_nothing_back_and_keeps_the_rows(minilm_tokenizer, monkeypatch):
+    """A training step as on a GPU (`HOST_READ_DEVICES` emptied: the rows' widths bound by the inputs' shapes, the
+    checks asserted on the device) reads no tensor back to the host (`.item()`, `.tolist()`, `bool()`, `int()`,
+    ...), over real tokenized documents: its rows are the exact ones followed by masked padding, and its logits and
+    set-label loss (with an unlikelihood negative) equal the exact rows'."""
+    from sumformers.modeling import sentence_scoring
+
+    model = tiny_model()
+    batch = document_batch(minilm_tokenizer, [SENTENCES, SENTENCES[:3]])
+    summary = torch.tensor([[3, 0], [1, -1], [-1, -1], [-1, 2]])
+    row_documents = torch.tensor([0, 1, 1, 0])
+    labels = torch.zeros(4, 6)
+    labels[0, 5] = labels[1, 0] = labels[1, 2] = labels[2, 1] = labels[3, 4] = 1.0
+    labels[0, 1] = -0.5
+    layout_inputs = (
+        batch["input_ids"], batch["attention_mask"], batch["cls_positions"], batch["sentence_mask"].bool(), summary,
+        row_documents, True,
+    )  # fmt: skip
+    exact_rows = model._layout(*layout_inputs)
+    exact = model(**batch, summary_indices=summary, row_documents=row_documents, labels=labels)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a tensor was read back to the host during the step")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sentence_scoring, "HOST_READ_DEVICES", ())
+        for method in ("item", "tolist", "__bool__", "__int__", "__float__", "__index__"):
+            patch.setattr(torch.Tensor, method, refuse)
+        bound_rows = model._layout(*layout_inputs)
+        bound = model(**batch, summary_indices=summary, row_documents=row_documents, labels=labels)
+
+    span = model.config.max_sentence_tokens + 2
+    assert bound_rows.input_ids.shape[1] == batch["input_ids"].shape[1] + 2 * span
+    assert bound_rows.global_mask.shape[1] == batch["sentence_mask"].shape[1] + 2 + 1
+    for name in ("input_ids", "token_type_ids", "long_mask", "long_sentence_ids", "global_types", "global_positions",
+                 "global_mask", "global_sentence_ids", "end_index", "position_ids"):  # fmt: skip
+        got, want = getattr(bound_rows, name), getattr(exact_rows, name)
+        if got.dim() == 2:
+            got, extra = got[:, : want.shape[1]], got[:, want.shape[1] :]
+            padding = {"long_sentence_ids": -1, "global_sentence_ids": -1, "global_positions": 0}.get(name, 0)
+            if name != "position_ids":
+                assert (extra == padding).all(), name
+        assert torch.equal(got, want), name
+    torch.testing.assert_close(bound.logits, exact.logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(bound.loss, exact.loss, rtol=1e-5, atol=1e-6)
+    log_probs = torch.log_softmax(exact.logits.float(), -1)
+    by_hand = -(
+        log_probs[0, 5] + torch.log1p(-log_probs[0, 1].exp()) * 0.5
+        + torch.logsumexp(log_probs[1, [0, 2]], 0) + log_probs[2, 1] + log_probs[3, 4]
+    ) / 4  # fmt: skip
+    torch.testing.assert_close(exact.loss, by_hand)
+    with pytest.raises(ValueError, match="positive entry"):
+        model(**batch, summary_indices=summary, row_documents=row_documents, labels=labels.clamp(max=0))
+    with monkeypatch.context() as patch:  # as on a GPU: asserted on the device, the message kept
+        patch.setattr(sentence_scoring, "HOST_READ_DEVICES", ())
+        with pytest.raises(RuntimeError, match="real sentences"):
+            model(**batch, summary_indices=torch.tensor([[4], [4]]), row_documents=torch.tensor([0, 1]))

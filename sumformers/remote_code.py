@@ -8,8 +8,11 @@ import re
 import sys
 from pathlib import Path
 
-# Installed with transformers itself: an exported repo needs no more than `pip install transformers torch` for them.
-PROVIDED_WITH_TRANSFORMERS = {"torch", "transformers", "numpy", "huggingface_hub", "safetensors", "tokenizers"}
+# Installed with transformers itself (filelock through huggingface_hub): an exported repo needs no more than
+# `pip install transformers torch` for them.
+PROVIDED_WITH_TRANSFORMERS = {
+    "torch", "transformers", "numpy", "huggingface_hub", "safetensors", "tokenizers", "filelock",
+}
 
 # What inference may need beyond them: blingfire splits sentences. Any other package at module level (rouge-score, nltk:
 # evaluation) means an inference file imports evaluation code, and a bare install of the repo would fail.

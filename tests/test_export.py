@@ -123,7 +123,7 @@ def test_remote_code_gives_the_in_package_scores(saved_model, tmp_path):
     assert remote["result"]["scores"] == pytest.approx(expected["scores"], abs=1e-6)
 
 
-def test_every_architecture_exports_code_that_needs_blingfire_and_no_evaluation_package():
+def test_every_architecture_exports_code_that_needs_only_blingfire_beyond_transformers_and_torch():
     """The card's `pip install` line: inference splits sentences with blingfire and needs nothing else (before: 8 of
     the 13 architectures also needed nltk and rouge_score, imported through the evaluation code)."""
     from sumformers import ARCHITECTURES
@@ -133,9 +133,7 @@ def test_every_architecture_exports_code_that_needs_blingfire_and_no_evaluation_
     # the realizer reads games, not sentences: once models stopped importing their processors, its code no longer
     # came with the BertSumAbs processor's sentence splitter
     expected = {model_type: ["transformers", "torch", "blingfire"] for model_type in ARCHITECTURES}
-    # WikiSum over Llama converts SmolLM2's GGUF file under a file lock (filelock comes with transformers' hub client)
-    assert needs == expected | {"realizer": ["transformers", "torch"],
-                                "wikisum_llama": ["transformers", "torch", "blingfire", "filelock"]}
+    assert needs == expected | {"realizer": ["transformers", "torch"]}
 
 
 def test_export_refuses_code_that_would_need_an_evaluation_package():

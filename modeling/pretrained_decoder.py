@@ -91,11 +91,14 @@ def install_smollm2(gguf: Path | None = None) -> Path:
     """Convert the wheel's GGUF file (or `gguf`) into `installed_smollm2_folder()` unless it is there already.
 
     A lock file beside the folder lets one process or thread convert while the others wait, and the folder appears
-    only when complete (written beside it, then renamed), so an interrupted conversion is never read as installed."""
+    only when complete (written beside it, then renamed), so an interrupted conversion is never read as installed.
+    An installed folder is returned without the lock: every later load, even from a folder it may not write beside."""
     folder = installed_smollm2_folder()
+    if is_smollm2_installed():
+        return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{folder}.lock"):
-        if is_smollm2_installed():
+        if is_smollm2_installed():  # converted by another process or thread while this one waited
             return folder
         refuse_used(folder)
         gguf = gguf or smollm2_gguf()

@@ -110,6 +110,18 @@ def test_the_first_use_of_the_hub_id_converts_the_wheel_once_into_the_folder(tmp
     assert resolve_decoder("other/llama") == "other/llama"
 
 
+def test_an_installed_folder_loads_without_writing_beside_it(tmp_path, monkeypatch):
+    folder = tmp_path / "shared" / "smollm2"
+    monkeypatch.setenv(SMOLLM2_FOLDER_VARIABLE, str(folder))
+    written = _fake_conversion(monkeypatch, tmp_path)
+    install_smollm2()
+    (tmp_path / "shared" / "smollm2.lock").unlink()
+    # a folder installed once and shared read-only: later loads take no lock (one would need a file beside it)
+    monkeypatch.setattr(pretrained_decoder, "FileLock", None)
+    assert resolve_decoder(SMOLLM2_HUB_ID) == str(folder) and len(written) == 1
+    assert sorted(path.name for path in folder.parent.iterdir()) == ["smollm2"]
+
+
 def test_threads_loading_at_once_convert_once(tmp_path, monkeypatch):
     monkeypatch.setenv(SMOLLM2_FOLDER_VARIABLE, str(tmp_path / "smollm2"))
     written = _fake_conversion(monkeypatch, tmp_path)

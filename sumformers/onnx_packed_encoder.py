@@ -35,14 +35,19 @@ class PackedSentenceVectors(nn.Module):
             raise ValueError("the packed sentence encoder covers a BERT sentence encoder with absolute positions")
         self.model = model
         self.encoder = model.sentence_encoder
-        # each layer's query, key and value projections as one product (one pass over the tokens)
-        self.projections = nn.ModuleList()
+        heads = self.encoder.config.num_attention_heads
+        # per layer, the value projection with a column more per head whose weights are 0 and bias 1 (the indicator
+        # `_attention` divides by)
+        self.values = nn.ModuleList()
         for layer in self.encoder.encoder.layer:
-            parts = [layer.attention.self.query, layer.attention.self.key, layer.attention.self.value]
-            projection = nn.Linear(parts[0].in_features, 3 * parts[0].out_features)
-            projection.weight.data = torch.cat([part.weight.data for part in parts])
-            projection.bias.data = torch.cat([part.bias.data for part in parts])
-            self.projections.append(projection)
+            attention = layer.attention.self
+            hidden = attention.value.in_features
+            value = nn.Linear(hidden, hidden + heads)
+            weight = attention.value.weight.data.view(heads, -1, hidden)
+            value.weight.data = torch.cat([weight, weight.new_zeros(heads, 1, hidden)], 1).flatten(0, 1)
+            bias = attention.value.bias.data.view(heads, -1)
+            value.bias.data = torch.cat([bias, bias.new_ones(heads, 1)], 1).flatten()
+            self.values.append(value)
 
     def forward(self, input_ids, attention_mask, token_type_ids, cls_positions, sentence_mask):
         config = self.encoder.config
@@ -53,10 +58,12 @@ class PackedSentenceVectors(nn.Module):
         # first would give the token count a bound the exporter cannot write
         ids, mask = block_ids.flatten(0, 1), block_mask.flatten(0, 1)  # [slots, block]
         tokens = mask.flatten().nonzero().squeeze(1)  # the real tokens' places in the flattened blocks
-        # the packed row each block place reads for the attention: its own token, or on padding the block's first
-        # token (a real score, so the softmax's largest term is a real one; its value is zeroed, see `_attention`)
+        # the packed row each block place reads for the attention's queries and keys: its own token, or on padding
+        # the block's first token (a real score, so the softmax's largest term is a real one); for its values: its
+        # own, or on padding a row of zeros appended after the tokens (indicator 0 too)
         rank = mask.flatten().cumsum(0).view(mask.shape) - 1
-        source = torch.where(mask, rank, rank[:, :1]).clamp(min=0).flatten()
+        query_key_rows = torch.where(mask, rank, rank[:, :1]).clamp(min=0).flatten()
+        value_rows = torch.where(mask.flatten(), query_key_rows, tokens.shape[0])
         embeddings = self.encoder.embeddings
         # token type 0 everywhere, as the model gives the encoder no token types
         states = embeddings.LayerNorm(
@@ -64,8 +71,14 @@ class PackedSentenceVectors(nn.Module):
             + embeddings.token_type_embeddings.weight[0]
             + embeddings.position_embeddings(tokens % block_size)
         )
-        for layer, projection in zip(self.encoder.encoder.layer, self.projections):
-            context = self._attention(projection(states), mask, tokens, source, config.num_attention_heads)
+        for layer, value in zip(self.encoder.encoder.layer, self.values):
+            attention = layer.attention.self
+            context = self._attention(
+                attention.query(states).index_select(0, query_key_rows),
+                attention.key(states).index_select(0, query_key_rows),
+                torch.cat([value(states), states.new_zeros(1, value.out_features)]).index_select(0, value_rows),
+                mask.shape, tokens, config.num_attention_heads,
+            )
             attended = layer.attention.output.LayerNorm(layer.attention.output.dense(context) + states)
             inner = layer.intermediate.intermediate_act_fn(layer.intermediate.dense(attended))
             states = layer.output.LayerNorm(layer.output.dense(inner) + attended)
@@ -79,23 +92,24 @@ class PackedSentenceVectors(nn.Module):
         return pooled.view(*sentence_mask.shape, -1)
 
     @staticmethod
-    def _attention(queries_keys_values, mask, tokens, source, heads):
-        """Self-attention of the packed tokens within their blocks, with no mask: [tokens, 3 * hidden] -> [tokens,
-        hidden]. ONNX Runtime's attention kernel is about twice as fast without a mask (3.4 ms against 1.8 ms a layer
-        for 24 blocks of 38). A padding place holds its block's first key and a zero value, and each head's values
-        gain a column that is 1 on real tokens: that column's output is the attention mass on real keys, and dividing
-        by it gives the masked softmax's result (the padding terms cancel; their scores are real scores, so the
-        quotient stays near 1/(1 + padding) at worst, with no underflow)."""
-        slots, width = mask.shape
-        hidden = queries_keys_values.shape[-1] // 3
-        head_size = hidden // heads
-        blocks = queries_keys_values.index_select(0, source).view(slots, width, 3, heads, head_size)
-        query, key, value = blocks.unbind(2)  # [slots, block, heads, head size]
-        real = mask[..., None, None].to(value.dtype)
-        value = torch.cat([value * real, real.expand(-1, -1, heads, 1)], dim=-1)
+    def _attention(queries, keys, values, block_shape, tokens, heads):
+        """Self-attention of the packed tokens within their blocks, with no mask: queries and keys [places, hidden]
+        and values [places, heads * (head size + 1)] in the block layout -> [tokens, hidden]. ONNX Runtime's
+        attention kernel is about twice as fast without a mask (1.8 ms against 3.4 ms a layer for 24 blocks of 38).
+        A padding place holds its block's first key and a zero value, and each head's values have a last column
+        that is 1 on real tokens: that column's output is the attention mass on the real keys, and dividing by it
+        gives the masked softmax's result (the padding terms cancel; their scores are real scores, so the mass is at
+        least 1/(1 + padding places): no underflow)."""
+        slots, width = block_shape
+        head_size = queries.shape[-1] // heads
+
+        def split_heads(tensor):  # [places, heads * size] -> [slots, heads, block, size]
+            return tensor.view(slots, width, heads, -1).transpose(1, 2)
+
         output = nn.functional.scaled_dot_product_attention(
-            query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), scale=head_size**-0.5
-        )  # [slots, heads, block, head size + 1]
+            split_heads(queries), split_heads(keys), split_heads(values), scale=head_size**-0.5
+        )
+        # [slots, heads, block, head size + 1] -> the real tokens' rows
         output = output.transpose(1, 2).reshape(slots * width, heads, head_size + 1).index_select(0, tokens)
         return (output[..., :head_size] / output[..., head_size:]).flatten(1)
 

@@ -5,7 +5,7 @@ The sentence encoder reads every sentence in a block of `max_sentence_tokens + 2
 those are padding (64% real tokens over the first 50 development articles). A padding token's state is never read:
 the attention mask hides it from every real token and the pooling weighs it 0. So the exported graph runs the
 embeddings, projections, layer norms and feed-forward layers on the real tokens only (one row per token, `[tokens,
-hidden]`), and scatters them into the blocks only for the attention scores, where the mask needs the block layout.
+hidden]`), and gathers them into the blocks only for the attention (see `_attention`: no mask there).
 The result is the PyTorch model's up to float rounding (the export checks it against PyTorch, within 1e-4).
 
 It covers a BERT sentence encoder with absolute positions (the shipped HiBERT checkpoints' MiniLM);

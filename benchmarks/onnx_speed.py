@@ -6,10 +6,10 @@ Each document is summarized by every back end in turn (the order rotates from on
 burst of load on a shared machine falls on all of them alike) after one warm-up document each; every call is the
 whole pipeline (sentence splitting, tokenization, model, search). Wall-clock and process CPU seconds are both
 reported: on a machine others share, CPU seconds are the steadier measure. The float32 ONNX Runtime rows differ in
-its graph optimization level (the graphs themselves already hold the fused attention, skip-layer-norm and bias-GELU
-kernels the export writes); the int8 row is the opt-in `--quantize int8` export. The summaries of every back end
-are compared with PyTorch's, and so are its scores (the first step's next-choice probabilities of a stepwise model,
-the sentence probabilities of the others).
+its graph optimization level (the graphs themselves already hold the fused kernels the export writes, and the
+default model's sentence encoder on real tokens only: docs/onnx.md); the int8 row is the opt-in `--quantize int8`
+export. The summaries of every back end are compared with PyTorch's, and so are its scores (the first step's
+next-choice probabilities of a stepwise model, the sentence probabilities of the others).
 
     python benchmarks/onnx_speed.py --threads 1 2 --documents 50    # writes benchmarks/results/onnx_speed.md
     python benchmarks/onnx_speed.py --model etcsum-minilm-cnndm --threads 1 --documents 20 --no-int8 \

@@ -35,6 +35,7 @@ from transformers import AutoConfig
 
 from .hub import load_model, load_tokenizer, readable_by_all, resolve_model
 from .modeling.sentence_scoring import next_choice_logits_and_loss
+from .onnx_packed_encoder import PackedSentenceVectors, packs_sentence_encoder
 from .onnx_runtime import DOCUMENT_GRAPH, QUANTIZATION_KEY, STEP_GRAPH
 
 # Families whose graphs this module knows (config `model_type`).
@@ -260,21 +261,23 @@ def export_graphs(model, tokenizer, output: Path, quantize: str | None = None) -
         with torch.no_grad():
             vectors = document_module(**inputs)
         step_inputs = {"sentence_vectors": vectors, "sentence_mask": inputs["sentence_mask"], **rows}
-        graphs = [(document_module, inputs, _DOCUMENT_AXES, output / DOCUMENT_GRAPH),
+        # the sentence encoder without its padding where it can (`onnx_packed_encoder`), checked against the model's
+        traced = PackedSentenceVectors(model).eval() if packs_sentence_encoder(model) else document_module
+        graphs = [(document_module, inputs, _DOCUMENT_AXES, output / DOCUMENT_GRAPH, traced),
                   (HiBertStepScorer(model).eval(), step_inputs, _STEP_AXES, output / STEP_GRAPH)]
     else:
         graphs = [(SentenceScorer(model).eval(), inputs, _DOCUMENT_AXES, output / DOCUMENT_GRAPH)]
-    for module, module_inputs, axes, path in graphs:
+    for module, module_inputs, axes, path, *traced in graphs:
         with torch.no_grad():
             expected = module(**module_inputs)  # on the model's own attention back end
             with _traceable_attention(model):
-                _export(module, module_inputs, axes, path)
+                _export(traced[0] if traced else module, module_inputs, axes, path)
         difference = _largest_difference(path, module_inputs, expected)
         if difference > TOLERANCE:
             raise ValueError(f"{path.name} differs from PyTorch by {difference:.2e} (more than {TOLERANCE})")
         if quantize == "int8":
             _quantize_int8(path)
-    return [path for _, _, _, path in graphs]
+    return [graph[3] for graph in graphs]
 
 
 def export_onnx(name_or_path: str | None, output_dir: str, quantize: str | None = None) -> Path:

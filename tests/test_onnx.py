@@ -85,22 +85,24 @@ def test_onnx_scores_equal_pytorch_on_the_bundled_articles(name, exported):
         assert max(abs(a - b) for a, b in pairs) < TOLERANCE
 
 
+def document_batch(preprocessed: list[dict]) -> dict:
+    """Processed documents as one batch, padded as the pipeline's collation pads them (token and sentence axes)."""
+    def padded(name):
+        length = max(item[name].shape[1] for item in preprocessed)
+        return torch.cat([torch.nn.functional.pad(item[name], (0, length - item[name].shape[1]))
+                          for item in preprocessed])
+
+    return {name: padded(name) for name in ("input_ids", "attention_mask", "token_type_ids", "cls_positions",
+                                            "sentence_mask")}
+
+
 @pytest.mark.parametrize("name", checkpoint_params([DEFAULT_MODEL, "stepwise-etcsum-minilm-cnndm"]))
 def test_the_step_graph_gives_the_models_logits_for_partial_summaries(name, exported):
     """Rows of several documents and partial summaries of different lengths, padded with -1, as beam search asks."""
     folder = exported(name)
     torch_pipe = load_pipeline(name)
     onnx_model = OnnxSummarizer.from_pretrained(folder, num_threads=1)
-    first, second = (torch_pipe.preprocess(article) for article in bundled_articles()[:2])
-    width = max(first["input_ids"].shape[1], second["input_ids"].shape[1])
-    sentences = max(first["cls_positions"].shape[1], second["cls_positions"].shape[1])
-
-    def padded(name, length):  # the two documents as one batch, padded as the pipeline's collation pads them
-        pads = [torch.nn.functional.pad(item[name], (0, length - item[name].shape[1])) for item in (first, second)]
-        return torch.cat(pads)
-
-    batch = {name: padded(name, width) for name in ("input_ids", "attention_mask", "token_type_ids")}
-    batch.update({name: padded(name, sentences) for name in ("cls_positions", "sentence_mask")})
+    batch = document_batch([torch_pipe.preprocess(article) for article in bundled_articles()[:2]])
     rows = {"summary_indices": torch.tensor([[-1, -1, -1], [4, -1, -1], [0, 7, 2], [3, 1, -1]]),
             "row_documents": torch.tensor([0, 0, 1, 1])}
     with torch.no_grad():
@@ -110,6 +112,41 @@ def test_the_step_graph_gives_the_models_logits_for_partial_summaries(name, expo
     assert torch.equal(real, got > torch.finfo(got.dtype).min)
     assert real.sum() > 4 * 15
     assert (got - expected)[real].abs().max() < TOLERANCE
+
+
+def assert_packed_sentence_vectors_equal_the_models(folder: Path, articles: list[str]):
+    """The default model's document graph, whose sentence encoder runs on the real tokens only
+    (`onnx_packed_encoder`), against `sentence_vectors`: each article alone, and all of them as one padded batch
+    (padding sentence slots, whose vectors are 0)."""
+    import onnx
+
+    graph = onnx.load(folder / "model.onnx")
+    attention = [node for node in graph.graph.node if node.op_type == "MultiHeadAttention"]
+    # the packed encoder's attention runs with no mask or bias input (and there is one per encoder layer)
+    assert len(attention) == 6 and all(len([name for name in node.input if name]) == 3 for node in attention)
+    torch_pipe = load_pipeline(DEFAULT_MODEL)
+    onnx_model = OnnxSummarizer.from_pretrained(folder, num_threads=1)
+    preprocessed = [torch_pipe.preprocess(article) for article in articles]
+    for inputs in [document_batch([item]) for item in preprocessed] + [document_batch(preprocessed)]:
+        with torch.no_grad():
+            expected = torch_pipe.model.sentence_vectors(inputs["input_ids"], inputs["attention_mask"],
+                                                    inputs["cls_positions"], inputs["sentence_mask"])
+        got = onnx_model.prepare_document(**inputs)["sentence_vectors"]
+        assert got.shape == expected.shape
+        assert (got - expected).abs().max() < TOLERANCE
+        assert torch.equal(got[~inputs["sentence_mask"].bool()], expected[~inputs["sentence_mask"].bool()])
+    assert not document_batch(preprocessed)["sentence_mask"].bool().all()  # the batch has padding slots
+
+
+def test_the_packed_sentence_encoder_gives_the_models_sentence_vectors(exported):
+    assert_packed_sentence_vectors_equal_the_models(exported(DEFAULT_MODEL), bundled_articles())
+
+
+@pytest.mark.data
+def test_the_packed_sentence_encoder_gives_the_models_sentence_vectors_on_development_articles(exported, data_dir):
+    lines = (data_dir / "cnn_dailymail" / "validation.jsonl").read_text().splitlines()[:12]
+    assert_packed_sentence_vectors_equal_the_models(exported(DEFAULT_MODEL),
+                                                    [json.loads(line)["document"] for line in lines])
 
 
 def test_transformers_pipeline_takes_the_onnx_model_as_it_takes_an_ort_model(exported):

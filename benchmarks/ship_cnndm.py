@@ -18,8 +18,9 @@ and adds its own (`--continued_from`, with `--hardware cpu --command`); read the
 over it.
 
 Once `quality_cnndm.py` has written the table that holds the shipped model's rows (--results), `--card_figures`
-puts that table's figures of the shipped decoding on the card (nothing else changes): on each held-out set
-ROUGE-1/2/Lsum, the summaries' length, and the paired ROUGE-1 differences to Lead-3 and to the Lead of as many words.
+puts that table's figures of the shipped decoding on the card: on each held-out set ROUGE-1/2/Lsum, the summaries'
+length, and the paired ROUGE-1 differences to Lead-3 and to the Lead of as many words; the card's scores (its
+metadata, and the held-out line `ship` wrote) become the table's `validation[:300]` ones where they differ.
 
     python benchmarks/ship_cnndm.py --model "Stepwise HiBERT" --card_figures
 """
@@ -189,8 +190,8 @@ def ship(args) -> Path:
         datasets=["abisee/cnn_dailymail"],
         results=scores,
         evaluation=f"{args.development} Held out (`validation[:300]`, raw cased CNN articles, the shipped "
-        f"decoding{decoded}): ROUGE-1 / 2 / Lsum {scores['rouge1']:.2f} / {scores['rouge2']:.2f} / "
-        f"{scores['rougeLsum']:.2f}; both held-out sets with Lead-3 and paired differences: `{args.results}`.",
+        f"decoding{decoded}): {card_scores_text(scores)}; both held-out sets with Lead-3 and paired differences: "
+        f"`{args.results}`.",
     )
     write_card(target, AutoConfig.from_pretrained(target), card)
     print(f"shipped {target}: {scores}", flush=True)
@@ -203,6 +204,13 @@ HELD_OUT_SETS = {"validation_large[:1000]": "Lowercased `validation_large[:1000]
                  "validation[:300] (CNN)": "Raw cased CNN `validation[:300]`"}
 SOURCE_NAMES = {"CNN": "CNN", "DM": "Daily Mail"}
 LEAD_WORDS = "ROUGE-1 - Lead of as many words (paired)"
+CARD_SET = "validation[:300] (CNN)"  # the set of the card's scores (`held_out_scores`)
+CARD_SCORES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeLsum": "ROUGE-Lsum"}  # -> the table's columns
+
+
+def card_scores_text(scores: dict) -> str:
+    """The card's held-out scores as its evaluation text states them: "ROUGE-1 / 2 / Lsum 30.88 / 11.70 / 27.28"."""
+    return "ROUGE-1 / 2 / Lsum " + " / ".join(f"{scores[key]:.2f}" for key in CARD_SCORES)
 
 
 def signed(cell: str) -> str:
@@ -213,19 +221,27 @@ def signed(cell: str) -> str:
     return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]{holds_zero}"
 
 
-def quality_table_figures(model: str, results: str) -> str:
-    """The card's section of `results` (a `quality_cnndm.py` table): on each held-out set, the row of the shipped
-    decoding (trigram blocking, neither a word budget nor a fixed length): ROUGE-1/2/Lsum, its length and its paired
-    ROUGE-1 differences to Lead-3 and to the Lead of as many words."""
+def shipped_rows(model: str, results: str) -> dict[str, dict[str, str]]:
+    """Set title -> the row of `model`'s shipped decoding (trigram blocking, neither a word budget nor a fixed length)
+    in `results`, a `quality_cnndm.py` table."""
     from quality_cnndm import read_tables
 
-    bullets, decodings = [], set()
+    found = {}
     for title, rows in read_tables((REPO / results).read_text()).items():
         shipped = [row for row in rows if row["model"] == model and row["trigram blocking"] == "yes"
                    and "<=" not in row["decoding"] and "exactly" not in row["decoding"]]
-        if not shipped:
-            continue
-        (row,) = shipped
+        if shipped:
+            (found[title],) = shipped
+    if not found:
+        raise SystemExit(f"{results} has no row of {model}'s shipped decoding")
+    return found
+
+
+def quality_table_figures(model: str, results: str) -> str:
+    """The card's section of `results` (a `quality_cnndm.py` table): on each held-out set, the shipped decoding's
+    ROUGE-1/2/Lsum, its length and its paired ROUGE-1 differences to Lead-3 and to the Lead of as many words."""
+    bullets, decodings = [], set()
+    for title, row in shipped_rows(model, results).items():
         if LEAD_WORDS not in row:
             raise SystemExit(f"{results} has no '{LEAD_WORDS}' column: rerun its Command line first")
         counts = [f"{header.rsplit('(', 1)[1].rstrip(')')} {SOURCE_NAMES[header.split()[1]]}"
@@ -239,16 +255,19 @@ def quality_table_figures(model: str, results: str) -> str:
             f"{signed(row[LEAD_WORDS])} (`{results}`)."
         )
         decodings.add(row["decoding"])
-    if not bullets:
-        raise SystemExit(f"{results} has no row of {model}'s shipped decoding")
     opening = (
         f"{QUALITY_FIGURES}, shipped decoding ({' / '.join(sorted(decodings))}, trigram blocking); paired ROUGE-1 "
         "differences with 95% bootstrap intervals, against Lead-3 and against the Lead of as many words (each "
         "article's first N words, N = the words of this model's summary of it: a difference at the same length)."
     )
-    wrap = dict(width=120, break_long_words=False, break_on_hyphens=False)
-    return "\n\n".join([textwrap.fill(opening, **wrap),
-                         "\n".join(textwrap.fill(bullet, subsequent_indent="  ", **wrap) for bullet in bullets)])
+    return "\n\n".join([wrapped(opening), "\n".join(wrapped(bullet, indent="  ") for bullet in bullets)])
+
+
+def wrapped(text: str, indent: str = "") -> str:
+    """`text` in lines of at most 120 characters (later ones indented by `indent`), an interval never split."""
+    kept = re.sub(r"\[([^\]]*), ", "[\\1,\N{NO-BREAK SPACE}", text)
+    lines = textwrap.fill(kept, width=120, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return lines.replace("\N{NO-BREAK SPACE}", " ")
 
 
 def with_quality_figures(evaluation: str, figures: str, results: str) -> str:
@@ -269,7 +288,13 @@ def write_card_figures(args) -> Path:
     target = REPO / "checkpoints" / MODELS[args.model][0]
     card = read_card_info(target)
     figures = quality_table_figures(args.model, args.results)
-    card["evaluation"] = with_quality_figures(card["evaluation"], figures, args.results)
+    evaluation = card["evaluation"]
+    card_set = shipped_rows(args.model, args.results).get(CARD_SET)
+    if card_set:  # the scores `ship` measured, as the table has them now (decoding or scoring may have changed since)
+        scores = {key: float(card_set[column].split()[0]) for key, column in CARD_SCORES.items()}
+        evaluation = evaluation.replace(card_scores_text(card["results"]), card_scores_text(scores))
+        card["results"] = scores
+    card["evaluation"] = with_quality_figures(evaluation, figures, args.results)
     write_card(target, AutoConfig.from_pretrained(target), card)
     print(f"{target}: {figures}", flush=True)
     return target

@@ -103,3 +103,32 @@ def test_the_cards_figures_replace_those_of_the_same_table_and_keep_the_others(s
     assert updated == f"Held out: 30.88. Tables: `x.md`.\n\n{figures}\n{kept}"
     assert script.with_quality_figures(updated, figures, results) == updated  # rewriting is stable
     assert script.with_quality_figures("Held out: 30.88.", figures, results) == "Held out: 30.88.\n\n" + figures
+
+
+def test_card_figures_rebuild_the_shipped_card_with_the_tables_scores(script, quality, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from conftest import REPO_ROOT
+
+    folder = tmp_path / "checkpoints" / "hibert-minilm-cnndm"
+    shutil.copytree(REPO_ROOT / "checkpoints" / "hibert-minilm-cnndm", folder)
+    card = json.loads((folder / "sumformers_card.json").read_text())
+    card.update(results={"rouge1": 30.29, "rouge2": 11.89, "rougeLsum": 27.05},
+                evaluation="Decoding: top 3. Held out: ROUGE-1 / 2 / Lsum 30.29 / 11.89 / 27.05; tables: `t.md`.")
+    (folder / "sumformers_card.json").write_text(json.dumps(card))
+    result = dict(rouge1=30.55, rouge1_interval=(29.2, 31.8), rouge1_vs_lead3=0.8, rouge1_vs_lead3_interval=(-0.2, 1.8),
+                  rouge1_vs_lead_words=0.35, rouge1_vs_lead_words_interval=(-0.57, 1.21), rouge2=11.91,
+                  rougeLsum=27.42, mean_sentences=3.0, mean_words=67.8, redundancy=0.0, rouge1_cnn=30.55, seconds=None)
+    results = tmp_path / "table.md"
+    results.write_text(quality.format_table("validation[:300] (CNN)", [("HiBERT", "top 3", "yes", result)],
+                                            {"all": 300, "cnn": 300}))
+    monkeypatch.setattr(script, "REPO", tmp_path)
+    script.write_card_figures(Namespace(model="HiBERT", results=str(results)))
+    card = json.loads((folder / "sumformers_card.json").read_text())
+    assert card["results"] == {"rouge1": 30.55, "rouge2": 11.91, "rougeLsum": 27.42}
+    assert card["evaluation"].startswith("Decoding: top 3. Held out: ROUGE-1 / 2 / Lsum 30.55 / 11.91 / 27.42; ")
+    words = " ".join(card["evaluation"].split())
+    assert "against the Lead of as many words +0.35 [-0.57, +1.21] (the interval holds 0)" in words
+    readme = (folder / "README.md").read_text()
+    assert "value: 27.42" in readme and card["evaluation"] in readme  # the model-index and the Evaluation

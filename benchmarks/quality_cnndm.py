@@ -323,6 +323,23 @@ def format_table(title: str, rows: list[tuple[str, str, str, dict | str]], count
     return "\n".join(lines)
 
 
+def read_tables(text: str) -> dict[str, list[dict[str, str]]]:
+    """The tables of a report `format_table` wrote: set title (the heading before ": N documents") -> its rows, each
+    {column header: cell text}, headers with their counts (e.g. "ROUGE-1 CNN (211)")."""
+    tables, title, headers = {}, None, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            title, headers = line[3:].rsplit(": ", 1)[0], None
+            tables[title] = []
+        elif title is not None and line.startswith("|") and not line.startswith("|---"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            if headers is None:
+                headers = cells
+            else:
+                tables[title].append(dict(zip(headers, cells)))
+    return tables
+
+
 def evaluate_set(title: str, examples: list[dict], selected: list[str], args, checkpoints: dict) -> str:
     """The table of one document set: the baselines, then every selected model found (its checkpoint is added to
     `checkpoints`), with and without trigram blocking, under --max_words and at --stepwise_sentences. Every row is

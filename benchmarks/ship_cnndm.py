@@ -16,10 +16,18 @@ summaries the GPU call decoded (quality_cnndm.py's cache) instead of decoding he
 A run that continued a shipped checkpoint (`train_stepwise.py --init_from`) keeps that checkpoint's run on the card
 and adds its own (`--continued_from`, with `--hardware cpu --command`); read the starting card before shipping
 over it.
+
+Once `quality_cnndm.py` has written the table that holds the shipped model's rows (--results), `--card_figures`
+puts that table's figures of the shipped decoding on the card: on each held-out set ROUGE-1/2/Lsum, the summaries'
+length, and the paired ROUGE-1 differences to Lead-3 and to the Lead of as many words; the card's scores (its
+metadata, and the held-out line `ship` wrote) become the table's `validation[:300]` ones where they differ.
+
+    python benchmarks/ship_cnndm.py --model "Stepwise HiBERT" --card_figures
 """
 
 import argparse
 import re
+import textwrap
 from pathlib import Path
 
 from _common import REPO, setup_runtime, ship_adapter_checkpoint
@@ -92,10 +100,12 @@ HARDWARE = {
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, choices=list(MODELS))
-    parser.add_argument("--source", required=True, help="the recipe's final folder of that model")
+    parser.add_argument("--card_figures", action="store_true",
+                        help="only rewrite the shipped card's figures from --results (see above)")
+    parser.add_argument("--source", help="the recipe's final folder of that model (needed to ship)")
     parser.add_argument("--end_bias", type=float, default=None, help="a stepwise model's dev-chosen end bias")
     parser.add_argument("--pooling", default="no differently", help="HiBERT models: the pooling comparison's figures")
-    parser.add_argument("--development", required=True, help="the card's line on the development choice")
+    parser.add_argument("--development", help="the card's line on the development choice (needed to ship)")
     parser.add_argument("--call", default="three models side by side on the GPU within its 555 s",
                         help="what the GPU call trained beside this model")
     parser.add_argument("--hardware", choices=list(HARDWARE), default="h200", help="where the run trained")
@@ -106,7 +116,10 @@ def parse_args():
     parser.add_argument("--results", default="benchmarks/results/quality_cnndm_gpu.md",
                         help="the quality_cnndm.py table that holds this model's rows")
     parser.add_argument("--threads", type=int, default=2)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if not args.card_figures and not (args.source and args.development):
+        parser.error("shipping needs --source and --development (or --card_figures alone)")
+    return args
 
 
 def held_out_scores(folder: Path, name: str, threads: int, device: str) -> dict:
@@ -177,18 +190,120 @@ def ship(args) -> Path:
         datasets=["abisee/cnn_dailymail"],
         results=scores,
         evaluation=f"{args.development} Held out (`validation[:300]`, raw cased CNN articles, the shipped "
-        f"decoding{decoded}): ROUGE-1 / 2 / Lsum {scores['rouge1']:.2f} / {scores['rouge2']:.2f} / "
-        f"{scores['rougeLsum']:.2f}; both held-out sets with Lead-3 and paired differences: `{args.results}`.",
+        f"decoding{decoded}): {card_scores_text(scores)}; both held-out sets with Lead-3 and paired differences: "
+        f"`{args.results}`.",
     )
     write_card(target, AutoConfig.from_pretrained(target), card)
     print(f"shipped {target}: {scores}", flush=True)
     return target
 
 
+QUALITY_FIGURES = "Held-out figures of the quality table"
+# quality_cnndm.py's set titles -> how a card names them
+HELD_OUT_SETS = {"validation_large[:1000]": "Lowercased `validation_large[:1000]`",
+                 "validation[:300] (CNN)": "Raw cased CNN `validation[:300]`"}
+SOURCE_NAMES = {"CNN": "CNN", "DM": "Daily Mail"}
+LEAD_WORDS = "ROUGE-1 - Lead of as many words (paired)"
+CARD_SET = "validation[:300] (CNN)"  # the set of the card's scores (`held_out_scores`)
+CARD_SCORES = {"rouge1": "ROUGE-1", "rouge2": "ROUGE-2", "rougeLsum": "ROUGE-Lsum"}  # -> the table's columns
+
+
+def card_scores_text(scores: dict) -> str:
+    """The card's held-out scores as its evaluation text states them: "ROUGE-1 / 2 / Lsum 30.88 / 11.70 / 27.28"."""
+    return "ROUGE-1 / 2 / Lsum " + " / ".join(f"{scores[key]:.2f}" for key in CARD_SCORES)
+
+
+def signed(cell: str) -> str:
+    """A table's paired difference "1.67 [1.13, 2.29]" as a card writes it: "+1.67 [+1.13, +2.29]", saying so when
+    the interval holds 0."""
+    value, low, high = (float(number) for number in re.findall(r"-?\d+\.\d+", cell))
+    holds_zero = " (the interval holds 0)" if low <= 0 <= high else ""
+    return f"{value:+.2f} [{low:+.2f}, {high:+.2f}]{holds_zero}"
+
+
+def shipped_rows(model: str, results: str) -> dict[str, dict[str, str]]:
+    """Set title -> the row of `model`'s shipped decoding (trigram blocking, neither a word budget nor a fixed length)
+    in `results`, a `quality_cnndm.py` table."""
+    from quality_cnndm import read_tables
+
+    found = {}
+    for title, rows in read_tables((REPO / results).read_text()).items():
+        shipped = [row for row in rows if row["model"] == model and row["trigram blocking"] == "yes"
+                   and "<=" not in row["decoding"] and "exactly" not in row["decoding"]]
+        if shipped:
+            (found[title],) = shipped
+    if not found:
+        raise SystemExit(f"{results} has no row of {model}'s shipped decoding")
+    return found
+
+
+def quality_table_figures(model: str, results: str) -> str:
+    """The card's section of `results` (a `quality_cnndm.py` table): on each held-out set, the shipped decoding's
+    ROUGE-1/2/Lsum, its length and its paired ROUGE-1 differences to Lead-3 and to the Lead of as many words."""
+    bullets, decodings = [], set()
+    for title, row in shipped_rows(model, results).items():
+        if LEAD_WORDS not in row:
+            raise SystemExit(f"{results} has no '{LEAD_WORDS}' column: rerun its Command line first")
+        counts = [f"{header.rsplit('(', 1)[1].rstrip(')')} {SOURCE_NAMES[header.split()[1]]}"
+                  for header in row if header.startswith("ROUGE-1 ") and header.split()[1] in SOURCE_NAMES]
+        articles = f" ({', '.join(counts)} articles)" if len(counts) > 1 else ""
+        rouge = " / ".join(row[column].split()[0] for column in ("ROUGE-1", "ROUGE-2", "ROUGE-Lsum"))
+        bullets.append(
+            f"- {HELD_OUT_SETS.get(title, f'`{title}`')}{articles}: ROUGE-1 / 2 / Lsum {rouge}, {row['sentences']} "
+            f"sentences ({row['words']} words) a summary; ROUGE-1 over Lead-3 "
+            f"{signed(row['ROUGE-1 - Lead-3 (paired)'])}, against the Lead of as many words "
+            f"{signed(row[LEAD_WORDS])} (`{results}`)."
+        )
+        decodings.add(row["decoding"])
+    opening = (
+        f"{QUALITY_FIGURES}, shipped decoding ({' / '.join(sorted(decodings))}, trigram blocking); paired ROUGE-1 "
+        "differences with 95% bootstrap intervals, against Lead-3 and against the Lead of as many words (each "
+        "article's first N words, N = the words of this model's summary of it: a difference at the same length)."
+    )
+    return "\n\n".join([wrapped(opening), "\n".join(wrapped(bullet, indent="  ") for bullet in bullets)])
+
+
+def wrapped(text: str, indent: str = "") -> str:
+    """`text` in lines of at most 120 characters (later ones indented by `indent`), an interval never split."""
+    kept = re.sub(r"\[([^\]]*), ", "[\\1,\N{NO-BREAK SPACE}", text)
+    lines = textwrap.fill(kept, width=120, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False)
+    return lines.replace("\N{NO-BREAK SPACE}", " ")
+
+
+def with_quality_figures(evaluation: str, figures: str, results: str) -> str:
+    """`evaluation` (a card's text) with `figures` as its quality-table section: an earlier one is replaced, except
+    its items that cite another results file, which follow the new ones."""
+    head, _, section = evaluation.partition(QUALITY_FIGURES)
+    items = re.split(r"\n(?=- )", section)[1:]  # an item runs on over its indented lines
+    kept = [item.rstrip() for item in items if f"`{results}`" not in item]
+    return f"{head.rstrip()}\n\n{figures}" + "".join(f"\n{item}" for item in kept)
+
+
+def write_card_figures(args) -> Path:
+    """Put --results' figures of the shipped model on its card (`quality_table_figures`) and rebuild the card."""
+    from transformers import AutoConfig
+
+    from sumformers.hub import read_card_info, write_card
+
+    target = REPO / "checkpoints" / MODELS[args.model][0]
+    card = read_card_info(target)
+    figures = quality_table_figures(args.model, args.results)
+    evaluation = card["evaluation"]
+    card_set = shipped_rows(args.model, args.results).get(CARD_SET)
+    if card_set:  # the scores `ship` measured, as the table has them now (decoding or scoring may have changed since)
+        scores = {key: float(card_set[column].split()[0]) for key, column in CARD_SCORES.items()}
+        evaluation = evaluation.replace(card_scores_text(card["results"]), card_scores_text(scores))
+        card["results"] = scores
+    card["evaluation"] = with_quality_figures(evaluation, figures, args.results)
+    write_card(target, AutoConfig.from_pretrained(target), card)
+    print(f"{target}: {figures}", flush=True)
+    return target
+
+
 def main():
     args = parse_args()
     setup_runtime(args.threads)
-    ship(args)
+    write_card_figures(args) if args.card_figures else ship(args)
 
 
 if __name__ == "__main__":

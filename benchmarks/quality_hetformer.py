@@ -190,7 +190,7 @@ def main():
         time_cell = f"{seconds[name]:.0f}" if name in seconds else "-"
         lines.append(f"| {name} | {score['rouge1']:.2f} | {score['rouge2']:.2f} | {score['rougeLsum']:.2f} | "
                      f"{lengths[name]:.0f} | {time_cell} |")
-    report = "\n".join(lines)
+    report = "\n".join(lines) + "\n\n" + baselines_report(predictions, references)
     if args.paired_with:
         report += "\n\n" + paired_report(args.paired_with, examples, predictions, references)
     output = Path(args.output or RESULTS_DIR / f"hetformer_quality_{args.dataset}")
@@ -213,6 +213,29 @@ def main():
     print(report)
 
 
+def paired_lines(title: str, ours: list[dict], theirs: list[dict]) -> list[str]:
+    """`title`, then the mean per-document difference `ours` minus `theirs` (`rouge_per_example` rows of the same
+    documents) of each ROUGE score with its 95% bootstrap interval, one markdown line each."""
+    lines = [f"{title}, paired over {len(ours)} documents:"]
+    for key in ("rouge1", "rouge2", "rougeLsum"):
+        differences = [a[key] - b[key] for a, b in zip(ours, theirs)]
+        low, high = bootstrap_interval(differences)
+        lines.append(f"- {key}: {sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}]")
+    return lines
+
+
+def baselines_report(predictions, references) -> str:
+    """HetFormer's per-document ROUGE differences against each baseline of this run (Lead-k, BERTSum), with 95%
+    bootstrap intervals: the issue's target is a paired difference whose interval lies above 0."""
+    ours = rouge_per_example(predictions["HetFormer"], references)
+    sections = [
+        "\n".join(paired_lines(f"HetFormer minus {name}", ours, rouge_per_example(summaries, references)))
+        for name, summaries in predictions.items()
+        if name.startswith(("Lead-", "BERTSum"))
+    ]
+    return "\n\n".join(sections)
+
+
 def paired_report(other_json, examples, predictions, references) -> str:
     """HetFormer's per-document ROUGE differences (this run minus `other_json`'s, on the same documents) with 95%
     bootstrap intervals."""
@@ -221,13 +244,7 @@ def paired_report(other_json, examples, predictions, references) -> str:
         raise ValueError(f"{other_json} holds other documents than this run")
     ours = rouge_per_example(predictions["HetFormer"], references)
     theirs = rouge_per_example(other["predictions"]["HetFormer"], references)
-    lines = [f"HetFormer, this run minus {other_json}, paired over {len(ours)} documents:"]
-    for key in ("rouge1", "rouge2", "rougeLsum"):
-        differences = [a[key] - b[key] for a, b in zip(ours, theirs)]
-        low, high = bootstrap_interval(differences)
-        lines.append(f"- {key}: {sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}]")
-    return "\n".join(lines)
-
+    return "\n".join(paired_lines(f"HetFormer, this run minus {other_json}", ours, theirs))
 
 if __name__ == "__main__":
     main()

@@ -94,7 +94,6 @@ def test_the_training_script_labels_meeting_units_as_inference_reads_them(minilm
     """train_hetformer.py's two mapped steps (`prepare`, then `build_features`) read a transcript as the pipeline
     does: markup stripped, meeting units without filler, and the greedy oracle chooses among those units."""
     from conftest import tiny_bert_config, training_script
-
     from sumformers import HetFormerConfig
     from sumformers.processing.processing_hetformer import HetFormerProcessor
     from sumformers.text.scoring import greedy_oracle

@@ -28,3 +28,25 @@ def test_an_evaluation_is_recorded_in_the_card_info_and_its_model_card(script, t
     shutil.copy(shipped / "config.json", bare / "config.json")
     script.record_in_card(bare, scores, "an evaluation")
     assert json.loads((bare / "sumformers_card.json").read_text()) == {"results": scores, "evaluation": "an evaluation"}
+
+
+def test_hetformer_is_paired_against_each_baseline_of_the_run(script):
+    references = ["the red case costs twelve euros", "users want a curved case"]
+    predictions = {
+        "Lead-2": ["the red case costs twelve euros", "bright colours win"],  # right, then no word in common
+        "BERTSum (CNN/DM, 512 tokens)": references,  # both right
+        "HetFormer": references,
+        "Oracle (greedy)": references,  # not a baseline: not paired
+    }
+    report = script.baselines_report(predictions, references)
+    sections = report.split("\n\n")
+    assert [section.split("\n")[0] for section in sections] == [
+        "HetFormer minus Lead-2, paired over 2 documents:",
+        "HetFormer minus BERTSum (CNN/DM, 512 tokens), paired over 2 documents:",
+    ]
+    # differences 0 and 100 against Lead: mean +50, each bootstrap mean lies between them
+    assert sections[0].split("\n")[1].startswith("- rouge1: +50.00 [")
+    low, high = (float(value) for value in sections[0].split("\n")[1].split("[")[1].rstrip("]").split(", "))
+    assert 0 <= low <= 50 <= high <= 100
+    keys = ("rouge1", "rouge2", "rougeLsum")
+    assert sections[1].split("\n")[1:] == [f"- {key}: +0.00 [+0.00, +0.00]" for key in keys]

@@ -120,3 +120,4 @@ def test_the_training_script_labels_meeting_units_as_inference_reads_them(minilm
     config.meeting_segmentation = "off"
     prose = script.prepare({"document": marked}, processor, "document", multiple_documents=False)["sentence_lists"][0]
     assert "Marketing: Yeah ." in prose and len(prose) > len(units)
+

@@ -19,6 +19,11 @@ Rows:
   for multi-document input, no document nodes.
 Every system but the oracle picks k sentences with trigram blocking. Inputs are prepared as in training
 (`sumformers.text.sentences.document_texts`: QMSum's `{vocalsound}`-style markup is removed for every system).
+HetFormer is also paired against each baseline per document (95% bootstrap intervals).
+
+`--ship TRAINED_ON` makes `--model` (a training run's adapter folder, with its card) the shipped QMSum checkpoint:
+its card gets this run's table and paired differences, `--ship_chosen_on` (how the model was chosen, on other
+documents than these), its HetFormer scores in the model index, and where it trained.
 """
 
 import argparse
@@ -32,6 +37,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+from _common import ship_adapter_checkpoint  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
 from sumformers.hub import load_pipeline, read_card_info, write_card  # noqa: E402
@@ -48,6 +54,7 @@ DATASETS = {
     "cnn_dailymail": ("cnn_dailymail/validation.jsonl", 300, "document", 3, False),
     "fewsum": ("fewsum/validation.jsonl", None, "documents", 4, False),
 }
+SHIPPED = REPO_ROOT / "checkpoints" / "hetformer-minilm-qmsum"
 DEFAULT_BERTSUM = ("checkpoints/bertsum-minilm-cnndm", "runs/bertsum-minilm-cnndm/final")
 ABLATIONS = {
     "HetFormer": {},
@@ -104,6 +111,16 @@ def record_in_card(checkpoint, scores, evaluation):
     write_card(Path(checkpoint), AutoConfig.from_pretrained(checkpoint), card_info)
 
 
+def ship(model, report: str, scores: dict, chosen_on: str, trained_on: str, split: str) -> Path:
+    """`model` as the shipped QMSum HetFormer, its card holding `chosen_on`, this run's `report` (table and paired
+    differences) and `scores` (the model index, on `split`)."""
+    shipped = ship_adapter_checkpoint(model, SHIPPED, [chosen_on, "", *report.split("\n")], trained_on, "")
+    card = read_card_info(shipped)
+    card.update(results=scores, dataset_name="qmsum", split=split)
+    write_card(shipped, AutoConfig.from_pretrained(shipped), card)
+    return shipped
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", choices=DATASETS, required=True)
@@ -131,7 +148,13 @@ def main():
     parser.add_argument(
         "--record_card", default=None, help="A checkpoint folder whose model card gets the HetFormer row."
     )
+    parser.add_argument("--ship", metavar="TRAINED_ON", default=None,
+                        help="Ship --model as checkpoints/hetformer-minilm-qmsum (qmsum; its card says TRAINED_ON).")
+    parser.add_argument("--ship_chosen_on", default=None,
+                        help="With --ship: how the model was chosen, for its card (development documents, scores).")
     args = parser.parse_args()
+    if args.ship and (args.dataset != "qmsum" or not args.ship_chosen_on or args.record_card):
+        parser.error("--ship needs --dataset qmsum and --ship_chosen_on, and not --record_card")
     # BERTSum and long inputs: the pipeline warns on every truncated document; the table states the limits.
     warnings.filterwarnings("ignore", message="Input truncated")
 
@@ -190,7 +213,7 @@ def main():
         time_cell = f"{seconds[name]:.0f}" if name in seconds else "-"
         lines.append(f"| {name} | {score['rouge1']:.2f} | {score['rouge2']:.2f} | {score['rougeLsum']:.2f} | "
                      f"{lengths[name]:.0f} | {time_cell} |")
-    report = "\n".join(lines)
+    report = "\n".join(lines) + "\n\n" + baselines_report(predictions, references)
     if args.paired_with:
         report += "\n\n" + paired_report(args.paired_with, examples, predictions, references)
     output = Path(args.output or RESULTS_DIR / f"hetformer_quality_{args.dataset}")
@@ -210,7 +233,34 @@ def main():
         {"dataset": args.dataset, "documents": len(examples), "k": k, "max_length": max_length, "model": args.model,
          "bertsum": bertsum, "scores": scores, "mean_words": lengths, "model_seconds": seconds,
          "ids": [example["id"] for example in examples], "predictions": predictions}, indent=2) + "\n")
+    if args.ship:
+        shipped = ship(args.model, report, scores["HetFormer"], args.ship_chosen_on, args.ship,
+                       f"validation[{args.start}:{stop if stop is not None else ''}]")
+        print(f"Shipped: {shipped}")
     print(report)
+
+
+def paired_lines(title: str, ours: list[dict], theirs: list[dict]) -> list[str]:
+    """`title`, then the mean per-document difference `ours` minus `theirs` (`rouge_per_example` rows of the same
+    documents) of each ROUGE score with its 95% bootstrap interval, one markdown line each."""
+    lines = [f"{title}, paired over {len(ours)} documents:"]
+    for key in ("rouge1", "rouge2", "rougeLsum"):
+        differences = [a[key] - b[key] for a, b in zip(ours, theirs)]
+        low, high = bootstrap_interval(differences)
+        lines.append(f"- {key}: {sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}]")
+    return lines
+
+
+def baselines_report(predictions, references) -> str:
+    """HetFormer's per-document ROUGE differences against each baseline of this run (Lead-k, BERTSum), with 95%
+    bootstrap intervals: the issue's target is a paired difference whose interval lies above 0."""
+    ours = rouge_per_example(predictions["HetFormer"], references)
+    sections = [
+        "\n".join(paired_lines(f"HetFormer minus {name}", ours, rouge_per_example(summaries, references)))
+        for name, summaries in predictions.items()
+        if name.startswith(("Lead-", "BERTSum"))
+    ]
+    return "\n\n".join(sections)
 
 
 def paired_report(other_json, examples, predictions, references) -> str:
@@ -221,13 +271,7 @@ def paired_report(other_json, examples, predictions, references) -> str:
         raise ValueError(f"{other_json} holds other documents than this run")
     ours = rouge_per_example(predictions["HetFormer"], references)
     theirs = rouge_per_example(other["predictions"]["HetFormer"], references)
-    lines = [f"HetFormer, this run minus {other_json}, paired over {len(ours)} documents:"]
-    for key in ("rouge1", "rouge2", "rougeLsum"):
-        differences = [a[key] - b[key] for a, b in zip(ours, theirs)]
-        low, high = bootstrap_interval(differences)
-        lines.append(f"- {key}: {sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}]")
-    return "\n".join(lines)
-
+    return "\n".join(paired_lines(f"HetFormer, this run minus {other_json}", ours, theirs))
 
 if __name__ == "__main__":
     main()

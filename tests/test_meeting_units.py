@@ -88,3 +88,36 @@ def test_filler_is_never_chosen_while_the_document_has_another_sentence(hetforme
     assert hetformer.postprocess(dict(outputs), num_sentences=2, skip_filler=False)["sentences"] == [0, 1]
     only_filler = dict(outputs, sentences=("OK ,", "Yeah .", "Right .", "Mm - hmm ."))
     assert hetformer.postprocess(only_filler, num_sentences=1)["sentences"] == [0]
+
+
+def test_the_training_script_labels_meeting_units_as_inference_reads_them(minilm_tokenizer):
+    """train_hetformer.py's two mapped steps (`prepare`, then `build_features`) read a transcript as the pipeline
+    does: markup stripped, meeting units without filler, and the greedy oracle chooses among those units."""
+    from conftest import tiny_bert_config, training_script
+    from sumformers import HetFormerConfig
+    from sumformers.processing.processing_hetformer import HetFormerProcessor
+    from sumformers.text.scoring import greedy_oracle
+
+    script = training_script("train_hetformer")
+    config = HetFormerConfig(encoder_config=tiny_bert_config().to_dict(), encoder_name_or_path="tiny",
+                             attention_windows=[8, 8], use_entities=False, strip_markup=True)
+    processor = HetFormerProcessor(minilm_tokenizer, config)
+    marked = TRANSCRIPT.replace("we decide", "we {disfmarker} decide")
+    prepared = script.prepare({"document": marked}, processor, "document", multiple_documents=False)
+    units = [  # the filler turns and "Right ." are gone
+        "Project Manager: OK , we 're on .", "So today we decide the case of the remote control .",
+        "Marketing: Our survey says young users want a curved case in bright colours .", "Industrial Designer: Two .",
+        "The rubber case costs twelve euros , which is over the budget .",
+    ]
+    assert prepared["sentence_lists"] == [units] == [meeting_units(TRANSCRIPT)]
+    summary = "The rubber case costs twelve euros, over the budget; users want a curved case."
+    batch = {"sentence_lists": [prepared["sentence_lists"]], "mentions": [prepared["mentions"]], "summary": [summary]}
+    features = script.build_features(batch, processor, 512, "summary", chunk_long_documents=True)
+    oracle = greedy_oracle(units, summary, metric="r1+r2")
+    assert features["oracle"] == [oracle] and oracle  # one chunk: the oracle over the units, as labelled
+    assert features["labels"] == [[float(index in oracle) for index in range(len(units))]]
+    # with meeting segmentation off (the shipped adapter's training), the same text was read as prose sentences
+    config.meeting_segmentation = "off"
+    prose = script.prepare({"document": marked}, processor, "document", multiple_documents=False)["sentence_lists"][0]
+    assert "Marketing: Yeah ." in prose and len(prose) > len(units)
+

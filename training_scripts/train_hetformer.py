@@ -143,6 +143,13 @@ def continued_adapter(source: str, config):
     return PeftModel.from_pretrained(base, source, is_trainable=True)
 
 
+def adapter_name(source: str) -> str:
+    """The model a continued adapter came from: its folder (a shipped checkpoint), or the run of a run's `final` or
+    `checkpoint-N` folder."""
+    path = Path(source)
+    return path.parent.name if path.name == "final" or path.name.startswith("checkpoint-") else path.name
+
+
 def main():
     model_args, data_args, training_args, het_args = parse_arguments(HetFormerArguments)
     logging.basicConfig(level=logging.INFO if training_args.should_log else logging.WARNING)
@@ -215,7 +222,7 @@ def main():
         model, training_args, features, processor.collate, tokenizer=tokenizer, max_seconds=het_args.max_train_seconds
     )
     if result is not None:
-        continued = f", continuing the LoRA adapter of {Path(source).parent.name}" if het_args.continue_adapter else ""
+        continued = f", continuing the LoRA adapter of {adapter_name(source)}" if het_args.continue_adapter else ""
         card_info["training"] = (
             f"{len(features)} training examples ({trained_on}, "
             f"cut into chunks of at most {max_length} tokens), "

@@ -519,6 +519,15 @@ def test_training_script_chunks_long_documents_and_saves_a_loadable_checkpoint(m
     assert len(result["sentences"]) == 2 and "{vocalsound}" not in result["summary"]
 
 
+def test_a_continued_adapter_is_named_by_its_model_not_its_parent_folder():
+    from conftest import training_script
+
+    adapter_name = training_script("train_hetformer").adapter_name
+    assert adapter_name("checkpoints/hetformer-minilm-qmsum") == "hetformer-minilm-qmsum"
+    assert adapter_name("runs/gpu/hetformer-minilm-cnndm-gpu/final") == "hetformer-minilm-cnndm-gpu"
+    assert adapter_name("runs/hetformer-qmsum-meeting/checkpoint-64") == "hetformer-qmsum-meeting"
+
+
 def test_shipped_checkpoint_picks_its_best_scored_sentences():
     import sumformers
     from sumformers.hub import shipped_checkpoints

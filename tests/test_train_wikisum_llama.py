@@ -1,5 +1,6 @@
 """training_scripts/train_wikisum_llama.py: the learning-rate schedule decays linearly to 0 over the run's steps (the
-default) or over its wall-clock budget (--decay_over minutes), whichever the run is cut by."""
+default) or over its wall-clock budget (--decay_over minutes), whichever the run is cut by; LoRA on the attention
+projections unless --lora_target_modules names others."""
 
 import pytest
 
@@ -9,7 +10,9 @@ script = training_script("train_wikisum_llama")
 
 
 def test_the_step_schedule_is_unchanged_by_the_clock():
-    assert script.parse_args(["--base", "b", "--train_file", "t", "--output_dir", "o"]).decay_over == "steps"
+    defaults = script.parse_args(["--base", "b", "--train_file", "t", "--output_dir", "o"])
+    assert defaults.decay_over == "steps"
+    assert defaults.lora_target_modules == ["q_proj", "k_proj", "v_proj", "o_proj"]  # the shipped adapter's
     assert script.learning_rate_share("steps", 50, 250, seconds=1e9, max_seconds=60) == pytest.approx(0.8)
     assert script.learning_rate_share("steps", 250, 250, seconds=0, max_seconds=60) == 0.0
 

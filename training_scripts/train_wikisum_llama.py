@@ -45,6 +45,8 @@ def parse_args(argv=None):
     parser.add_argument("--limit", type=int, default=None, help="first N training articles")
     parser.add_argument("--lora_r", type=int, default=8)
     parser.add_argument("--lora_alpha", type=int, default=16)
+    parser.add_argument("--lora_target_modules", nargs="+", default=["q_proj", "k_proj", "v_proj", "o_proj"],
+                        help="the base's projections LoRA adapts (the MLP's: gate_proj up_proj down_proj)")
     parser.add_argument("--learning_rate", type=float, default=3e-4)
     parser.add_argument("--batch_size", type=int, default=1)
     parser.add_argument("--gradient_accumulation_steps", type=int, default=4)
@@ -127,7 +129,7 @@ def main(argv=None):
     )
     examples = cached_examples(args, tokenizer, model.config)
     lora = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0,
-                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                      target_modules=args.lora_target_modules,
                       modules_to_save=["compression"] if args.variant != "T-D" else None)
     log = []
     if args.resume:

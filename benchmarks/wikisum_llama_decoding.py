@@ -1,11 +1,13 @@
-"""Decoding settings for WikiSum over SmolLM2 (`pipeline("wikisum-llama")`), compared on a tuning slice: each setting's
-ROUGE and its per-document ROUGE-1 difference to the first setting (the shipped decoding), paired, with a 95% bootstrap
+"""Decoding settings for WikiSum over SmolLM2 (`pipeline("wikisum-llama")`), and adapters, compared on a tuning slice:
+each (checkpoint, setting) row's ROUGE and its per-document ROUGE-1 difference to the first row (the first
+checkpoint, the shipped one by default, with the first setting, the shipped decoding), paired, with a 95% bootstrap
 interval. The slice must be disjoint from the documents a results table reports (the shipped table reports
 `validation.jsonl[300:350]`; tune on `[350:380]`).
 
 A setting is `beams=B,lp=L,rp=R,max=M` (beams, beam search's length penalty, the repetition penalty over the generated
 tokens, most new tokens); word trigram blocking stays on. Summaries are cached with quality_abstractive.py's, so a
-setting decoded there or here is decoded once.
+setting decoded there or here is decoded once. Several --checkpoint folders (adapters trained with different settings)
+are each decoded with every setting; --zero_shot adds the base model itself (no adapter) with every setting.
 
     python benchmarks/wikisum_llama_decoding.py --start 350 --limit 30 \
         --checkpoint checkpoints/wikisum-smollm2-td-cnndm --settings beams=1 beams=2 beams=4,lp=2.0 \
@@ -55,7 +57,9 @@ def parse_args():
     parser.add_argument("--data_file", default="/work/shared/data/cnn_dailymail/validation.jsonl")
     parser.add_argument("--start", type=int, default=350)
     parser.add_argument("--limit", type=int, default=30)
-    parser.add_argument("--checkpoint", default="checkpoints/wikisum-smollm2-td-cnndm")
+    parser.add_argument("--checkpoint", nargs="+", default=["checkpoints/wikisum-smollm2-td-cnndm"],
+                        help="adapter folders, the first the reference of the paired differences")
+    parser.add_argument("--zero_shot", default=None, help="a base model folder decoded without an adapter too")
     parser.add_argument("--llama_base", default=None, help="the adapter's base (default: the one it names)")
     parser.add_argument("--settings", nargs="+", default=["beams=1"],
                         help="decoding settings, the first the reference of the paired differences")
@@ -72,30 +76,35 @@ def main():
     documents = [example["document"] for example in examples]
     references = [example["summary"] for example in examples]
     sources = [example.get("source", "cnn") for example in examples]
-    checkpoint = (REPO / args.checkpoint) if not Path(args.checkpoint).is_absolute() else Path(args.checkpoint)
+    checkpoints = [REPO / path if not Path(path).is_absolute() else Path(path) for path in args.checkpoint]
+    models = [("wikisum_llama", checkpoint) for checkpoint in checkpoints]
+    models += [("zero_shot_llama", Path(args.zero_shot))] if args.zero_shot else []
 
     from sumformers.text.scoring import bootstrap_interval
 
     rows, reference = [], None
-    for text in args.settings:
-        setting = parse_setting(text)
-        print(f"decoding: {describe(setting)}", file=sys.stderr, flush=True)
-        flags = argparse.Namespace(**vars(args), **setting, llama_min_new_tokens=0, llama_no_repeat_word_ngram_size=3)
-        summaries, seconds = llama_summaries("wikisum_llama", str(checkpoint), documents, flags)
-        metrics = abstractive_metrics(summaries, documents, references, sources)
-        per_document = metrics["rouge1_per_document"]
-        reference = per_document if reference is None else reference
-        differences = [a - b for a, b in zip(per_document, reference)]
-        low, high = bootstrap_interval(differences)
-        better = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
-        rows.append(
-            f"| {describe(setting)} | {metrics['rouge1']:.2f} | {sum(differences) / len(differences):+.2f} "
-            f"[{low:+.2f}, {high:+.2f}] | {better[0]} / {better[1]} | {metrics['rouge2']:.2f} "
-            f"| {metrics['rougeLsum']:.2f} | {metrics['facts_in_article']:.2f} | {metrics['repeated_trigrams']:.2f} "
-            f"| {metrics['mean_words']:.1f} | {seconds} |"
-        )
+    for flag, checkpoint in models:
+        for text in args.settings:
+            setting = parse_setting(text)
+            print(f"{display_path(checkpoint)}, decoding: {describe(setting)}", file=sys.stderr, flush=True)
+            flags = argparse.Namespace(**vars(args), **setting, llama_min_new_tokens=0,
+                                       llama_no_repeat_word_ngram_size=3)
+            summaries, seconds = llama_summaries(flag, str(checkpoint), documents, flags)
+            metrics = abstractive_metrics(summaries, documents, references, sources)
+            per_document = metrics["rouge1_per_document"]
+            reference = per_document if reference is None else reference
+            differences = [a - b for a, b in zip(per_document, reference)]
+            low, high = bootstrap_interval(differences)
+            better = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
+            model = f"`{display_path(checkpoint)}`" + (" (zero-shot, no adapter)" if flag == "zero_shot_llama" else "")
+            rows.append(
+                f"| {model} | {describe(setting)} | {metrics['rouge1']:.2f} "
+                f"| {sum(differences) / len(differences):+.2f} [{low:+.2f}, {high:+.2f}] | {better[0]} / {better[1]} "
+                f"| {metrics['rouge2']:.2f} | {metrics['rougeLsum']:.2f} | {metrics['facts_in_article']:.2f} "
+                f"| {metrics['repeated_trigrams']:.2f} | {metrics['mean_words']:.1f} | {seconds} |"
+            )
     body = [
-        f"`{display_path(checkpoint)}` on the tuning slice {data_file.name}[{args.start}:{args.start + len(examples)}] "
+        f"On the tuning slice {data_file.name}[{args.start}:{args.start + len(examples)}] "
         f"({len(examples)} documents, disjoint from the reported [300:350]); word trigram blocking on the generated "
         "text in every row. ROUGE F1 x 100 (rouge-score, stemming); paired = the mean per-document ROUGE-1 "
         "difference to the first row with its 95% bootstrap interval (1,000 resamples of the documents); "
@@ -104,9 +113,9 @@ def main():
         "word trigram twice; s / doc (threads): as timed when the setting was decoded (the cache keeps it), on the "
         "2-core machine shared with other jobs.",
         "",
-        "| decoding | ROUGE-1 | ROUGE-1 - first row (paired) | better / worse | ROUGE-2 | ROUGE-Lsum "
+        "| checkpoint | decoding | ROUGE-1 | ROUGE-1 - first row (paired) | better / worse | ROUGE-2 | ROUGE-Lsum "
         "| facts in article % | repeated trigrams % | words | s / doc (threads) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
     write_report("wikisum_llama_decoding.py", body, args.output)

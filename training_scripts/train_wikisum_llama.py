@@ -10,7 +10,9 @@ folder (`load_wikisum_llama` puts it over the base again).
 Each example is the prompt (`processing_wikisum_llama.prompt_ids`: the article's sentences ranked and cut at
 --max_input_tokens, in the base model's chat template), then the summary and its end token; the loss is on the
 summary tokens. Prompts are tokenized once and cached in `<output_dir>/prompts.json`. Training stops at --max_steps
-or --max_minutes, whichever comes first, and the adapter is saved then (and every --save_steps). --resume continues
+or --max_minutes, whichever comes first, and the adapter is saved then (and every --save_steps). The learning rate
+decays linearly to 0 over the run's steps, or with --decay_over minutes over --max_minutes of wall time (on a shared
+CPU the clock, not the steps, ends a run; each step's rate is logged). --resume continues
 the adapter in `<output_dir>/final` where its training log ends: the same examples in the same order (the seed's),
 the learning-rate schedule at its step; the optimizer's moments start again (they are not saved).
 """
@@ -43,12 +45,18 @@ def parse_args(argv=None):
     parser.add_argument("--limit", type=int, default=None, help="first N training articles")
     parser.add_argument("--lora_r", type=int, default=8)
     parser.add_argument("--lora_alpha", type=int, default=16)
+    parser.add_argument("--lora_target_modules", nargs="+", default=["q_proj", "k_proj", "v_proj", "o_proj"],
+                        help="the base's projections LoRA adapts (the MLP's: gate_proj up_proj down_proj)")
     parser.add_argument("--learning_rate", type=float, default=3e-4)
     parser.add_argument("--batch_size", type=int, default=1)
     parser.add_argument("--gradient_accumulation_steps", type=int, default=4)
     parser.add_argument("--max_steps", type=int, default=-1, help="optimizer steps (<= 0: the epochs decide)")
     parser.add_argument("--epochs", type=float, default=1.0)
     parser.add_argument("--max_minutes", type=float, default=25.0, help="wall-clock limit of the training loop")
+    parser.add_argument("--decay_over", choices=("steps", "minutes"), default="steps",
+                        help="the learning rate decays linearly to 0 over the run's steps, or over --max_minutes of "
+                             "wall time (a budget that ends the run before its steps would otherwise stop at a high "
+                             "rate)")
     parser.add_argument("--save_steps", type=int, default=25)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--bf16", action="store_true")
@@ -74,6 +82,14 @@ def cached_examples(args, tokenizer, config) -> list[dict]:
                  "summary": summary_ids(tokenizer, row["summary"])[-args.max_summary_tokens :]} for row in rows]
     cache.write_text(json.dumps({"settings": settings, "examples": examples}))
     return examples
+
+
+def learning_rate_share(decay_over: str, step: int, total_steps: int, seconds: float, max_seconds: float) -> float:
+    """The linear decay's share of the peak learning rate left: of the run's steps, or of its wall-clock budget (which
+    ends the run where the steps may not have: a step schedule cut by the clock stops at a high rate)."""
+    if decay_over == "minutes":
+        return max(0.0, 1 - seconds / max_seconds)
+    return max(0.0, 1 - step / max(total_steps, 1))
 
 
 def batch_tensors(examples: list[dict], pad_id: int) -> dict:
@@ -113,7 +129,7 @@ def main(argv=None):
     )
     examples = cached_examples(args, tokenizer, model.config)
     lora = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=0.0,
-                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj"],
+                      target_modules=args.lora_target_modules,
                       modules_to_save=["compression"] if args.variant != "T-D" else None)
     log = []
     if args.resume:
@@ -128,17 +144,17 @@ def main(argv=None):
     total_steps = math.ceil(len(examples) * args.epochs / per_step)
     total_steps = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
     done = len(log)  # steps of the run resumed (0 for a new one)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: max(0.0, 1 - (done + step) / max(total_steps, 1))
-    )
+    started = time.perf_counter()
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: learning_rate_share(
+        args.decay_over, done + step, total_steps, time.perf_counter() - started, 60 * args.max_minutes))
     order = [index for _ in range(math.ceil(args.epochs)) for index in random.sample(range(len(examples)),
                                                                                       len(examples))]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else examples[0]["summary"][-1]
-    started, step = time.perf_counter(), done
+    step = done
     earlier_seconds = log[-1]["seconds"] if log else 0.0
     model.train()
     while step < total_steps and time.perf_counter() - started < 60 * args.max_minutes:
-        losses = []
+        losses, rate = [], schedule.get_last_lr()[0]
         for micro in range(args.gradient_accumulation_steps):
             first = (step * args.gradient_accumulation_steps + micro) * args.batch_size
             batch = batch_tensors([examples[i] for i in order[first : first + args.batch_size]],
@@ -151,7 +167,7 @@ def main(argv=None):
         schedule.step()
         optimizer.zero_grad()
         step += 1
-        log.append({"step": step, "loss": sum(losses) / len(losses),
+        log.append({"step": step, "loss": sum(losses) / len(losses), "learning_rate": rate,
                     "seconds": round(earlier_seconds + time.perf_counter() - started, 1)})
         print(json.dumps(log[-1]), flush=True)
         if step % args.save_steps == 0:
